@@ -1,0 +1,37 @@
+# sarnmt: run `make help` for the targets.
+VENV      ?= .venv
+PY        := $(VENV)/bin/python
+EXTRAS    ?= dev
+PIP_FLAGS ?= -c constraints-cpu.txt
+
+.DEFAULT_GOAL := help
+
+help:  ## list the targets
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+$(PY):
+	python3 -m venv $(VENV)
+
+install: $(PY)  ## create .venv and install sarnmt with CPU torch (GPU users: make install PIP_FLAGS=)
+	$(PY) -m pip install -q $(PIP_FLAGS) -e '.[$(EXTRAS)]'
+	$(PY) -c "import torch; print('torch', torch.__version__, 'cuda' if torch.version.cuda else 'cpu')"
+
+test:  ## run the test suite (what CI runs)
+	WANDB_MODE=disabled $(PY) -m pytest -q -m "not slow"
+
+test-full:  ## run every test, the slow ones too
+	WANDB_MODE=disabled $(PY) -m pytest -q
+
+lint:  ## ruff
+	$(PY) -m ruff check sarnmt tests
+
+train:  ## the main job: self-attentive residual decoder on the toy corpus
+	$(PY) -m sarnmt.train
+
+params:  ## Table 1 parameter counts at paper size
+	$(PY) -m sarnmt.params model=paper decoder=all
+
+clean-logs:  ## remove training outputs
+	rm -rf outputs multirun logs
+
+.PHONY: help install test test-full lint train params clean-logs

@@ -1,0 +1,48 @@
+"""Additive (Bahdanau) attention over the source annotations (paper eqs. 5-7; appendix A.2; cGRU note eqs. 6-8).
+
+    e_j = v_aᵀ tanh(W_a h_j + b_a + U_a s'_t) + c      α = softmax_j(e_j) over real positions      c_t = Σ_j α_j h_j
+
+As in dl4mt's cGRU the query is the intermediate state s'_t of cell 1. The key projection W_a h_j + b_a depends only
+on the source, so it is computed once per batch (:meth:`SourceAttention.project_keys`) and carried in
+:class:`~sarnmt.models.state.SourceMemory`. The scalar score bias c (dl4mt's ``c_tt``) cancels in the softmax; it is
+kept only so that parameter counts equal the paper's.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from sarnmt.models.init import init_linear_, normal_, zeros_
+
+
+class SourceAttention(nn.Module):
+    """:param query_dim: d.  :param annotation_dim: 2d (also the attention's inner size, as in dl4mt)."""
+
+    def __init__(self, query_dim: int, annotation_dim: int) -> None:
+        super().__init__()
+        self.key_proj = init_linear_(nn.Linear(annotation_dim, annotation_dim))  # Wc_att (orth), b_att
+        self.query_proj = init_linear_(nn.Linear(query_dim, annotation_dim, bias=False))  # W_comb_att
+        self.v = nn.Parameter(torch.empty(annotation_dim))  # U_att
+        self.score_bias = nn.Parameter(torch.zeros(()))  # c_tt
+        normal_(self.v)
+        zeros_(self.score_bias)
+
+    def project_keys(self, annotations: Tensor) -> Tensor:
+        """:param annotations: shape (B, S, 2d).  :returns: keys W_a h + b_a, shape (B, S, 2d)."""
+        return self.key_proj(annotations)
+
+    def forward(self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Attend once.
+
+        :param query: s'_t, shape (B, d).
+        :param keys: from :meth:`project_keys`, shape (B, S, 2d).
+        :param values: annotations, shape (B, S, 2d).
+        :param mask: shape (B, S), True on real source positions.
+        :returns: the context c_t, shape (B, 2d), and the weights α, shape (B, S) (exactly 0 on padding).
+        """
+        hidden = torch.tanh(keys + self.query_proj(query).unsqueeze(1))
+        scores = torch.matmul(hidden, self.v) + self.score_bias
+        weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+        context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)
+        return context, weights

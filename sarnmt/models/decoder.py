@@ -1,0 +1,173 @@
+"""The conditional GRU decoder with attention of dl4mt (cGRU note eqs. 1-12; appendix A.3; reference note §2.4-2.6).
+
+One step t, shared by teacher-forced training and by search::
+
+    q_{t-1} = variant hook 1 (s_{t-1} for all but the Memory RNN)
+    s'_t    = GRU1(ȳ_{t-1}, q_{t-1})              cell 1, input-side bias
+    c_t, α  = attention(s'_t, h)                  queried by the intermediate state
+    s_t     = GRU2(c_t, s'_t)                     cell 2, hidden-side bias
+    logits  = W_o tanh(W_st s_t + W_ct c_t + R_t)  R_t = variant hook 2
+
+There is no BOS token: ȳ_0 is a zero vector. In teacher-forced mode (:meth:`ConditionalGRUDecoder.forward`) the
+input projections of cell 1 are computed for all steps before the loop, and hook 2 runs once for all steps after
+it; only hook 1 runs inside the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from sarnmt.models.attention import SourceAttention
+from sarnmt.models.gru import DL4MTGRUCell
+from sarnmt.models.init import init_linear_, normal_
+from sarnmt.models.state import DecoderState, SourceMemory
+from sarnmt.models.variants.base import DecoderVariant
+
+
+@dataclass
+class StepOutput:
+    """:param logits: shape (B, V).  :param state: the state before the next step.
+    :param src_attention: α over the source, shape (B, S).
+    :param tgt_attention: the variant's attention over its history, shape (B, t), or None."""
+
+    logits: Tensor
+    state: DecoderState
+    src_attention: Tensor
+    tgt_attention: Tensor | None
+
+
+@dataclass
+class DecoderOutput:
+    """:param logits: shape (B, T, V).  :param src_attention: shape (B, T, S).
+    :param tgt_attention: shape (B, T, T) (row t over history items 0..t), or None."""
+
+    logits: Tensor
+    src_attention: Tensor
+    tgt_attention: Tensor | None
+
+
+class Readout(nn.Module):
+    """tanh readout of width e and the output layer (reference note §2.6; no weight tying, no maxout)."""
+
+    def __init__(self, hidden_dim: int, context_dim: int, emb_dim: int, vocab_size: int, dropout: float) -> None:
+        super().__init__()
+        self.hidden_proj = init_linear_(nn.Linear(hidden_dim, emb_dim), orthogonal_if_square=False)  # W_st
+        self.context_proj = init_linear_(nn.Linear(context_dim, emb_dim), orthogonal_if_square=False)  # W_ct
+        self.output = init_linear_(nn.Linear(emb_dim, vocab_size), orthogonal_if_square=False)  # W_o
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, hidden: Tensor, context: Tensor, target_context: Tensor) -> Tensor:
+        """:param hidden: s_t, shape (..., d).  :param context: c_t, shape (..., 2d).
+        :param target_context: R_t, shape (..., e).  :returns: logits, shape (..., V)."""
+        features = torch.tanh(self.hidden_proj(hidden) + self.context_proj(context) + target_context)
+        return self.output(self.dropout(features))
+
+
+class ConditionalGRUDecoder(nn.Module):
+    """:param variant: the decoder variant (its two hooks).  Dropout rates as in :class:`~sarnmt.models.seq2seq.Seq2Seq`."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_dim: int,
+        hidden_dim: int,
+        variant: DecoderVariant,
+        dropout_embeddings: float,
+        dropout_hidden: float,
+        dropout_readout: float,
+    ) -> None:
+        super().__init__()
+        if (variant.emb_dim, variant.hidden_dim) != (emb_dim, hidden_dim):
+            raise ValueError(
+                f"decoder variant sizes (e={variant.emb_dim}, d={variant.hidden_dim}) differ from the model's "
+                f"(e={emb_dim}, d={hidden_dim}); set decoder.emb_dim / decoder.hidden_dim to ${{model.*}}"
+            )
+        self.emb_dim = emb_dim
+        self.embedding = nn.Embedding(vocab_size, emb_dim)  # Wemb_dec
+        self.cell1 = DL4MTGRUCell(emb_dim, hidden_dim, bias_on="input")
+        self.attention = SourceAttention(hidden_dim, 2 * hidden_dim)
+        self.cell2 = DL4MTGRUCell(2 * hidden_dim, hidden_dim, bias_on="hidden", square_input_gates=True)
+        self.variant = variant
+        self.readout = Readout(hidden_dim, 2 * hidden_dim, emb_dim, vocab_size, dropout_readout)
+        self.dropout_embeddings = nn.Dropout(dropout_embeddings)
+        self.dropout_hidden = nn.Dropout(dropout_hidden)
+        normal_(self.embedding.weight)
+
+    def init_state(self, initial_hidden: Tensor) -> DecoderState:
+        """:param initial_hidden: s_0, shape (B, d)."""
+        return DecoderState(hidden=initial_hidden, variant=self.variant.init_state(initial_hidden), steps=0)
+
+    def recurrence(self, gates_prev: Tensor, query_hidden: Tensor, memory: SourceMemory):
+        """Cell 1, attention, cell 2 for one step.
+
+        :param gates_prev: cell 1's projected input for ȳ_{t-1}, shape (B, 3d).
+        :param query_hidden: the state cell 1 reads (hook 1's output), shape (B, d).
+        :returns: s_t (B, d), c_t (B, 2d), α (B, S).
+        """
+        intermediate = self.cell1(gates_prev, query_hidden)
+        context, weights = self.attention(intermediate, memory.keys, memory.annotations, memory.mask)
+        hidden = self.cell2(self.cell2.project_input(context), intermediate)
+        return hidden, context, weights
+
+    def embed_previous(self, prev_tokens: Tensor | None, batch_size: int, like: Tensor) -> Tensor:
+        """ȳ_{t-1}: the embedding of the previous tokens, or zeros at the first step.
+
+        :param prev_tokens: shape (B,), or None at t = 1.  :returns: shape (B, e)."""
+        if prev_tokens is None:
+            return like.new_zeros(batch_size, self.emb_dim)
+        return self.dropout_embeddings(self.embedding(prev_tokens))
+
+    def step(self, prev_tokens: Tensor | None, state: DecoderState, memory: SourceMemory) -> StepOutput:
+        """One decoding step, as search uses it.
+
+        :param prev_tokens: y_{t-1}, shape (B,), or None at the first step.
+        """
+        prev_emb = self.embed_previous(prev_tokens, state.hidden.size(0), state.hidden)
+        query, vstate, rec_weights = self.variant.recurrent_input(state.hidden, state.variant)
+        hidden, context, src_weights = self.recurrence(self.cell1.project_input(prev_emb), query, memory)
+        target_context, vstate, out_weights = self.variant.readout_step(
+            prev_emb, state.hidden, hidden, vstate, state.steps
+        )
+        logits = self.readout(self.dropout_hidden(hidden), self.dropout_hidden(context), target_context)
+        return StepOutput(
+            logits=logits,
+            state=DecoderState(hidden=hidden, variant=vstate, steps=state.steps + 1),
+            src_attention=src_weights,
+            tgt_attention=rec_weights if rec_weights is not None else out_weights,
+        )
+
+    def forward(self, tgt: Tensor, memory: SourceMemory, initial_hidden: Tensor) -> DecoderOutput:
+        """Teacher-forced decoding of gold targets.
+
+        :param tgt: target ids y_1 .. y_T (EOS included, padded), shape (B, T). Positions after a sentence's EOS
+            never influence earlier ones, so no target mask is needed here (the loss applies it).
+        :param initial_hidden: s_0, shape (B, d).
+        """
+        batch, steps = tgt.shape
+        prev_embs = torch.cat(
+            [initial_hidden.new_zeros(batch, 1, self.emb_dim), self.embedding(tgt[:, :-1])], dim=1
+        )
+        prev_embs = self.dropout_embeddings(prev_embs)
+        gates_prev = self.cell1.project_input(prev_embs)
+        hidden, vstate = initial_hidden, self.variant.init_state(initial_hidden)
+        hiddens, contexts, src_weights, rec_weights = [], [], [], []
+        for t in range(steps):
+            query, vstate, weights = self.variant.recurrent_input(hidden, vstate)
+            hidden, context, alpha = self.recurrence(gates_prev[:, t], query, memory)
+            hiddens.append(hidden)
+            contexts.append(context)
+            src_weights.append(alpha)
+            if weights is not None:
+                rec_weights.append(F.pad(weights, (0, steps - weights.size(1))))
+        hiddens_all = torch.stack(hiddens, dim=1)
+        prev_hiddens = torch.cat([initial_hidden.unsqueeze(1), hiddens_all[:, :-1]], dim=1)
+        target_context, out_weights = self.variant.readout_all(prev_embs, prev_hiddens, hiddens_all)
+        logits = self.readout(
+            self.dropout_hidden(hiddens_all), self.dropout_hidden(torch.stack(contexts, dim=1)), target_context
+        )
+        tgt_attention = torch.stack(rec_weights, dim=1) if rec_weights else out_weights
+        return DecoderOutput(logits=logits, src_attention=torch.stack(src_weights, dim=1), tgt_attention=tgt_attention)

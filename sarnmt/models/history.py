@@ -1,0 +1,88 @@
+"""Additive self-attention over a growing history of vectors: the shared piece of every self-attentive variant.
+
+Scores (paper eqs. 12-13 and 15-21; appendix A.3.1-A.3.3)::
+
+    content:        e_i^t = vᵀ tanh(W_k m_i + b)            (no query: the score of item i never changes)
+    with a query:   e_i^t = vᵀ tanh(W_k m_i + b + W_q q_t)  (content+scope, and the appendix form of the RNNs)
+
+    α^t = softmax over the visible items,  summary_t = Σ_i α_i^t m_i
+
+The history m is the zero slot plus previous target embeddings (residual decoders) or s_0 .. s_{t-1} (Memory RNN,
+self-attentive RNN). Step mode appends one item at a time and caches what does not change (the score itself for
+content scoring, the projected key otherwise). :meth:`HistoryAttention.attend_all` computes every step of a
+teacher-forced sequence at once with a causal mask: query t sees items 0 .. t.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from sarnmt.models.init import init_linear_, normal_
+
+
+class HistoryAttention(nn.Module):
+    """:param item_dim: size of a history item (e or d).  :param query_dim: size of the query, or None for
+    content-only scoring.  :param key_bias: whether W_k has a bias (the released code's ``b_prev``)."""
+
+    def __init__(self, item_dim: int, query_dim: int | None, key_bias: bool) -> None:
+        super().__init__()
+        self.key_proj = init_linear_(nn.Linear(item_dim, item_dim, bias=key_bias))
+        self.query_proj = (
+            init_linear_(nn.Linear(query_dim, item_dim, bias=False)) if query_dim is not None else None
+        )
+        self.v = nn.Parameter(torch.empty(item_dim))
+        normal_(self.v)
+
+    def _score(self, keys: Tensor) -> Tensor:
+        return torch.matmul(torch.tanh(keys), self.v)
+
+    def empty(self, like: Tensor, prefix: str) -> dict[str, Tensor]:
+        """An empty history for a batch: ``{prefix}values`` (B, 0, k) and ``{prefix}cache`` (B, 0[, k]).
+
+        :param like: any tensor of shape (B, k) giving batch size, dtype and device.
+        """
+        batch, dim = like.shape
+        cache_shape = (batch, 0) if self.query_proj is None else (batch, 0, dim)
+        return {prefix + "values": like.new_zeros(batch, 0, dim), prefix + "cache": like.new_zeros(cache_shape)}
+
+    def append(self, history: dict[str, Tensor], item: Tensor, prefix: str) -> dict[str, Tensor]:
+        """Add one item per sentence.  :param item: shape (B, k).  :returns: a new dict (inputs untouched)."""
+        key = self.key_proj(item)
+        cached = self._score(key) if self.query_proj is None else key
+        return {
+            **history,
+            prefix + "values": torch.cat([history[prefix + "values"], item.unsqueeze(1)], dim=1),
+            prefix + "cache": torch.cat([history[prefix + "cache"], cached.unsqueeze(1)], dim=1),
+        }
+
+    def attend(self, history: dict[str, Tensor], query: Tensor | None, prefix: str) -> tuple[Tensor, Tensor]:
+        """Summarise the history for one step.
+
+        :param query: shape (B, query_dim), or None for content scoring.
+        :returns: the summary, shape (B, k), and the weights, shape (B, t).
+        """
+        cache = history[prefix + "cache"]
+        if self.query_proj is None:
+            scores = cache
+        else:
+            scores = self._score(cache + self.query_proj(query).unsqueeze(1))
+        weights = torch.softmax(scores, dim=-1)
+        return torch.bmm(weights.unsqueeze(1), history[prefix + "values"]).squeeze(1), weights
+
+    def attend_all(self, items: Tensor, queries: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Every step at once (teacher forcing).
+
+        :param items: the history, shape (B, T, k); query t sees items 0 .. t.
+        :param queries: shape (B, T, query_dim), or None for content scoring.
+        :returns: summaries, shape (B, T, k), and weights, shape (B, T, T) (zero above the diagonal).
+        """
+        keys = self.key_proj(items)
+        if self.query_proj is None:
+            scores = self._score(keys).unsqueeze(1).expand(-1, items.size(1), -1)
+        else:
+            scores = self._score(keys.unsqueeze(1) + self.query_proj(queries).unsqueeze(2))
+        steps = items.size(1)
+        causal = torch.ones(steps, steps, dtype=torch.bool, device=items.device).tril()
+        weights = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        return torch.bmm(weights, items), weights

@@ -1,0 +1,54 @@
+"""dl4mt's initialisation (reference note §6).
+
+``norm_weight``: a square matrix is a random orthogonal matrix, any other matrix is 0.01·N(0, 1); biases are 0.
+Recurrent blocks are orthogonal block by block. Tensors on the ``meta`` device (parameter counting) are skipped.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+@torch.no_grad()
+def normal_(weight: Tensor) -> Tensor:
+    """0.01·N(0, 1), the paper's "standard normal scaled to a factor of 0.01"."""
+    if not weight.is_meta:
+        weight.normal_(0.0, 0.01)
+    return weight
+
+
+@torch.no_grad()
+def orthogonal_(weight: Tensor) -> Tensor:
+    """A random orthogonal square matrix."""
+    if not weight.is_meta:
+        nn.init.orthogonal_(weight)
+    return weight
+
+
+@torch.no_grad()
+def norm_weight_(weight: Tensor) -> Tensor:
+    """dl4mt's ``norm_weight``: orthogonal when square, else 0.01·N(0, 1)."""
+    return orthogonal_(weight) if weight.dim() == 2 and weight.size(0) == weight.size(1) else normal_(weight)
+
+
+@torch.no_grad()
+def orthogonal_blocks_(weight: Tensor, block: int) -> Tensor:
+    """Orthogonal square blocks of ``block`` rows each, stacked along dim 0 (weight shape (k·block, block))."""
+    for chunk in weight.split(block, dim=0):
+        orthogonal_(chunk)
+    return weight
+
+
+@torch.no_grad()
+def zeros_(tensor: Tensor | None) -> None:
+    if tensor is not None and not tensor.is_meta:
+        tensor.zero_()
+
+
+def init_linear_(layer: nn.Linear, orthogonal_if_square: bool = True) -> nn.Linear:
+    """dl4mt ``param_init_fflayer``: ``norm_weight`` for W (or plain N when ``orthogonal_if_square`` is False,
+    as for ``ff_logit_prev``) and a zero bias."""
+    (norm_weight_ if orthogonal_if_square else normal_)(layer.weight)
+    zeros_(layer.bias)
+    return layer

@@ -1,0 +1,55 @@
+"""The sequence-to-sequence model: bi-GRU encoder, Bahdanau attention, cGRU decoder with a pluggable variant
+(paper §3-5, appendix A). A plain ``nn.Module``: usable, testable and decodable without Lightning.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from sarnmt.models.decoder import ConditionalGRUDecoder, DecoderOutput, StepOutput
+from sarnmt.models.encoder import BiGRUEncoder
+from sarnmt.models.state import DecoderState, SourceMemory
+from sarnmt.models.variants.base import DecoderVariant
+
+
+class Seq2Seq(nn.Module):
+    """:param src_vocab_size: V_src.  :param tgt_vocab_size: V_tgt.  :param emb_dim: e.  :param hidden_dim: d.
+    :param variant: the decoder variant module (``decoder=`` group).
+    :param dropout_readout: dropout on the readout layer, the released code's only dropout site (0.5 there).
+    :param dropout_embeddings: dropout on source and target embeddings (paper text: "after each layer").
+    :param dropout_hidden: dropout on encoder annotations and on s_t, c_t before the readout (paper text).
+    """
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        emb_dim: int,
+        hidden_dim: int,
+        variant: DecoderVariant,
+        dropout_readout: float = 0.0,
+        dropout_embeddings: float = 0.0,
+        dropout_hidden: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.encoder = BiGRUEncoder(src_vocab_size, emb_dim, hidden_dim, dropout_embeddings, dropout_hidden)
+        self.decoder = ConditionalGRUDecoder(
+            tgt_vocab_size, emb_dim, hidden_dim, variant, dropout_embeddings, dropout_hidden, dropout_readout
+        )
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> tuple[SourceMemory, DecoderState]:
+        """:param src: shape (B, S).  :param src_mask: shape (B, S).  :returns: the source memory (keys projected
+        once) and the decoder state before step 1."""
+        annotations, initial_hidden = self.encoder(src, src_mask)
+        keys = self.decoder.attention.project_keys(annotations)
+        memory = SourceMemory(annotations=annotations, keys=keys, mask=src_mask)
+        return memory, self.decoder.init_state(initial_hidden)
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt: Tensor) -> DecoderOutput:
+        """Teacher-forced logits.  :param tgt: gold targets with EOS, shape (B, T)."""
+        memory, state = self.encode(src, src_mask)
+        return self.decoder(tgt, memory, state.hidden)
+
+    def step(self, prev_tokens: Tensor | None, state: DecoderState, memory: SourceMemory) -> StepOutput:
+        """One decoding step (see :meth:`ConditionalGRUDecoder.step`)."""
+        return self.decoder.step(prev_tokens, state, memory)

@@ -1,0 +1,51 @@
+"""Explicit decoding state. Nothing about a decoding run is stored on modules.
+
+:class:`SourceMemory` holds what the encoder computed once per batch; :class:`DecoderState` holds what changes from
+step to step, including each variant's own tensors. Both have one generic :meth:`reorder`, which selects rows of
+every tensor along the batch dimension, so search code never needs to know which decoder variant it runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+from torch import Tensor
+
+
+def _select(value: object, index: Tensor) -> object:
+    if isinstance(value, Tensor):
+        return value.index_select(0, index)
+    if isinstance(value, dict):
+        return {key: _select(item, index) for key, item in value.items()}
+    return value
+
+
+class _Reorderable:
+    def reorder(self, index: Tensor):
+        """Rows ``index`` of every tensor (batch-first), e.g. to follow beam back-pointers or to drop finished
+        sentences.  :param index: shape (B',), long.  :returns: a new object of the same type."""
+        return replace(self, **{f.name: _select(getattr(self, f.name), index) for f in fields(self)})
+
+
+@dataclass(frozen=True)
+class SourceMemory(_Reorderable):
+    """:param annotations: h, shape (B, S, 2d).  :param keys: W_a h + b_a, shape (B, S, 2d).
+    :param mask: shape (B, S), True on real source positions."""
+
+    annotations: Tensor
+    keys: Tensor
+    mask: Tensor
+
+
+@dataclass(frozen=True)
+class DecoderState(_Reorderable):
+    """The state before step t.
+
+    :param hidden: s_{t-1}, shape (B, d).
+    :param variant: the variant's tensors (histories, running sums), each batch-first.
+    :param steps: t - 1, the number of steps taken (the same for every row).
+    """
+
+    hidden: Tensor
+    variant: dict[str, Tensor] = field(default_factory=dict)
+    steps: int = 0

@@ -1,0 +1,82 @@
+"""The interface every decoder variant implements: two hooks into the shared cGRU decoder.
+
+Hook 1, *recurrence*: :meth:`DecoderVariant.recurrent_input` chooses the state that decoder cell 1 reads at step t
+(s_{t-1} by default; the Memory RNN's attention summary s̃_t instead, paper eq. 14).
+
+Hook 2, *readout*: the target-context term of the readout (appendix A.3 and A.3.1)::
+
+    p(y_t | ...) = softmax(W_o tanh(W_st s_t + W_ct c_t + R_t))
+
+where the variant computes R_t. The baseline's R_t is W_yt ȳ_{t-1} (the previous word, a zero vector at t = 1);
+the residual variants replace ȳ_{t-1} by a summary d_t of all previous words (paper eq. 8). The variant owns this
+e×e matrix (dl4mt's ``ff_logit_prev``, 0.01·N(0,1) and never orthogonal, reference note §6) and any additional one.
+
+Hook 2 comes in two forms that must agree: :meth:`readout_step` (one step, used by search) and
+:meth:`readout_all` (every step of a teacher-forced sequence at once, after the recurrent loop). Variant state lives
+in the ``dict`` that :meth:`init_state` returns; it is carried by :class:`~sarnmt.models.state.DecoderState` and
+reordered generically. Every tensor in it must be batch-first.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from sarnmt.models.init import init_linear_
+
+VariantState = dict[str, Tensor]
+
+
+class DecoderVariant(nn.Module):
+    """Base class; by itself it is the baseline decoder (dl4mt session 2, paper eq. 3).
+
+    :param emb_dim: e, the target embedding size (also the readout width).
+    :param hidden_dim: d, the decoder state size.
+    """
+
+    def __init__(self, emb_dim: int, hidden_dim: int) -> None:
+        super().__init__()
+        self.emb_dim = emb_dim
+        self.hidden_dim = hidden_dim
+        self.prev_proj = init_linear_(nn.Linear(emb_dim, emb_dim), orthogonal_if_square=False)
+
+    def init_state(self, initial_hidden: Tensor) -> VariantState:
+        """:param initial_hidden: s_0, shape (B, d).  :returns: the variant's state before step 1."""
+        return {}
+
+    def recurrent_input(self, hidden: Tensor, state: VariantState) -> tuple[Tensor, VariantState, Tensor | None]:
+        """Hook 1, called at the start of step t.
+
+        :param hidden: s_{t-1}, shape (B, d).
+        :returns: the state that cell 1 reads, shape (B, d); the new variant state; attention weights over the
+            variant's history, shape (B, t), or None.
+        """
+        return hidden, state, None
+
+    def readout_step(
+        self, prev_emb: Tensor, prev_hidden: Tensor, hidden: Tensor, state: VariantState, steps: int
+    ) -> tuple[Tensor, VariantState, Tensor | None]:
+        """Hook 2, one step.
+
+        :param prev_emb: ȳ_{t-1}, shape (B, e) (zeros at t = 1).
+        :param prev_hidden: s_{t-1}, shape (B, d).
+        :param hidden: s_t, shape (B, d).
+        :param steps: t - 1.
+        :returns: R_t, shape (B, e); the new variant state; attention weights, shape (B, t), or None.
+        """
+        return self.prev_proj(prev_emb), state, None
+
+    def readout_all(
+        self, prev_embs: Tensor, prev_hiddens: Tensor, hiddens: Tensor
+    ) -> tuple[Tensor, Tensor | None]:
+        """Hook 2, every step at once.
+
+        :param prev_embs: ȳ_0 .. ȳ_{T-1}, shape (B, T, e) (ȳ_0 = 0).
+        :param prev_hiddens: s_0 .. s_{T-1}, shape (B, T, d).
+        :param hiddens: s_1 .. s_T, shape (B, T, d).
+        :returns: R_1 .. R_T, shape (B, T, e), and attention weights, shape (B, T, T) (row t over items 0..t), or None.
+        """
+        return self.prev_proj(prev_embs), None
+
+
+class Baseline(DecoderVariant):
+    """The NMT baseline: the readout sees the previous word only (paper eq. 3, Table 1 row "NMT baseline")."""

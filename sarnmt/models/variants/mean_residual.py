@@ -1,0 +1,42 @@
+"""Mean residual connections (paper §4.1, eq. 9; appendix A.3.1 d_t^avg).
+
+d_t replaces ȳ_{t-1} in the readout. Two conventions for the first steps (reference note §4.4):
+
+- ``zero_slot`` (default, mirrors the released self-attentive code): uniform weights over the slots
+  {ȳ_0 = 0, y_1 .. y_{t-1}}, so d_t = (Σ_{i<t} y_i) / t and d_1 = 0; equal to the self-attentive model at init.
+- ``paper``: eq. 9 literally, d_t = (Σ_{i<t} y_i) / (t - 1), with d_1 = 0.
+
+No parameters beyond the baseline's.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from sarnmt.models.variants.base import DecoderVariant, VariantState
+
+
+class MeanResidual(DecoderVariant):
+    """:param first_step: ``zero_slot`` or ``paper`` (see the module docstring)."""
+
+    def __init__(self, emb_dim: int, hidden_dim: int, first_step: Literal["zero_slot", "paper"] = "zero_slot"):
+        super().__init__(emb_dim, hidden_dim)
+        if first_step not in ("zero_slot", "paper"):
+            raise ValueError(f"first_step must be 'zero_slot' or 'paper', got {first_step!r}")
+        self.offset = 0 if first_step == "zero_slot" else 1
+
+    def init_state(self, initial_hidden: Tensor) -> VariantState:
+        return {"sum": initial_hidden.new_zeros(initial_hidden.size(0), self.emb_dim)}
+
+    def readout_step(self, prev_emb, prev_hidden, hidden, state, steps):
+        total = state["sum"] + prev_emb
+        summary = total / max(steps + 1 - self.offset, 1)
+        return self.prev_proj(summary), {"sum": total}, None
+
+    def readout_all(self, prev_embs, prev_hiddens, hiddens):
+        steps = torch.arange(1, prev_embs.size(1) + 1, device=prev_embs.device, dtype=prev_embs.dtype)
+        summary = prev_embs.cumsum(dim=1) / (steps - self.offset).clamp(min=1).unsqueeze(-1)
+        return self.prev_proj(summary), None

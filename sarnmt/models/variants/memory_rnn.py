@@ -1,0 +1,42 @@
+"""Memory RNN (paper §5.1, eqs. 14-17; appendix A.3.2; reference note §4.5).
+
+Cell 1 reads an attention summary of previous decoder states instead of s_{t-1}::
+
+    s̃_t = Σ_{i=0}^{t-1} α_i^t s_i,   s'_t = GRU1(ȳ_{t-1}, s̃_t)
+
+The memory holds s_0 .. s_{t-1} (s_0 included, like the residual decoders' zero slot). Two scorers:
+
+- ``count_consistent`` (default): e_i = vᵀ tanh(W_m s_i), +d² + d parameters: reproduces Table 1's 109.7M.
+- ``appendix``: e_i^t = vᵀ tanh(W_m s_i + W_s s_{t-1}) as in appendix A.3.2, with the query s_{t-1} because s_t is
+  computed from the summary; +2d² + d parameters (110.8M, not Table 1's figure).
+
+This is the only variant whose attention feeds the recurrence, so it attends inside the recurrent loop.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sarnmt.models.history import HistoryAttention
+from sarnmt.models.variants.base import DecoderVariant
+
+
+class MemoryRNN(DecoderVariant):
+    """:param form: ``count_consistent`` or ``appendix`` (see the module docstring)."""
+
+    def __init__(
+        self, emb_dim: int, hidden_dim: int, form: Literal["count_consistent", "appendix"] = "count_consistent"
+    ):
+        super().__init__(emb_dim, hidden_dim)
+        if form not in ("count_consistent", "appendix"):
+            raise ValueError(f"form must be 'count_consistent' or 'appendix', got {form!r}")
+        self.queried = form == "appendix"
+        self.attention = HistoryAttention(hidden_dim, hidden_dim if self.queried else None, key_bias=False)
+
+    def init_state(self, initial_hidden):
+        return self.attention.empty(initial_hidden, "s_")
+
+    def recurrent_input(self, hidden, state):
+        state = self.attention.append(state, hidden, "s_")
+        summary, weights = self.attention.attend(state, hidden if self.queried else None, "s_")
+        return summary, state, weights

@@ -1,0 +1,47 @@
+"""Self-attentive RNN (paper §5.2, eqs. 18-21; appendix A.3.3; reference note §4.6).
+
+The readout gets an extra term for an attention summary of previous decoder states::
+
+    p(y_t | ...) = softmax(W_o tanh(W_st s_t + W_yt ȳ_{t-1} + W_ct c_t + W_mt s̃_t)),  s̃_t = Σ_{i=0}^{t-1} α_i^t s_i
+
+over s_0 .. s_{t-1}. Two scorers:
+
+- ``count_consistent`` (default): e_i = vᵀ tanh(W_m s_i), +d² + d + de parameters: reproduces Table 1's 110.2M.
+- ``appendix``: e_i^t = vᵀ tanh(W_m s_i + W_s s_t) as in appendix A.3.3; +2d² + d + de (111.3M).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from torch import nn
+
+from sarnmt.models.history import HistoryAttention
+from sarnmt.models.init import init_linear_
+from sarnmt.models.variants.base import DecoderVariant
+
+
+class SelfAttentiveRNN(DecoderVariant):
+    """:param form: ``count_consistent`` or ``appendix`` (see the module docstring)."""
+
+    def __init__(
+        self, emb_dim: int, hidden_dim: int, form: Literal["count_consistent", "appendix"] = "count_consistent"
+    ):
+        super().__init__(emb_dim, hidden_dim)
+        if form not in ("count_consistent", "appendix"):
+            raise ValueError(f"form must be 'count_consistent' or 'appendix', got {form!r}")
+        self.queried = form == "appendix"
+        self.attention = HistoryAttention(hidden_dim, hidden_dim if self.queried else None, key_bias=False)
+        self.summary_proj = init_linear_(nn.Linear(hidden_dim, emb_dim, bias=False), orthogonal_if_square=False)
+
+    def init_state(self, initial_hidden):
+        return self.attention.empty(initial_hidden, "s_")
+
+    def readout_step(self, prev_emb, prev_hidden, hidden, state, steps):
+        state = self.attention.append(state, prev_hidden, "s_")
+        summary, weights = self.attention.attend(state, hidden if self.queried else None, "s_")
+        return self.prev_proj(prev_emb) + self.summary_proj(summary), state, weights
+
+    def readout_all(self, prev_embs, prev_hiddens, hiddens):
+        summary, weights = self.attention.attend_all(prev_hiddens, hiddens if self.queried else None)
+        return self.prev_proj(prev_embs) + self.summary_proj(summary), weights

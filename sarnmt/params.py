@@ -1,0 +1,107 @@
+"""Parameter counts of the paper's models: ``python -m sarnmt.params model=paper decoder=<name>|all``.
+
+The model is built on PyTorch's ``meta`` device, so counting a 110M-parameter model allocates no weights.
+``decoder=all`` prints every variant (both forms of the Memory RNN and the self-attentive RNN) beside Table 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from sarnmt.lit_module import count_parameters
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+# Table 1's |Θ| column, by decoder config (the paper reports millions truncated to one decimal).
+TABLE1 = {
+    "baseline": "108.7M",
+    "memory_rnn": "109.7M",
+    "self_attentive_rnn": "110.2M",
+    "mean_residual": "108.7M",
+    "self_attentive_content": "108.9M",
+    "self_attentive_content_scope": "– (Table 4 only)",
+}
+
+USAGE = """usage: python -m sarnmt.params [model=paper|small|tiny|...] [decoder=<name>|all] [key=value ...]
+
+Prints the number of trainable parameters of a model without allocating its weights.
+  decoder=all            a table of every decoder variant beside the paper's Table 1
+  src_vocab_size=50000   source vocabulary (Table 1: 50,000)
+  tgt_vocab_size=50000   target vocabulary (Table 1: 50,000)
+  decoder.form=appendix  Memory RNN / self-attentive RNN with the appendix's scorer instead of the count-consistent one
+Decoders: {decoders}
+"""
+
+
+def decoder_names() -> list[str]:
+    """The options of the ``decoder`` config group."""
+    return sorted(path.stem for path in (CONF_DIR / "decoder").glob("*.yaml"))
+
+
+def count(cfg: DictConfig) -> int:
+    """Trainable parameters of the model that ``cfg`` (``model``, ``decoder``, vocabulary sizes) describes."""
+    with torch.device("meta"):
+        net = instantiate(
+            cfg.model,
+            src_vocab_size=cfg.src_vocab_size,
+            tgt_vocab_size=cfg.tgt_vocab_size,
+            variant=instantiate(cfg.decoder),
+        )
+    return count_parameters(net)
+
+
+def compose_params(overrides: list[str]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="params", overrides=overrides)
+
+
+def table(overrides: list[str]) -> str:
+    """A Markdown table of every decoder (and both scorer forms where a decoder has them)."""
+    rows = []
+    baseline = count(compose_params([*overrides, "decoder=baseline"]))
+    for name in decoder_names():
+        cfg = compose_params([*overrides, f"decoder={name}"])
+        forms = ["count_consistent", "appendix"] if "form" in cfg.decoder else [None]
+        for form in forms:
+            form_cfg = compose_params([*overrides, f"decoder={name}", f"decoder.form={form}"]) if form else cfg
+            n = count(form_cfg)
+            paper = TABLE1.get(name, "") if form in (None, "count_consistent") else "–"
+            rows.append(f"| {name} | {form or ''} | {n:,} | {n - baseline:+,} | {paper} |")
+    cfg = compose_params(overrides)
+    head = (
+        f"model: e={cfg.model.emb_dim}, d={cfg.model.hidden_dim}; "
+        f"V_src={cfg.src_vocab_size:,}, V_tgt={cfg.tgt_vocab_size:,}\n\n"
+        "| decoder | form | parameters | vs baseline | Table 1 |\n|---|---|---:|---:|---|"
+    )
+    return "\n".join([head, *rows])
+
+
+def main(argv: list[str]) -> int:
+    try:
+        return _run(argv)
+    except HydraException as err:  # unknown group option or key: Hydra's message names the valid choices
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _run(argv: list[str]) -> int:
+    if any(arg in ("-h", "--help") for arg in argv):
+        print(USAGE.format(decoders=", ".join(decoder_names())))
+        return 0
+    if "decoder=all" in argv:
+        print(table([arg for arg in argv if arg != "decoder=all"]))
+        return 0
+    cfg = compose_params(argv)
+    print(f"{count(cfg):,}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

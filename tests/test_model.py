@@ -1,0 +1,166 @@
+"""Invariants of the model core, for every decoder variant (and both forms of its switches)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sarnmt.decoding.greedy import greedy_decode
+from sarnmt.params import compose_params, count
+from tests.conftest import DECODER_FORMS, decoder_cfg
+from tests.model_helpers import batch, build
+
+IDS = [f"{name}{'+' + override.split('=')[1] if override else ''}" for name, override in DECODER_FORMS]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["decoder=baseline"], 108_725_885),
+        (["decoder=mean_residual"], 108_725_885),
+        (["decoder=self_attentive_content"], 108_976_885),
+        (["decoder=self_attentive_content_scope"], 109_488_885),
+        (["decoder=memory_rnn"], 109_775_485),
+        (["decoder=memory_rnn", "decoder.form=appendix"], 110_824_061),
+        (["decoder=self_attentive_rnn"], 110_287_485),
+        (["decoder=self_attentive_rnn", "decoder.form=appendix"], 111_336_061),
+    ],
+)
+def test_paper_parameter_counts(overrides, expected):
+    assert count(compose_params(["model=paper", *overrides])) == expected
+
+
+def test_en_zh_vocabulary_count():
+    cfg = compose_params(["model=paper", "decoder=baseline", "src_vocab_size=25000", "tgt_vocab_size=25000"])
+    assert count(cfg) == 71_200_885
+
+
+def _step_through(model, src, src_mask, tgt):
+    memory, state = model.encode(src, src_mask)
+    logits, tgt_attention, prev = [], [], None
+    for t in range(tgt.size(1)):
+        out = model.step(prev, state, memory)
+        logits.append(out.logits)
+        tgt_attention.append(out.tgt_attention)
+        state, prev = out.state, tgt[:, t]
+    return torch.stack(logits, dim=1), tgt_attention
+
+
+@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
+def test_teacher_forced_equals_step_by_step(name, override):
+    model = build(decoder_cfg(name, override))
+    src, src_mask, tgt, tgt_mask = batch()
+    full = model(src, src_mask, tgt)
+    stepped, step_attention = _step_through(model, src, src_mask, tgt)
+    mask = tgt_mask.unsqueeze(-1)
+    assert full.logits.abs().max() > 0.1  # not trivially equal
+    torch.testing.assert_close(full.logits * mask, stepped * mask, atol=1e-6, rtol=0)
+    if full.tgt_attention is None:
+        assert all(a is None for a in step_attention)
+    else:
+        for t, row in enumerate(step_attention):
+            torch.testing.assert_close(full.tgt_attention[:, t, : row.size(1)], row, atol=1e-6, rtol=0)
+            assert torch.all(full.tgt_attention[:, t, row.size(1) :] == 0)
+            torch.testing.assert_close(row.sum(-1), torch.ones_like(row[:, 0]))
+
+
+@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
+def test_causality(name, override):
+    model = build(decoder_cfg(name, override))
+    src, src_mask, tgt, _ = batch()
+    base = model(src, src_mask, tgt).logits
+    for t in range(tgt.size(1) - 1):
+        changed = tgt.clone()
+        changed[:, t + 1] = (changed[:, t + 1] + 5) % 20 + 2
+        logits = model(src, src_mask, changed).logits
+        torch.testing.assert_close(logits[:, : t + 2], base[:, : t + 2], atol=1e-12, rtol=0)
+        if t + 2 < tgt.size(1):  # ... and does change the logits after it
+            assert (logits[:, t + 2 :] - base[:, t + 2 :]).abs().max() > 1e-6
+
+
+@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
+def test_padding_invariance(name, override):
+    model = build(decoder_cfg(name, override))
+    src, src_mask, tgt, tgt_mask = batch()
+    together = model(src, src_mask, tgt)
+    for row in range(src.size(0)):
+        s_len, t_len = int(src_mask[row].sum()), int(tgt_mask[row].sum())
+        alone = model(src[row : row + 1, :s_len], src_mask[row : row + 1, :s_len], tgt[row : row + 1, :t_len])
+        torch.testing.assert_close(together.logits[row, :t_len], alone.logits[0], atol=1e-6, rtol=0)
+        # padded source positions get exactly zero attention
+        assert torch.all(together.src_attention[row, :t_len, s_len:] == 0)
+
+
+@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
+def test_reorder_commutes_with_step(name, override):
+    model = build(decoder_cfg(name, override))
+    src, src_mask, tgt, _ = batch()
+    memory, state = model.encode(src, src_mask)
+    for t in range(3):  # build some history first
+        state = model.step(None if t == 0 else tgt[:, t - 1], state, memory).state
+    perm = torch.tensor([2, 0, 1])
+    identity = state.reorder(torch.arange(3))
+    torch.testing.assert_close(identity.hidden, state.hidden)
+    a = model.step(tgt[:, 2], state, memory)
+    b = model.step(tgt[:, 2][perm], state.reorder(perm), memory.reorder(perm))
+    torch.testing.assert_close(a.logits[perm], b.logits, atol=1e-12, rtol=0)
+    torch.testing.assert_close(a.state.hidden[perm], b.state.hidden, atol=1e-12, rtol=0)
+    for key, value in a.state.variant.items():
+        torch.testing.assert_close(value[perm], b.state.variant[key], atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("first_step", ["zero_slot", "paper"])
+def test_mean_residual_is_the_cumulative_mean(first_step):
+    from sarnmt.models.variants import MeanResidual
+
+    variant = MeanResidual(4, 5, first_step=first_step).double()
+    with torch.no_grad():
+        variant.prev_proj.weight.copy_(torch.eye(4))
+        variant.prev_proj.bias.zero_()
+    embs = torch.randn(2, 6, 4, dtype=torch.double)
+    embs[:, 0] = 0  # the zero "previous word" of step 1
+    summary, _ = variant.readout_all(embs, None, None)
+    for t in range(6):  # step t+1 sees y_1 .. y_t
+        words = embs[:, 1 : t + 1]
+        denominator = t + 1 if first_step == "zero_slot" else max(t, 1)
+        torch.testing.assert_close(summary[:, t], words.sum(1) / denominator)
+    assert torch.all(summary[:, 0] == 0)
+
+
+def test_self_attentive_first_summary_is_zero_and_uniform_at_equal_scores():
+    """d_1 = 0 (the zero slot only); with v = 0 all scores tie and d_t is the mean over {0, y_1..y_{t-1}}."""
+    from sarnmt.models.variants import MeanResidual, SelfAttentiveResidual
+
+    attentive = SelfAttentiveResidual(4, 5).double()
+    mean = MeanResidual(4, 5).double()
+    with torch.no_grad():
+        attentive.attention.v.zero_()
+        mean.prev_proj.load_state_dict(attentive.prev_proj.state_dict())
+    embs = torch.randn(2, 5, 4, dtype=torch.double)
+    embs[:, 0] = 0
+    a, weights = attentive.readout_all(embs, None, torch.randn(2, 5, 5, dtype=torch.double))
+    m, _ = mean.readout_all(embs, None, None)
+    torch.testing.assert_close(a, m)
+    torch.testing.assert_close(weights[:, 0, 0], torch.ones(2, dtype=torch.double))
+
+
+@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
+def test_greedy_matches_manual_argmax(name, override):
+    model = build(decoder_cfg(name, override), scale=3.0)
+    src, src_mask, _, _ = batch()
+    hyps = greedy_decode(model, src, src_mask, max_len_a=1.0, max_len_b=3, return_attention=True)
+    for row in range(src.size(0)):
+        s_len = int(src_mask[row].sum())
+        memory, state = model.encode(src[row : row + 1, :s_len], src_mask[row : row + 1, :s_len])
+        prev, tokens = None, []
+        for _ in range(s_len + 3):
+            out = model.step(prev, state, memory)
+            word = int(out.logits.argmax(-1))
+            if word == 0:
+                break
+            tokens.append(word)
+            state, prev = out.state, torch.tensor([word])
+        assert hyps.tokens[row] == tokens
+        attention = hyps.src_attention[row]
+        assert attention.shape[1] == s_len
+        torch.testing.assert_close(attention.sum(-1), torch.ones(attention.size(0), dtype=attention.dtype))
