@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 
@@ -39,12 +39,8 @@ def compose_train(overrides: list[str], output_dir: Path | None = None) -> DictC
 
 
 def decoder_cfg(name: str, override: str | None = None) -> DictConfig:
-    """The ``decoder`` node of a composed config (sizes still interpolated from ``model``)."""
-    cfg = compose_train([f"decoder={name}"] + ([override] if override else []))
-    node = OmegaConf.to_container(cfg.decoder, resolve=False)
-    node.pop("emb_dim")
-    node.pop("hidden_dim")
-    return OmegaConf.create(node)
+    """The ``decoder`` node of a composed config."""
+    return compose_train([f"decoder={name}"] + ([override] if override else [])).decoder
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import torch
 from hydra.utils import instantiate
 
 from sarnmt.data.batching import pad_sequences
+from sarnmt.models.seq2seq import Seq2Seq
 
 VOCAB = 23
 
@@ -14,10 +15,7 @@ def build(decoder_cfg, emb_dim: int = 6, hidden_dim: int = 8, seed: int = 0, sca
     """A tiny float64 Seq2Seq in eval mode for one ``conf/decoder`` node; weights scaled up so that the
     equivalence tests are not trivially satisfied by near-zero activations."""
     torch.manual_seed(seed)
-    variant = instantiate(decoder_cfg, emb_dim=emb_dim, hidden_dim=hidden_dim)
-    from sarnmt.models.seq2seq import Seq2Seq
-
-    model = Seq2Seq(VOCAB, VOCAB, emb_dim, hidden_dim, variant).double().eval()
+    model = Seq2Seq(VOCAB, VOCAB, emb_dim, hidden_dim, instantiate(decoder_cfg)).double().eval()
     with torch.no_grad():
         for param in model.parameters():
             param.add_(torch.randn_like(param) * 0.3 * scale)

@@ -81,11 +81,6 @@ class ConditionalGRUDecoder(nn.Module):
         dropout_readout: float,
     ) -> None:
         super().__init__()
-        if (variant.emb_dim, variant.hidden_dim) != (emb_dim, hidden_dim):
-            raise ValueError(
-                f"decoder variant sizes (e={variant.emb_dim}, d={variant.hidden_dim}) differ from the model's "
-                f"(e={emb_dim}, d={hidden_dim}); set decoder.emb_dim / decoder.hidden_dim to ${{model.*}}"
-            )
         self.emb_dim = emb_dim
         self.embedding = nn.Embedding(vocab_size, emb_dim)  # Wemb_dec
         self.cell1 = DL4MTGRUCell(emb_dim, hidden_dim, bias_on="input")

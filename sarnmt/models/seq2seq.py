@@ -4,20 +4,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torch import Tensor, nn
 
 from sarnmt.models.decoder import ConditionalGRUDecoder, DecoderOutput, StepOutput
 from sarnmt.models.encoder import BiGRUEncoder
+from sarnmt.models.init import PAPER_STD, normal_std
 from sarnmt.models.state import DecoderState, SourceMemory
 from sarnmt.models.variants.base import DecoderVariant
 
 
 class Seq2Seq(nn.Module):
     """:param src_vocab_size: V_src.  :param tgt_vocab_size: V_tgt.  :param emb_dim: e.  :param hidden_dim: d.
-    :param variant: the decoder variant module (``decoder=`` group).
+    :param variant: builds the decoder variant from ``emb_dim`` and ``hidden_dim`` (the ``decoder=`` group, a partial).
     :param dropout_readout: dropout on the readout layer, the released code's only dropout site (0.5 there).
     :param dropout_embeddings: dropout on source and target embeddings (paper text: "after each layer").
     :param dropout_hidden: dropout on encoder annotations and on s_t, c_t before the readout (paper text).
+    :param init_std: the scale of the Gaussian initialisation (paper: 0.01).
     """
 
     def __init__(
@@ -26,16 +30,24 @@ class Seq2Seq(nn.Module):
         tgt_vocab_size: int,
         emb_dim: int,
         hidden_dim: int,
-        variant: DecoderVariant,
+        variant: Callable[..., DecoderVariant],
         dropout_readout: float = 0.0,
         dropout_embeddings: float = 0.0,
         dropout_hidden: float = 0.0,
+        init_std: float = PAPER_STD,
     ) -> None:
         super().__init__()
-        self.encoder = BiGRUEncoder(src_vocab_size, emb_dim, hidden_dim, dropout_embeddings, dropout_hidden)
-        self.decoder = ConditionalGRUDecoder(
-            tgt_vocab_size, emb_dim, hidden_dim, variant, dropout_embeddings, dropout_hidden, dropout_readout
-        )
+        with normal_std(init_std):
+            self.encoder = BiGRUEncoder(src_vocab_size, emb_dim, hidden_dim, dropout_embeddings, dropout_hidden)
+            self.decoder = ConditionalGRUDecoder(
+                tgt_vocab_size,
+                emb_dim,
+                hidden_dim,
+                variant(emb_dim=emb_dim, hidden_dim=hidden_dim),
+                dropout_embeddings,
+                dropout_hidden,
+                dropout_readout,
+            )
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[SourceMemory, DecoderState]:
         """:param src: shape (B, S).  :param src_mask: shape (B, S).  :returns: the source memory (keys projected

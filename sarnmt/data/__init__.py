@@ -1,0 +1,1 @@
+"""Corpora, text codecs, batching and DataModules."""

@@ -1,0 +1,317 @@
+"""Lightning DataModules: the toy corpus and parallel text files, encoded, filtered and batched.
+
+Splits are named ``"train"``, ``"val"`` and ``"test"``. Only the training split is filtered (dl4mt's rule:
+a pair is kept iff both sides are non-empty and ``len_src < max_len`` and ``len_tgt < max_len`` in codec ids,
+EOS not counted); the counts are logged and kept in ``filter_stats``. Validation and test keep every pair,
+empty ones too, because BLEU is computed over every line.
+
+Batches: training uses :class:`~sarnmt.data.sampler.TokenBatchSampler` (``max_tokens`` padded tokens,
+length-sorted within ``maxi_batch`` windows, batch order shuffled, sharded over the trainer's DDP ranks,
+reshuffled every epoch). It is passed as ``batch_sampler``, so the trainer must run with
+``use_distributed_sampler=False``. Evaluation batches hold ``eval_batch_size`` *sentences*, length-sorted
+(longest first), unshuffled and not sharded: every rank sees the whole split, and ``Batch.ids`` gives each
+pair's index in its split so outputs can be put back in corpus order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.utilities.rank_zero import rank_zero_only, rank_zero_warn
+from torch.utils.data import DataLoader, Dataset
+
+from sarnmt.data.batching import UNK, collate
+from sarnmt.data.codecs import BPECodec, TextCodec, WordCodec, codec_from_state
+from sarnmt.data.reading import read_parallel
+from sarnmt.data.sampler import TokenBatchSampler
+from sarnmt.data.toy import generate_toy_corpus
+
+log = logging.getLogger(__name__)
+
+
+@rank_zero_only
+def _info(msg: str) -> None:
+    log.info(msg)
+
+
+class EncodedSplit(Dataset):
+    """Encoded pairs of one split; item ``k`` is ``(index in the split, source ids, target ids)``, no EOS."""
+
+    def __init__(self, index: list[int], src: list[list[int]], tgt: list[list[int]]) -> None:
+        self.index, self.src, self.tgt = index, src, tgt
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, k: int) -> tuple[int, list[int], list[int]]:
+        return self.index[k], self.src[k], self.tgt[k]
+
+
+def codecs_from_state(state: dict[str, Any]) -> tuple[TextCodec, TextCodec]:
+    """``(src_codec, tgt_codec)`` from :meth:`TranslationDataModule.codec_state` (one object if joint)."""
+    src = codec_from_state(state["src"])
+    return src, (src if state["joint"] else codec_from_state(state["tgt"]))
+
+
+class TranslationDataModule(L.LightningDataModule):
+    """Base class: subclasses implement :meth:`_read_splits` and :meth:`_train_codecs`.
+
+    :param max_len: training pairs with a side of ``>= max_len`` ids (EOS not counted) are removed.
+    :param max_tokens: token budget of a training batch (padded, EOS included).
+    :param eval_batch_size: sentences per validation/test batch.
+    :param num_workers: DataLoader worker processes.
+    :param maxi_batch: sorting window of the training sampler in batches (0: sort the whole split).
+    :param seed: seed of the training shuffles.
+    """
+
+    name = "base"
+
+    def __init__(
+        self, *, max_len: int, max_tokens: int, eval_batch_size: int, num_workers: int, maxi_batch: int,
+        seed: int,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        positive = {"max_len": max_len, "max_tokens": max_tokens, "eval_batch_size": eval_batch_size}
+        for key, value in positive.items():
+            if value < 1:
+                raise ValueError(f"{type(self).__name__}: {key} must be >= 1, got {value}")
+        if num_workers < 0 or maxi_batch < 0:
+            raise ValueError(f"{type(self).__name__}: num_workers and maxi_batch must be >= 0")
+        self.max_len, self.max_tokens, self.eval_batch_size = max_len, max_tokens, eval_batch_size
+        self.num_workers, self.maxi_batch, self.seed = num_workers, maxi_batch, seed
+        self.src_codec: TextCodec | None = None
+        self.tgt_codec: TextCodec | None = None
+        self.joint = False
+        self.filter_stats: dict[str, Any] = {}
+        self._raw: dict[str, tuple[list[str], list[str]]] = {}
+        self._origin: dict[str, str] = {}
+        self._data: dict[str, EncodedSplit] = {}
+
+    def _read_splits(self) -> dict[str, tuple[list[str], list[str], str]]:
+        """``{split: (source lines, target lines, origin for messages)}``; "train" and "val" are required."""
+        raise NotImplementedError
+
+    def _train_codecs(self, src: list[str], tgt: list[str]) -> tuple[TextCodec, TextCodec, bool]:
+        """``(src_codec, tgt_codec, joint)`` learned on the raw training lines."""
+        raise NotImplementedError
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read, learn the codecs and encode every split. Idempotent: later calls do nothing."""
+        if self._data:
+            return
+        splits = self._read_splits()
+        for required in ("train", "val"):
+            if required not in splits:
+                raise ValueError(f"{type(self).__name__}: no {required!r} split")
+        for split, (src, tgt, origin) in splits.items():
+            self._raw[split], self._origin[split] = (src, tgt), origin
+        src_codec, tgt_codec, joint = self._train_codecs(*self._raw["train"])
+        kind = f"{'joint' if joint else 'separate'} {src_codec.kind}"
+        _info(f"{self.name} data: vocabulary sizes {src_codec.vocab_size}/{tgt_codec.vocab_size} ({kind})")
+        data = {}
+        for split, (src, tgt) in self._raw.items():
+            src_ids, tgt_ids = src_codec.encode_batch(src), tgt_codec.encode_batch(tgt)
+            if split == "train":
+                data[split] = self._filter(src, tgt, src_ids, tgt_ids)
+            else:
+                data[split] = EncodedSplit(list(range(len(src))), src_ids, tgt_ids)
+                n_unk = sum(ids.count(UNK) for ids in src_ids)
+                _info(f"{split} data {self._origin[split]}: {len(src)} pairs, all kept; {n_unk} <unk> in src")
+        self.src_codec, self.tgt_codec, self.joint = src_codec, tgt_codec, joint
+        self._data = data  # last: a failed setup() leaves the module not set up
+
+    def _filter(
+        self, src: list[str], tgt: list[str], src_ids: list[list[int]], tgt_ids: list[list[int]]
+    ) -> EncodedSplit:
+        keep, empty, too_long = [], 0, 0
+        for k, (s, t, si, ti) in enumerate(zip(src, tgt, src_ids, tgt_ids, strict=True)):
+            if not (s.strip() and t.strip() and si and ti):
+                empty += 1
+            elif len(si) >= self.max_len or len(ti) >= self.max_len:
+                too_long += 1
+            else:
+                keep.append(k)
+        origin = self._origin["train"]
+        self.filter_stats = dict(
+            split="train", files=origin, total=len(src), kept=len(keep), empty=empty, too_long=too_long,
+            max_len=self.max_len,
+        )  # fmt: skip
+        _info(
+            f"train data {origin}: kept {len(keep)} of {len(src)} pairs; removed {empty} with an empty side "
+            f"and {too_long} with a side of >= {self.max_len} tokens"
+        )
+        if not keep:
+            raise ValueError(f"train data {origin}: no pair left after filtering (max_len={self.max_len})")
+        return EncodedSplit(keep, [src_ids[k] for k in keep], [tgt_ids[k] for k in keep])
+
+    def _need_setup(self) -> None:
+        if not self._data:
+            raise RuntimeError(f"{type(self).__name__}: call setup() first")
+
+    @property
+    def src_vocab_size(self) -> int:
+        self._need_setup()
+        return self.src_codec.vocab_size
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        self._need_setup()
+        return self.tgt_codec.vocab_size
+
+    def has_split(self, split: str) -> bool:
+        self._need_setup()
+        return split in self._raw
+
+    def _split(self, split: str) -> tuple[list[str], list[str]]:
+        if not self.has_split(split):
+            raise ValueError(f"{type(self).__name__}: no split {split!r}; available: {sorted(self._raw)}")
+        return self._raw[split]
+
+    def sources(self, split: str) -> list[str]:
+        """Raw source lines of ``split``, one per pair, corpus order, unfiltered."""
+        return list(self._split(split)[0])
+
+    def references(self, split: str) -> list[str]:
+        """Raw target lines of ``split``, one per pair, corpus order, unfiltered."""
+        return list(self._split(split)[1])
+
+    def dataset(self, split: str) -> EncodedSplit:
+        """The encoded pairs of ``split`` (filtered for "train")."""
+        self._split(split)
+        return self._data[split]
+
+    def decode_target(self, ids: Sequence[int]) -> str:
+        """Plain text of target ids (ints, or a tensor of shape (T,)), EOS already stripped."""
+        self._need_setup()
+        return self.tgt_codec.decode(ids)
+
+    def codec_state(self) -> dict[str, Any]:
+        """``{"src": ..., "tgt": ..., "joint": bool}``, JSON-able; see :func:`codecs_from_state`."""
+        self._need_setup()
+        return {"src": self.src_codec.to_state(), "tgt": self.tgt_codec.to_state(), "joint": self.joint}
+
+    def _loader(self, data: EncodedSplit, sampler: TokenBatchSampler) -> DataLoader:
+        n = self.num_workers
+        return DataLoader(data, batch_sampler=sampler, collate_fn=collate,
+                          num_workers=n, persistent_workers=n > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        data = self.dataset("train")
+        rank, world, epoch = 0, 1, 0
+        trainer = self.trainer
+        if trainer is not None:
+            rank, world, epoch = trainer.global_rank, trainer.world_size, trainer.current_epoch
+            if self.maxi_batch and trainer.reload_dataloaders_every_n_epochs != 1:
+                rank_zero_warn(
+                    f"maxi_batch={self.maxi_batch} makes the number of training batches vary between epochs;"
+                    " set trainer.reload_dataloaders_every_n_epochs=1 or data.maxi_batch=0, otherwise"
+                    " Lightning may cut epochs short or skip end-of-epoch validation"
+                )
+        sampler = TokenBatchSampler(
+            [len(s) for s in data.src], [len(t) for t in data.tgt], max_tokens=self.max_tokens, shuffle=True,
+            seed=self.seed, maxi_batch=self.maxi_batch, num_replicas=world, rank=rank,
+        )  # fmt: skip
+        sampler.set_epoch(epoch)
+        return self._loader(data, sampler)
+
+    def _eval_loader(self, split: str) -> DataLoader:
+        data = self.dataset(split)
+        sampler = TokenBatchSampler(
+            [len(s) for s in data.src], [len(t) for t in data.tgt], max_tokens=None,
+            max_sentences=self.eval_batch_size, shuffle=False,
+        )  # fmt: skip
+        return self._loader(data, sampler)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader("test")
+
+
+class ToyDataModule(TranslationDataModule):
+    """The synthetic corpus of :mod:`sarnmt.data.toy`, generated in memory, with word-level codecs.
+
+    :param seed: corpus seed (also the training-shuffle seed).
+    :param n_train: training pairs; ``n_dev``: validation pairs; ``n_test``: test pairs (0: no test).
+    """
+
+    name = "toy"
+
+    def __init__(
+        self, *, seed: int = 1234, n_train: int, n_dev: int, n_test: int, max_len: int = 50, max_tokens: int,
+        eval_batch_size: int, num_workers: int = 0, maxi_batch: int = 0,
+    ) -> None:  # fmt: skip
+        super().__init__(
+            max_len=max_len, max_tokens=max_tokens, eval_batch_size=eval_batch_size, num_workers=num_workers,
+            maxi_batch=maxi_batch, seed=seed,
+        )  # fmt: skip
+        if n_train < 1 or n_dev < 1 or n_test < 0:
+            sizes = (n_train, n_dev, n_test)
+            raise ValueError(f"ToyDataModule: need n_train, n_dev >= 1 and n_test >= 0, got {sizes}")
+        self.n_train, self.n_dev, self.n_test = n_train, n_dev, n_test
+        self.save_hyperparameters()
+
+    def _read_splits(self) -> dict[str, tuple[list[str], list[str], str]]:
+        corpus = generate_toy_corpus(self.seed, self.n_train, self.n_dev, self.n_test)
+        names = {"train": "train", "val": "dev", "test": "test"}
+        return {s: (*corpus[c], f"toy(seed={self.seed}):{c}") for s, c in names.items() if corpus[c][0]}
+
+    def _train_codecs(self, src: list[str], tgt: list[str]) -> tuple[TextCodec, TextCodec, bool]:
+        return WordCodec.train(src), WordCodec.train(tgt), False
+
+
+def _resolve(path: str) -> str:
+    """``path`` relative to the directory the user launched from (Hydra may change the working directory)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.utils import to_absolute_path
+
+    return to_absolute_path(path) if HydraConfig.initialized() else str(Path(path))
+
+
+class FilesDataModule(TranslationDataModule):
+    """Line-aligned parallel text files (plain or ``.gz``), with BPE codecs learned on the training sides.
+
+    :param train_src: path of the training source; ``train_tgt``, ``dev_*``, ``test_*`` likewise. The test
+        pair may be ``None`` (then ``has_split("test")`` is False). Relative paths are resolved against the
+        directory the program was launched from.
+    :param vocab_size: BPE vocabulary size, special tokens included (per side, or shared when joint).
+    :param joint_vocab: one BPE codec learned on both training sides and used for both.
+    """
+
+    name = "files"
+
+    def __init__(
+        self, *, train_src: str, train_tgt: str, dev_src: str, dev_tgt: str, test_src: str | None = None,
+        test_tgt: str | None = None, vocab_size: int = 8000, joint_vocab: bool = False, max_len: int = 50,
+        max_tokens: int, eval_batch_size: int, num_workers: int = 0, seed: int = 1234, maxi_batch: int = 0,
+    ) -> None:  # fmt: skip
+        super().__init__(
+            max_len=max_len, max_tokens=max_tokens, eval_batch_size=eval_batch_size, num_workers=num_workers,
+            maxi_batch=maxi_batch, seed=seed,
+        )  # fmt: skip
+        if (test_src is None) != (test_tgt is None):
+            raise ValueError(f"FilesDataModule: give both test files or neither: {test_src=} {test_tgt=}")
+        self.paths = {"train": (train_src, train_tgt), "val": (dev_src, dev_tgt)}
+        if test_src is not None:
+            self.paths["test"] = (test_src, test_tgt)
+        self.vocab_size, self.joint_vocab = vocab_size, joint_vocab
+        self.save_hyperparameters()
+
+    def _read_splits(self) -> dict[str, tuple[list[str], list[str], str]]:
+        out = {}
+        for split, (src_path, tgt_path) in self.paths.items():
+            src_path, tgt_path = _resolve(src_path), _resolve(tgt_path)
+            out[split] = (*read_parallel(src_path, tgt_path), f"{src_path} / {tgt_path}")
+        return out
+
+    def _train_codecs(self, src: list[str], tgt: list[str]) -> tuple[TextCodec, TextCodec, bool]:
+        if self.joint_vocab:
+            codec = BPECodec.train(itertools.chain(src, tgt), self.vocab_size)
+            return codec, codec, True
+        return BPECodec.train(src, self.vocab_size), BPECodec.train(tgt, self.vocab_size), False

@@ -1,0 +1,135 @@
+"""The LightningModule: training, validation and test around a plain :class:`~sarnmt.models.seq2seq.Seq2Seq`.
+
+Metrics: ``train/loss``, ``train/nll_token``; ``val/loss`` (per-sentence NLL, dl4mt's validation cost), ``val/ppl``,
+``val/bleu`` (greedy, sacrebleu against the raw references); the same under ``test/``. BLEU needs the datamodule's
+``decode_target`` and ``references``; the sacrebleu signature is kept in :attr:`TranslationModule.bleu_signature`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Literal
+
+import lightning as L
+import torch
+from sacrebleu.metrics import BLEU
+from torch import nn
+
+from sarnmt.data.batching import Batch
+from sarnmt.decoding.greedy import greedy_decode
+from sarnmt.loss import token_nll, translation_loss
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable parameters (works on the ``meta`` device too)."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+class TranslationModule(L.LightningModule):
+    """:param net: the model.  :param optimizer: a partial optimizer (``optim=`` group), bound to the parameters here.
+    :param loss_normalization: ``sentence`` (paper) or ``token``.
+    :param max_len_a: greedy decoding length limit ``a·|src| + b`` for validation/test BLEU.
+    :param max_len_b: see ``max_len_a``.
+    :param bleu: compute greedy BLEU during validation and test.
+    :param net_config: the resolved model and decoder configs, saved in checkpoints to rebuild the model.
+    """
+
+    def __init__(
+        self,
+        net: nn.Module,
+        optimizer: Callable[..., torch.optim.Optimizer],
+        loss_normalization: Literal["sentence", "token"] = "sentence",
+        max_len_a: float = 2.0,
+        max_len_b: int = 10,
+        bleu: bool = True,
+        net_config: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["net", "optimizer"])
+        self.net = net
+        self.optimizer_factory = optimizer
+        self.bleu_signature = ""
+        self.hypotheses: dict[str, list[str]] = {}
+        self._outputs: dict[int, str] = {}
+        self._sums = torch.zeros(3, dtype=torch.float64)  # summed NLL, tokens, sentences
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return self.optimizer_factory(params=self.parameters())
+
+    def _nll(self, batch: Batch) -> torch.Tensor:
+        logits = self.net(batch.src, batch.src_mask, batch.tgt).logits
+        return token_nll(logits, batch.tgt, batch.tgt_mask)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        nll = self._nll(batch)
+        loss = translation_loss(nll, batch.tgt_mask, self.hparams.loss_normalization)
+        tokens = batch.tgt_mask.sum()
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch.size)
+        self.log("train/nll_token", nll.sum() / tokens, batch_size=batch.size)
+        self.log("train/tokens", tokens.float(), reduce_fx="sum", batch_size=batch.size)
+        return loss
+
+    # --- evaluation (validation and test share everything but the prefix) ---
+    def _eval_start(self) -> None:
+        self._sums.zero_()
+        self._outputs = {}
+
+    def _eval_step(self, batch: Batch) -> None:
+        nll = self._nll(batch)
+        self._sums += torch.tensor([nll.sum().item(), batch.tgt_mask.sum().item(), batch.size], dtype=torch.float64)
+        datamodule = self._datamodule()
+        if self.hparams.bleu and datamodule is not None:
+            hyps = greedy_decode(self.net, batch.src, batch.src_mask, self.hparams.max_len_a, self.hparams.max_len_b)
+            for index, tokens in zip(batch.ids.tolist(), hyps.tokens, strict=True):
+                self._outputs[index] = datamodule.decode_target(tokens)
+
+    def _eval_end(self, prefix: str, split: str) -> None:
+        total, tokens, sentences = self._sums.tolist()
+        if sentences == 0:
+            return
+        self.log(f"{prefix}/loss", total / sentences, sync_dist=True)
+        self.log(f"{prefix}/ppl", math.exp(min(total / tokens, 50.0)), sync_dist=True, prog_bar=True)
+        datamodule = self._datamodule()
+        if not self._outputs or datamodule is None:
+            return
+        references = datamodule.references(split)
+        if len(self._outputs) != len(references):  # e.g. a limited or fast_dev_run pass: score what was decoded
+            references = [references[i] for i in sorted(self._outputs)]
+        hyps = [self._outputs[i] for i in sorted(self._outputs)]
+        metric = BLEU()
+        score = metric.corpus_score(hyps, [references])
+        self.bleu_signature = str(metric.get_signature())
+        self.hypotheses[split] = hyps
+        self.log(f"{prefix}/bleu", score.score, sync_dist=True, prog_bar=True)
+
+    def _datamodule(self):
+        trainer = self._trainer
+        return getattr(trainer, "datamodule", None) if trainer is not None else None
+
+    def on_validation_epoch_start(self) -> None:
+        self._eval_start()
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._eval_step(batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self._eval_end("val", "val")
+
+    def on_test_epoch_start(self) -> None:
+        self._eval_start()
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._eval_step(batch)
+
+    def on_test_epoch_end(self) -> None:
+        self._eval_end("test", "test")
+
+    # --- checkpoints carry what is needed to rebuild the model and its text codecs ---
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        datamodule = self._datamodule()
+        checkpoint["sarnmt"] = {
+            "net_config": self.hparams.net_config,
+            "codecs": datamodule.codec_state() if datamodule is not None else None,
+            "parameters": count_parameters(self.net),
+        }

@@ -1,0 +1,93 @@
+"""Train a model: ``python -m sarnmt.train [data=...] [model=...] [decoder=...] [key=value ...]``.
+
+:func:`train` is a pure function of the composed config (tests call it directly); :func:`main` is the Hydra entry.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import hydra
+import lightning as L
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from sarnmt.lit_module import TranslationModule, count_parameters
+from sarnmt.utils.instantiate import instantiate_dict
+from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
+
+log = logging.getLogger("sarnmt")
+
+
+def build_module(cfg: DictConfig, src_vocab_size: int, tgt_vocab_size: int) -> TranslationModule:
+    """The model (``model=`` + ``decoder=``) wrapped in its LightningModule."""
+    net = instantiate(
+        cfg.model, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, variant=instantiate(cfg.decoder)
+    )
+    net_config = {
+        "model": OmegaConf.to_container(cfg.model, resolve=True),
+        "decoder": OmegaConf.to_container(cfg.decoder, resolve=True),
+        "src_vocab_size": src_vocab_size,
+        "tgt_vocab_size": tgt_vocab_size,
+    }
+    return TranslationModule(
+        net=net,
+        optimizer=instantiate(cfg.optim),
+        loss_normalization=cfg.loss,
+        max_len_a=cfg.decoding.max_len_a,
+        max_len_b=cfg.decoding.max_len_b,
+        bleu=cfg.val_bleu,
+        net_config=net_config,
+    )
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Fit, then test the best checkpoint. :returns: metrics (floats) plus ``best_model_path``, ``test_bleu``,
+    ``bleu_signature`` and ``parameters``."""
+    quiet_known_warnings()
+    with finish_wandb():
+        L.seed_everything(cfg.seed, workers=True, verbose=False)
+        datamodule = instantiate(cfg.data)
+        datamodule.prepare_data()
+        datamodule.setup("fit")
+        module = build_module(cfg, datamodule.src_vocab_size, datamodule.tgt_vocab_size)
+        parameters = count_parameters(module.net)
+        log.info("model: %s parameters (V_src=%d, V_tgt=%d)", f"{parameters:,}",
+                 datamodule.src_vocab_size, datamodule.tgt_vocab_size)
+        loggers = instantiate_dict(cfg.get("logger"))
+        trainer = instantiate(cfg.trainer, callbacks=instantiate_dict(cfg.get("callbacks")), logger=loggers or False)
+        for logger in trainer.loggers:
+            logger.log_hyperparams({"cfg": OmegaConf.to_container(cfg, resolve=True), "parameters": parameters})
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+        metrics = {key: float(value) for key, value in trainer.callback_metrics.items()}
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        result: dict[str, Any] = {**metrics, "best_model_path": best, "parameters": parameters}
+        if cfg.test and datamodule.has_split("test"):
+            trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)
+            result.update({key: float(value) for key, value in trainer.callback_metrics.items()})
+            result["test_bleu"] = result.get("test/bleu")
+            result["bleu_signature"] = module.bleu_signature
+    return result
+
+
+def report(result: dict[str, Any]) -> str:
+    """The lines printed at the end of a run."""
+    lines = []
+    if result.get("test_bleu") is not None:
+        lines.append(f"test BLEU = {result['test_bleu']:.2f}  ({result['bleu_signature']})")
+    if result.get("val/bleu") is not None:
+        lines.append(f"last val BLEU = {result['val/bleu']:.2f}")
+    lines.append(f"best checkpoint: {result['best_model_path'] or '(none saved)'}")
+    return "\n".join(lines)
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    result = train(cfg)
+    print(report(result), flush=True)
+    return result.get("val/bleu")
+
+
+if __name__ == "__main__":
+    main()

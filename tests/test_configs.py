@@ -1,0 +1,86 @@
+"""Every option of every config group composes and instantiates; bad choices and keys fail with Hydra's error."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hydra.errors import ConfigCompositionException, InstantiationException, MissingConfigException
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from sarnmt.utils.instantiate import instantiate_dict
+from tests.conftest import CONF_DIR, compose_train
+
+GROUPS = ["data", "model", "decoder", "optim", "decoding", "trainer", "callbacks", "logger", "debug"]
+OPTIONS = [(group, path.stem) for group in GROUPS for path in sorted((CONF_DIR / group).glob("*.yaml"))]
+
+
+def _tiny_files(tmp_path) -> list[str]:
+    overrides = []
+    for split in ("train", "dev", "test"):
+        for side, text in (("src", "a b c\nd e\n"), ("tgt", "x y\nz\n")):
+            path = tmp_path / f"{split}.{side}"
+            path.write_text(text, encoding="utf-8")
+            overrides.append(f"data.{split}_{side}={path}")
+    return overrides
+
+
+@pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_every_option_composes_and_instantiates(group, option, tmp_path):
+    overrides = [f"{group}={option}"]
+    if option == "files":
+        overrides += _tiny_files(tmp_path)
+    cfg = compose_train(overrides, output_dir=tmp_path)
+    assert isinstance(cfg, DictConfig)
+    if group == "data":
+        datamodule = instantiate(cfg.data)
+        datamodule.setup("fit")
+        assert datamodule.src_vocab_size > 2 and datamodule.tgt_vocab_size > 2
+    elif group in ("model", "decoder"):
+        with torch.device("meta"):  # the paper model is built without allocating its weights
+            net = instantiate(cfg.model, src_vocab_size=30, tgt_vocab_size=40, variant=instantiate(cfg.decoder))
+        assert net.decoder.readout.output.out_features == 40
+    elif group == "optim":
+        optimizer = instantiate(cfg.optim)(params=[torch.nn.Parameter(torch.zeros(2))])
+        assert isinstance(optimizer, torch.optim.Optimizer)
+    elif group == "decoding":
+        assert cfg.decoding.max_len_a > 0
+    elif group in ("callbacks", "logger"):
+        built = instantiate_dict(cfg[group])
+        assert len(built) == len([v for v in cfg[group].values() if v is not None])
+    if group in ("trainer", "debug"):
+        trainer_cfg = cfg.trainer
+        if trainer_cfg.accelerator == "gpu" and not torch.cuda.is_available():
+            trainer_cfg.accelerator, trainer_cfg.devices = "cpu", 2 if trainer_cfg.get("strategy") else 1
+        trainer = instantiate(trainer_cfg, logger=False, callbacks=[])
+        assert trainer.max_epochs is not None
+
+
+def test_unknown_decoder_names_the_choices():
+    with pytest.raises(MissingConfigException) as err:
+        compose_train(["decoder=no_such_decoder"])
+    message = str(err.value)
+    assert "no_such_decoder" in message
+    for name in ("baseline", "self_attentive_content", "memory_rnn"):
+        assert name in message
+
+
+def test_unknown_key_is_rejected():
+    with pytest.raises(ConfigCompositionException, match="decoder.scorre"):
+        compose_train(["decoder.scorre=content"])
+
+
+def _build(cfg):
+    return instantiate(cfg.model, src_vocab_size=10, tgt_vocab_size=10, variant=instantiate(cfg.decoder))
+
+
+def test_typo_in_a_constructor_argument_fails_when_the_model_is_built():
+    cfg = compose_train(["decoder=self_attentive_content", "+decoder.scorer_typo=1", "model=tiny"])
+    with pytest.raises(InstantiationException, match="scorer_typo"):
+        _build(cfg)
+
+
+def test_bad_switch_value_is_rejected():
+    cfg = compose_train(["decoder=memory_rnn", "decoder.form=appendx", "model=tiny"])
+    with pytest.raises(InstantiationException, match="appendx"):
+        _build(cfg)

@@ -1,0 +1,37 @@
+"""Every decoder variant can learn: it memorises a batch of 16 random sentence pairs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hydra.utils import instantiate
+
+from sarnmt.data.batching import pad_sequences
+from sarnmt.decoding.greedy import greedy_decode
+from sarnmt.loss import token_nll, translation_loss
+from tests.conftest import DECODERS, compose_train
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_overfits_16_pairs(name):
+    torch.manual_seed(0)
+    cfg = compose_train([f"decoder={name}", "model=tiny", "model.emb_dim=32", "model.hidden_dim=64"])
+    net = instantiate(cfg.model, src_vocab_size=20, tgt_vocab_size=20, variant=instantiate(cfg.decoder))
+    gen = torch.Generator().manual_seed(1)
+    srcs = [torch.randint(2, 20, (int(n),), generator=gen).tolist() for n in torch.randint(3, 9, (16,), generator=gen)]
+    tgts = [torch.randint(2, 20, (int(n),), generator=gen).tolist() for n in torch.randint(3, 9, (16,), generator=gen)]
+    src, src_mask = pad_sequences(srcs)
+    tgt, tgt_mask = pad_sequences(tgts)
+    optimizer = torch.optim.Adam(net.parameters(), lr=0.01)
+    for _ in range(300):
+        optimizer.zero_grad()
+        nll = token_nll(net(src, src_mask, tgt).logits, tgt, tgt_mask)
+        loss = translation_loss(nll, tgt_mask, "sentence")
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        optimizer.step()
+        if nll.sum() / tgt_mask.sum() < 0.01:
+            break
+    net.eval()
+    assert (nll.sum() / tgt_mask.sum()).item() < 0.05
+    assert greedy_decode(net, src, src_mask).tokens == tgts
