@@ -94,9 +94,9 @@ class TranslationModule(L.LightningModule):
         if not self._outputs or datamodule is None:
             return
         references = datamodule.references(split)
-        if len(self._outputs) != len(references):  # e.g. a limited or fast_dev_run pass: score what was decoded
-            references = [references[i] for i in sorted(self._outputs)]
-        hyps = [self._outputs[i] for i in sorted(self._outputs)]
+        order = sorted(self._outputs)  # corpus order; a limited pass (limit_val_batches) scores what it decoded
+        hyps = [self._outputs[i] for i in order]
+        references = [references[i] for i in order]
         metric = BLEU()
         score = metric.corpus_score(hyps, [references])
         self.bleu_signature = str(metric.get_signature())

@@ -68,7 +68,11 @@ class Readout(nn.Module):
 
 
 class ConditionalGRUDecoder(nn.Module):
-    """:param variant: the decoder variant (its two hooks).  Dropout rates as in :class:`~sarnmt.models.seq2seq.Seq2Seq`."""
+    """The cGRU decoder, its target embeddings and its readout.
+
+    :param variant: the decoder variant (its two hooks).
+    Dropout rates as in :class:`~sarnmt.models.seq2seq.Seq2Seq`.
+    """
 
     def __init__(
         self,
