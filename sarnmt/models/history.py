@@ -86,3 +86,17 @@ class HistoryAttention(nn.Module):
         causal = torch.ones(steps, steps, dtype=torch.bool, device=items.device).tril()
         weights = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
         return torch.bmm(weights, items), weights
+
+
+STATE_SCORERS = ("count_consistent", "appendix")
+
+
+def state_attention(hidden_dim: int, form: str) -> HistoryAttention:
+    """Attention over previous decoder states for the Memory RNN and the self-attentive RNN.
+
+    :param form: ``count_consistent`` (e_i = vᵀ tanh(W_m s_i), reproduces Table 1's counts) or ``appendix``
+        (adds the query term W_s q of appendix A.3.2-A.3.3).
+    """
+    if form not in STATE_SCORERS:
+        raise ValueError(f"form must be one of {STATE_SCORERS}, got {form!r}")
+    return HistoryAttention(hidden_dim, hidden_dim if form == "appendix" else None, key_bias=False)

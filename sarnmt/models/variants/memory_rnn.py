@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sarnmt.models.history import HistoryAttention
+from sarnmt.models.history import state_attention
 from sarnmt.models.variants.base import DecoderVariant
 
 
@@ -28,10 +28,8 @@ class MemoryRNN(DecoderVariant):
         self, emb_dim: int, hidden_dim: int, form: Literal["count_consistent", "appendix"] = "count_consistent"
     ):
         super().__init__(emb_dim, hidden_dim)
-        if form not in ("count_consistent", "appendix"):
-            raise ValueError(f"form must be 'count_consistent' or 'appendix', got {form!r}")
+        self.attention = state_attention(hidden_dim, form)
         self.queried = form == "appendix"
-        self.attention = HistoryAttention(hidden_dim, hidden_dim if self.queried else None, key_bias=False)
 
     def init_state(self, initial_hidden):
         return self.attention.empty(initial_hidden, "s_")
