@@ -57,6 +57,15 @@ class TextCodec:
         """A JSON-able description (str/int/list/dict only); :func:`codec_from_state` rebuilds the codec."""
         raise NotImplementedError
 
+    def tokenize(self, line: str) -> str:
+        """The tokenised form of a raw line that tokenised BLEU is computed on (here: the pieces, space-joined;
+        :class:`~sarnmt.data.pipeline.PipelineCodec` gives the Moses-tokenised, truecased words)."""
+        return " ".join(self.tokens(line))
+
+    def decode_tokenized(self, ids: Sequence[int]) -> str:
+        """The tokenised form of ``ids``, comparable with :meth:`tokenize` of the reference (here: the pieces)."""
+        return " ".join(self.tokens(self.decode(ids)))
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(vocab_size={self.vocab_size})"
 
@@ -212,4 +221,9 @@ def codec_from_state(state: dict[str, Any]) -> TextCodec:
         return WordCodec(state["itos"])
     if kind == BPECodec.kind:
         return BPECodec(Tokenizer.from_str(state["tokenizer"]))
-    raise ValueError(f"codec_from_state: unknown codec type {kind!r}; expected one of {sorted(_CODECS)}")
+    if kind == "pipeline":  # imported here: sacremoses and jieba only load when needed
+        from sarnmt.data.pipeline import PipelineCodec
+
+        return PipelineCodec.from_state(state)
+    kinds = sorted([*_CODECS, "pipeline"])
+    raise ValueError(f"codec_from_state: unknown codec type {kind!r}; expected one of {kinds}")

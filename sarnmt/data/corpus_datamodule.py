@@ -1,0 +1,118 @@
+"""The DataModule of a described corpus (:mod:`sarnmt.data.corpora`) with the paper's preprocessing pipeline.
+
+``prepare_data`` (rank 0) fetches and caches the corpus (:func:`~sarnmt.data.preparation.prepare_corpus`);
+``setup`` loads the cache (preparing it first if it is missing), keeps the raw lines for BLEU and filters the
+training split by ``max_len`` as every DataModule does. The codecs are
+:class:`~sarnmt.data.pipeline.PipelineCodec` s, so ``decode_target`` gives plain (detokenised, detruecased) text;
+:meth:`tokenized_references` gives the tokenised references for tokenised BLEU.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from sarnmt.data.corpora import get_corpus
+from sarnmt.data.datamodule import EncodedSplit, TranslationDataModule, _resolve
+from sarnmt.data.pipeline import SideSettings
+from sarnmt.data.preparation import RaggedIds, keep_mask, load_cache, prepare_corpus
+
+log = logging.getLogger(__name__)
+
+
+class CorpusDataModule(TranslationDataModule):
+    """A corpus by name, preprocessed by the pipeline, cached.
+
+    :param corpus: a name of :data:`sarnmt.data.corpora.CORPORA` (``es_en``, ``mini_en_de``, ...).
+    :param root: the folder holding (or receiving) the corpus files; relative to the launch directory.
+    :param cache_dir: where the processed corpus is cached (one sub-folder per corpus and settings).
+    :param src: source side settings, the fields of :class:`~sarnmt.data.pipeline.SideSettings`; ``tgt`` likewise.
+    :param vocab_size: BPE vocabulary per side, or shared when ``joint_vocab``.
+    :param url_base: download from this mirror (same paths as the official hosts) instead; ``None``: official.
+    :param checksums: ``{download folder (e.g. wmt13-test): "md5:..."|"sha256:..."}`` overriding the corpus
+        description's (for a mirror with other files).
+    :param workers: processes for tokenisation (``prepare``).
+    """
+
+    def __init__(
+        self, *, corpus: str, root: str, cache_dir: str, src: dict[str, Any], tgt: dict[str, Any],
+        vocab_size: int, joint_vocab: bool = False, url_base: str | None = None,
+        checksums: dict[str, str] | None = None, workers: int = 1, max_len: int = 50, max_tokens: int,
+        eval_batch_size: int, num_workers: int = 0, seed: int = 1234, maxi_batch: int = 0,
+    ) -> None:  # fmt: skip
+        super().__init__(
+            max_len=max_len, max_tokens=max_tokens, eval_batch_size=eval_batch_size, num_workers=num_workers,
+            maxi_batch=maxi_batch, seed=seed,
+        )  # fmt: skip
+        self.corpus = get_corpus(corpus)
+        self.name = corpus
+        self.root, self.cache_dir = root, cache_dir
+        self.src_settings, self.tgt_settings = SideSettings(**dict(src)), SideSettings(**dict(tgt))
+        self.vocab_size, self.joint_vocab = vocab_size, joint_vocab
+        self.url_base, self.checksums, self.workers = url_base, dict(checksums or {}), workers
+        self.report: dict[str, Any] = {}
+        self._tok: dict[str, tuple[list[str], list[str]]] = {}
+        self.save_hyperparameters()
+
+    def prepare(self) -> dict[str, Any]:
+        """Fetch + preprocess + cache (no work when cached). :returns: the report of ``prepare_corpus``."""
+        self.report = prepare_corpus(
+            self.corpus, root=_resolve(self.root), cache_dir=_resolve(self.cache_dir), src=self.src_settings,
+            tgt=self.tgt_settings, vocab_size=self.vocab_size, joint_vocab=self.joint_vocab, max_len=self.max_len,
+            url_base=self.url_base, checksums=self.checksums, workers=self.workers,
+        )  # fmt: skip
+        return self.report
+
+    def prepare_data(self) -> None:
+        if not self.report:  # train() calls it, then the Trainer again: the second call has nothing to do
+            self.prepare()
+
+    def setup(self, stage: str | None = None) -> None:
+        if self._data:
+            return
+        report = self.report or self.prepare()
+        pipeline, splits = load_cache(report["cache"])
+        data = {}
+        for split, info in splits.items():
+            (src, tgt), (src_ids, tgt_ids) = info["raw"], info["ids"]
+            self._raw[split], self._origin[split], self._tok[split] = (src, tgt), info["origin"], info["tok"]
+            if split == "train":
+                data[split] = self._filter_train(src_ids, tgt_ids, info["origin"])
+            else:
+                data[split] = EncodedSplit(list(range(len(src))), src_ids, tgt_ids)
+        # separate codec objects (each with its own language processing) even when the BPE model is joint
+        self.src_codec, self.tgt_codec, self.joint = pipeline.codec("src"), pipeline.codec("tgt"), False
+        log.info("%s data: vocabulary sizes %d/%d (cache %s)", self.name, self.src_codec.vocab_size,
+                 self.tgt_codec.vocab_size, report["cache"])  # fmt: skip
+        self._data = data
+
+    def _filter_train(self, src_ids: RaggedIds, tgt_ids: RaggedIds, origin: str) -> EncodedSplit:
+        """The base class's rule and report (``filter_stats``), vectorised over the cached lengths. A raw line
+        that is blank tokenises to no ids, so "empty" covers it."""
+        keep, empty, too_long = keep_mask(src_ids.lengths(), tgt_ids.lengths(), self.max_len)
+        index = np.flatnonzero(keep)
+        self.filter_stats = dict(
+            split="train", files=origin, total=len(src_ids), kept=len(index), empty=empty, too_long=too_long,
+            max_len=self.max_len,
+        )  # fmt: skip
+        log.info("train data %s: kept %d of %d pairs; removed %d with an empty side and %d with a side of >= %d "
+                 "tokens", origin, len(index), len(src_ids), empty, too_long, self.max_len)  # fmt: skip
+        if not len(index):
+            raise ValueError(f"train data {origin}: no pair left after filtering (max_len={self.max_len})")
+        return EncodedSplit(index.tolist(), src_ids.subset(index), tgt_ids.subset(index))
+
+    def tokenized_references(self, split: str) -> list[str]:
+        """The tokenised (truecased) target lines of ``split``, the form tokenised BLEU compares with."""
+        self._split(split)
+        return list(self._tok[split][1])
+
+    def tokenized_sources(self, split: str) -> list[str]:
+        self._split(split)
+        return list(self._tok[split][0])
+
+    def splits(self) -> list[str]:
+        """Every split's name: ``train``, ``val``, ``test`` and the extra test sets ``test_*``."""
+        self._need_setup()
+        return list(self._raw)

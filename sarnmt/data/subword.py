@@ -1,0 +1,116 @@
+"""Subword BPE over pre-tokenised text, in the subword-nmt ``@@`` style, learned with HuggingFace ``tokenizers``.
+
+The model is ``models.BPE`` with the end-of-word suffix ``</w>`` over a ``WhitespaceSplit`` pre-tokenizer (the
+input is already Moses-tokenised). A piece that ends a word is ``piece</w>`` inside the model and ``piece`` in
+the ``@@`` form; any other piece ``piece@@``. So ``justification`` -> ``justific@@ ation`` and
+``re.sub(r"@@( |$)", "", s)`` (subword-nmt's sed) undoes it. Ids 0 and 1 are ``</s>`` and ``<unk>``
+(:mod:`sarnmt.data.codecs`); a character never seen in training becomes ``<unk>``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from sarnmt.data.codecs import SPECIAL_TOKENS
+
+SUFFIX = "</w>"
+_SPECIAL = set(SPECIAL_TOKENS)
+_MERGE = re.compile(r"@@( |$)")
+
+
+def merge_bpe(text: str) -> str:
+    """Undo the ``@@`` segmentation of a line (subword-nmt's ``sed -r 's/(@@ )|(@@ ?$)//g'``)."""
+    return _MERGE.sub("", text)
+
+
+class SubwordBPE:
+    """``@@``-style BPE: text of space-separated tokens <-> subword ids.
+
+    :param tokenizer: a trained tokenizer built by :meth:`new_tokenizer`, ids 0/1 being ``</s>``/``<unk>``.
+    """
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        for want_id, token in enumerate(SPECIAL_TOKENS):
+            if tokenizer.token_to_id(token) != want_id:
+                raise ValueError(f"SubwordBPE: {token!r} must have id {want_id}")
+        self.tokenizer = tokenizer
+        self._id_to_piece = [tokenizer.id_to_token(i) for i in range(self.vocab_size)]
+
+    @staticmethod
+    def new_tokenizer() -> Tokenizer:
+        tokenizer = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS[1], end_of_word_suffix=SUFFIX))
+        tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        tokenizer.decoder = decoders.BPEDecoder(suffix=SUFFIX)
+        return tokenizer
+
+    @classmethod
+    def train(cls, tokenized_lines: Iterable[str], vocab_size: int) -> SubwordBPE:
+        """Learn merges on tokenised lines (for a joint model, both sides' lines).
+
+        :param vocab_size: target size, the two special tokens and every character included (can end smaller
+            when the text has fewer merges to learn).
+        """
+        if vocab_size <= len(SPECIAL_TOKENS):
+            raise ValueError(f"SubwordBPE.train: vocab_size must be > {len(SPECIAL_TOKENS)}, got {vocab_size}")
+        tokenizer = cls.new_tokenizer()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, end_of_word_suffix=SUFFIX, show_progress=False
+        )
+        tokenizer.train_from_iterator(tokenized_lines, trainer=trainer)
+        return cls(tokenizer)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, tokenized_line: str) -> list[int]:
+        return self.tokenizer.encode(tokenized_line, add_special_tokens=False).ids
+
+    def encode_batch(self, tokenized_lines: Sequence[str]) -> list[list[int]]:
+        return [e.ids for e in self.tokenizer.encode_batch(list(tokenized_lines), add_special_tokens=False)]
+
+    def pieces(self, tokenized_line: str) -> list[str]:
+        """The ``@@``-form pieces of a line, one per id of :meth:`encode`."""
+        return [self._at_form(p) for p in self.tokenizer.encode(tokenized_line, add_special_tokens=False).tokens]
+
+    @staticmethod
+    def _at_form(piece: str) -> str:
+        if piece in _SPECIAL:
+            return piece
+        return piece[: -len(SUFFIX)] if piece.endswith(SUFFIX) else piece + "@@"
+
+    def merge(self, ids: Sequence[int]) -> str:
+        """Tokenised text of ``ids`` (pieces joined into words). ``</s>``/``<unk>`` stand as words of their own.
+
+        :raises ValueError: on an id outside the vocabulary.
+        """
+        words, current = [], ""
+        size = len(self._id_to_piece)
+        for i in ids:
+            i = int(i)
+            if not 0 <= i < size:
+                raise ValueError(f"SubwordBPE: id {i} is outside the vocabulary (size {size})")
+            piece = self._id_to_piece[i]
+            if piece in _SPECIAL:
+                if current:
+                    words.append(current)
+                words.append(piece)
+                current = ""
+            elif piece.endswith(SUFFIX):
+                words.append(current + piece[: -len(SUFFIX)])
+                current = ""
+            else:
+                current += piece
+        if current:
+            words.append(current)
+        return " ".join(words)
+
+    def to_str(self) -> str:
+        return self.tokenizer.to_str()
+
+    @classmethod
+    def from_str(cls, text: str) -> SubwordBPE:
+        return cls(Tokenizer.from_str(text))
