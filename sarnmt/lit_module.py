@@ -17,7 +17,8 @@ from sacrebleu.metrics import BLEU
 from torch import nn
 
 from sarnmt.data.batching import Batch
-from sarnmt.decoding.greedy import greedy_decode
+from sarnmt.decoding.greedy import GreedySearch
+from sarnmt.decoding.search import Search
 from sarnmt.loss import token_nll, translation_loss
 
 
@@ -33,6 +34,8 @@ class TranslationModule(L.LightningModule):
     :param max_len_b: see ``max_len_a``.
     :param bleu: compute greedy BLEU during validation and test.
     :param net_config: the resolved model and decoder configs, saved in checkpoints to rebuild the model.
+    :param test_search: the search of the test pass (``instantiate(cfg.decoding)``, e.g. beam); validation stays
+        greedy with ``max_len_a``/``max_len_b``, and so does test when this is None.
     """
 
     def __init__(
@@ -44,9 +47,12 @@ class TranslationModule(L.LightningModule):
         max_len_b: int = 10,
         bleu: bool = True,
         net_config: dict[str, Any] | None = None,
+        test_search: Search | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["net", "optimizer"])
+        self.save_hyperparameters(ignore=["net", "optimizer", "test_search"])
+        self.val_search: Search = GreedySearch(max_len_a, max_len_b)
+        self.test_search: Search = test_search if test_search is not None else self.val_search
         self.net = net
         self.optimizer_factory = optimizer
         self.bleu_signature = ""
@@ -75,12 +81,12 @@ class TranslationModule(L.LightningModule):
         self._sums.zero_()
         self._outputs = {}
 
-    def _eval_step(self, batch: Batch) -> None:
+    def _eval_step(self, batch: Batch, search: Search) -> None:
         nll = self._nll(batch)
         self._sums += torch.tensor([nll.sum().item(), batch.tgt_mask.sum().item(), batch.size], dtype=torch.float64)
         datamodule = self._datamodule()
         if self.hparams.bleu and datamodule is not None:
-            hyps = greedy_decode(self.net, batch.src, batch.src_mask, self.hparams.max_len_a, self.hparams.max_len_b)
+            hyps = search(self.net, batch.src, batch.src_mask)
             for index, tokens in zip(batch.ids.tolist(), hyps.tokens, strict=True):
                 self._outputs[index] = datamodule.decode_target(tokens)
 
@@ -111,7 +117,7 @@ class TranslationModule(L.LightningModule):
         self._eval_start()
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._eval_step(batch)
+        self._eval_step(batch, self.val_search)
 
     def on_validation_epoch_end(self) -> None:
         self._eval_end("val", "val")
@@ -120,7 +126,7 @@ class TranslationModule(L.LightningModule):
         self._eval_start()
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._eval_step(batch)
+        self._eval_step(batch, self.test_search)
 
     def on_test_epoch_end(self) -> None:
         self._eval_end("test", "test")

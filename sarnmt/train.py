@@ -39,6 +39,7 @@ def build_module(cfg: DictConfig, src_vocab_size: int, tgt_vocab_size: int) -> T
         max_len_b=cfg.decoding.max_len_b,
         bleu=cfg.val_bleu,
         net_config=net_config,
+        test_search=instantiate(cfg.decoding),
     )
 
 

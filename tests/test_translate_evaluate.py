@@ -1,52 +1,143 @@
-"""The command-line entry points as a user runs them (subprocesses)."""
+"""Checkpoint loading, averaging, ``translate`` and ``evaluate`` on a tiny model trained on the toy corpus."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import argparse
+import io
+import json
 
-from tests.conftest import ROOT
+import lightning as L
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
 
-TINY = ["data.n_train=200", "data.n_dev=20", "data.n_test=20", "model.emb_dim=16", "model.hidden_dim=32"]
+from sarnmt.average import average, average_checkpoints
+from sarnmt.checkpoint import CheckpointError, load_model, net_state_dict, read_checkpoint
+from sarnmt.decoding.beam import BeamSearch
+from sarnmt.evaluate import evaluate, summary
+from sarnmt.lit_module import TranslationModule
+from sarnmt.train import train
+from sarnmt.translate import translate
+from tests.conftest import CONF_DIR, compose_train
 
-
-def _run(args: list[str], env: dict[str, str] | None = None, cwd=ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
-        timeout=600,
-    )
-
-
-def test_params_table():
-    out = _run(["sarnmt.params", "model=paper", "decoder=all"])
-    assert out.returncode == 0, out.stderr
-    for figure in ("108,725,885", "108,976,885", "109,775,485", "110,287,485", "110,824,061", "111,336,061"):
-        assert figure in out.stdout
-
-
-def test_params_unknown_decoder_lists_choices():
-    out = _run(["sarnmt.params", "decoder=nope"])
-    assert out.returncode == 2
-    assert "Could not find 'decoder/nope'" in out.stderr and "self_attentive_content" in out.stderr
+TOY = ["data.n_train=300", "data.n_dev=30", "data.n_test=30", "data.max_tokens=600"]
+TINY = ["model.emb_dim=16", "model.hidden_dim=32"]
 
 
-def test_train_help_lists_groups():
-    out = _run(["sarnmt.train", "--help"])
-    assert out.returncode == 0
-    assert "decoder: baseline, mean_residual" in out.stdout and "python -m sarnmt.train" in out.stdout
+def compose_tool(name: str, overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name=name, overrides=overrides)
 
 
-def test_multirun_gives_one_wandb_run_per_job(tmp_path):
-    out = _run(
-        ["sarnmt.train", "--multirun", "decoder=baseline,mean_residual", "logger=wandb", "trainer.max_steps=1",
-         "trainer.val_check_interval=1", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1",
-         "trainer.enable_progress_bar=false", "~callbacks.progress_bar", *TINY, f"hydra.sweep.dir={tmp_path}"],
-        env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"},
-        cwd=tmp_path,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    for job in ("0", "1"):
-        runs = list((tmp_path / job / "wandb").glob("offline-run-*"))
-        assert len(runs) == 1, f"job {job}: {runs}"
-    assert out.stdout.count("test BLEU = ") == 2
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny self-attentive model trained for one epoch; its test BLEU with greedy search."""
+    out = tmp_path_factory.mktemp("run")
+    overrides = [*TOY, *TINY, "trainer.max_epochs=1", "trainer.enable_progress_bar=false", "~callbacks.progress_bar",
+                 "logger=csv"]  # fmt: skip
+    result = train(compose_train(overrides, output_dir=out))
+    return out / "checkpoints" / "last.ckpt", result
+
+
+def test_load_model_rebuilds_model_and_codecs(trained):
+    path, result = trained
+    loaded = load_model(path)
+    assert loaded.parameters == result["parameters"] and not loaded.net.training
+    assert loaded.src_codec.encode("a b") and loaded.tgt_codec.vocab_size == loaded.net_config["tgt_vocab_size"]
+    state = net_state_dict(read_checkpoint(path))
+    assert all(torch.equal(state[k], v) for k, v in loaded.net.state_dict().items())
+
+
+def test_checkpoint_errors_say_which(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_model(tmp_path / "missing.ckpt")
+    corrupt = tmp_path / "corrupt.ckpt"
+    corrupt.write_bytes(b"\x00garbage" * 10)
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_model(corrupt)
+    other = tmp_path / "other.ckpt"
+    torch.save({"state_dict": {"w": torch.zeros(2)}}, other)
+    with pytest.raises(CheckpointError, match="not a sarnmt checkpoint"):
+        load_model(other)
+    pickled = tmp_path / "pickled.ckpt"
+    torch.save({"sarnmt": argparse.Namespace(x=1)}, pickled)  # arbitrary objects are refused, not unpickled
+    with pytest.raises(CheckpointError, match="not a sarnmt checkpoint"):
+        load_model(pickled)
+
+
+def test_average_of_checkpoints_is_the_mean_and_loads(trained, tmp_path):
+    path, _ = trained
+    original = torch.load(path, map_location="cpu", weights_only=True)
+    shifted = dict(original, state_dict={k: v + 2.0 if v.is_floating_point() else v
+                                         for k, v in original["state_dict"].items()})  # fmt: skip
+    folder = tmp_path / "ckpts"
+    folder.mkdir()
+    torch.save(original, folder / "a.ckpt")
+    torch.save(dict(shifted, global_step=original["global_step"] + 1), folder / "b.ckpt")
+    averaged = average_checkpoints([folder / "a.ckpt", folder / "b.ckpt"], tmp_path / "avg.ckpt")
+    for name, value in original["state_dict"].items():
+        torch.testing.assert_close(averaged["state_dict"][name], value + 1.0)
+    assert "optimizer_states" not in averaged and len(averaged["sarnmt"]["averaged_from"]) == 2
+    assert load_model(tmp_path / "avg.ckpt").parameters > 0
+    out = average(compose_tool("average", [f"dir={folder}", "last=2", f"output={tmp_path / 'avg2.ckpt'}"]))
+    torch.testing.assert_close(read_checkpoint(out)["state_dict"], averaged["state_dict"])
+    with pytest.raises(ValueError, match="has 2"):
+        average(compose_tool("average", [f"dir={folder}", "last=3", f"output={tmp_path / 'x.ckpt'}"]))
+
+
+def test_translate_keeps_line_count_and_writes_attention(trained, tmp_path):
+    path, _ = trained
+    text = "a b c\n\n   \nd e f g\na\n"
+    (tmp_path / "in.txt").write_text(text)
+    cfg = compose_tool("translate", [
+        f"ckpt_path={path}", f"input={tmp_path / 'in.txt'}", f"output={tmp_path / 'o.txt'}",
+        f"attention={tmp_path / 'att.jsonl'}", "decoding=beam", "decoding.beam_size=3", "batch_size=2",
+        "progress=false",
+    ])  # fmt: skip
+    assert translate(cfg) == 5
+    lines = (tmp_path / "o.txt").read_text().split("\n")
+    assert len(lines) == 6 and lines[-1] == "" and lines[1] == lines[2] == ""
+    records = [json.loads(line) for line in (tmp_path / "att.jsonl").read_text().splitlines()]
+    assert [r["line"] for r in records] == list(range(5)) and records[1]["src_attention"] is None
+    first = records[0]
+    assert len(first["src_attention"]) == len(first["target"]) and len(first["src_attention"][0]) == 4  # a b c </s>
+    assert all(abs(sum(row) - 1.0) < 1e-5 for row in first["src_attention"])
+    assert len(first["tgt_attention"]) == len(first["target"])
+    # stdin/stdout, greedy (the default) equals beam 1
+    out_greedy, out_beam1 = io.StringIO(), io.StringIO()
+    translate(compose_tool("translate", [f"ckpt_path={path}", "progress=false"]), io.StringIO(text), out_greedy)
+    translate(compose_tool("translate", [f"ckpt_path={path}", "progress=false", "decoding=beam",
+                                         "decoding.beam_size=1"]), io.StringIO(text), out_beam1)  # fmt: skip
+    assert out_greedy.getvalue() == out_beam1.getvalue() and out_greedy.getvalue().count("\n") == 5
+
+
+def test_evaluate_matches_the_training_test_and_records_everything(trained, tmp_path):
+    path, result = trained
+    cfg = compose_tool("evaluate", [f"ckpt_path={path}", *TOY, "decoding=greedy", f"output_dir={tmp_path}",
+                                    "progress=false"])  # fmt: skip
+    record = evaluate(cfg)
+    assert record["bleu"]["score"] == pytest.approx(result["test/bleu"], abs=1e-4)  # same search, same BLEU
+    assert "tok:13a" in record["bleu"]["signature"] and "tok:none" in record["bleu_tokenized"]["signature"]
+    assert "case:lc" in record["bleu_tokenized_lc"]["signature"] and record["chrf"]["score"] >= 0
+    assert record["parameters"] == result["parameters"] and record["decoding"]["search"] == "greedy"
+    assert len((tmp_path / "hypotheses.test.txt").read_text().splitlines()) == 30
+    assert json.loads((tmp_path / "eval.test.json").read_text())["sentences"] == 30
+    assert "BLEU (13a" in summary(record)
+    beam = evaluate(compose_tool("evaluate", [f"ckpt_path={path}", *TOY, f"output_dir={tmp_path}",
+                                              "progress=false", "decoding.beam_size=2"]))  # fmt: skip
+    assert beam["decoding"] == {"search": "beam", "beam_size": 2, "length_penalty": {"alpha": 1.0, "offset": 0.0},
+                                "max_len_a": 2.0, "max_len_b": 10}  # fmt: skip
+
+
+def test_training_test_pass_decodes_with_the_configured_search(trained, tmp_path):
+    """The LightningModule's test pass goes through the same search objects as ``evaluate``."""
+    path, _ = trained
+    loaded = load_model(path)
+    datamodule = instantiate(compose_train(TOY).data)
+    module = TranslationModule(loaded.net, optimizer=torch.optim.SGD, test_search=BeamSearch(beam_size=2))
+    trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")
+    metrics = trainer.test(module, datamodule=datamodule, verbose=False)[0]
+    record = evaluate(compose_tool("evaluate", [f"ckpt_path={path}", *TOY, f"output_dir={tmp_path}",
+                                                "progress=false", "decoding.beam_size=2"]))  # fmt: skip
+    assert metrics["test/bleu"] == pytest.approx(record["bleu"]["score"], abs=1e-4)

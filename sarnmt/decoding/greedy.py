@@ -2,34 +2,22 @@
 
 Finished sentences leave the batch (the decoder state and source memory are reordered generically), so the cost
 follows the longest *unfinished* hypothesis. The maximum length is ``max_len_a · |source| + max_len_b`` tokens.
+Beam search with ``beam_size=1`` gives exactly this output (``tests/test_beam.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from sarnmt.data.batching import EOS
+from sarnmt.decoding.penalties import max_lengths
+from sarnmt.decoding.search import Hypotheses, square
 from sarnmt.models.seq2seq import Seq2Seq
 
-
-@dataclass
-class Hypotheses:
-    """Decoding results in batch order.
-
-    :param tokens: per sentence, the output ids without EOS.
-    :param scores: per sentence, the summed log-probability (EOS included when emitted).
-    :param src_attention: per sentence, α of shape (n, S_i) over its real source positions (n = len + EOS), when
-        requested.
-    :param tgt_attention: per sentence, the variant's history attention of shape (n, n), when it has one.
-    """
-
-    tokens: list[list[int]]
-    scores: list[float]
-    src_attention: list[Tensor] = field(default_factory=list)
-    tgt_attention: list[Tensor] = field(default_factory=list)
+__all__ = ["GreedySearch", "Hypotheses", "greedy_decode"]
 
 
 @torch.no_grad()
@@ -47,7 +35,7 @@ def greedy_decode(
     """
     batch = src.size(0)
     src_lengths = src_mask.sum(dim=1)
-    limits = (max_len_a * src_lengths.double() + max_len_b).long().clamp(min=1)
+    limits = max_lengths(src_mask, max_len_a, max_len_b)
     memory, state = model.encode(src, src_mask)
     active = torch.arange(batch, device=src.device)
     tokens = [[] for _ in range(batch)]
@@ -79,19 +67,29 @@ def greedy_decode(
         else:
             state = out.state
         prev = best
-    result = Hypotheses(tokens=tokens, scores=scores)
+    result = Hypotheses(tokens=tokens, scores=scores, normalized_scores=list(scores))
     if return_attention:
         result.src_attention = [
-            torch.stack(rows)[:, : int(src_lengths[i])] for i, rows in enumerate(src_attn)
+            torch.stack(rows)[:, : int(src_lengths[i])].cpu() for i, rows in enumerate(src_attn)
         ]
-        result.tgt_attention = [_square(rows) for rows in tgt_attn if rows]
+        result.tgt_attention = [square(rows).cpu() for rows in tgt_attn if rows]
     return result
 
 
-def _square(rows: list[Tensor]) -> Tensor:
-    """Stack history-attention rows of growing length 1..n into a lower-triangular (n, n) matrix."""
-    steps = len(rows)
-    matrix = rows[0].new_zeros(steps, steps)
-    for t, row in enumerate(rows):
-        matrix[t, : row.numel()] = row
-    return matrix
+class GreedySearch:
+    """Greedy search as a configured object (``conf/decoding/greedy.yaml``).
+
+    :param max_len_a: output length limit ``a·|src| + b``.  :param max_len_b: see ``max_len_a``.
+    """
+
+    def __init__(self, max_len_a: float = 2.0, max_len_b: int = 10) -> None:
+        self.max_len_a, self.max_len_b = max_len_a, max_len_b
+
+    def __call__(self, model: Seq2Seq, src: Tensor, src_mask: Tensor, return_attention: bool = False) -> Hypotheses:
+        return greedy_decode(model, src, src_mask, self.max_len_a, self.max_len_b, return_attention)
+
+    def settings(self) -> dict[str, Any]:
+        return {"search": "greedy", "beam_size": 1, "max_len_a": self.max_len_a, "max_len_b": self.max_len_b}
+
+    def __repr__(self) -> str:
+        return f"GreedySearch(max_len_a={self.max_len_a}, max_len_b={self.max_len_b})"

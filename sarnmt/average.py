@@ -1,0 +1,100 @@
+"""Average the weights of several checkpoints: ``python -m sarnmt.average checkpoints=[a.ckpt,b.ckpt] output=avg.ckpt``
+or ``python -m sarnmt.average dir=outputs/train/<run>/checkpoints last=5 output=avg.ckpt``.
+
+The output is a sarnmt checkpoint (loadable by :func:`sarnmt.checkpoint.load_model`, ``translate`` and
+``evaluate``) holding the element-wise mean of the model weights; its other entries come from the newest input,
+without optimizer, scheduler and loop states (it is for decoding, not for resuming), and
+``checkpoint["sarnmt"]["averaged_from"]`` lists the inputs. "Last N" is by the stored ``global_step`` (``last.ckpt``
+is skipped, as it duplicates a numbered checkpoint).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import hydra
+import torch
+from hydra.utils import to_absolute_path
+from omegaconf import DictConfig
+
+from sarnmt.checkpoint import CheckpointError, read_checkpoint
+
+log = logging.getLogger("sarnmt")
+DROPPED = ("optimizer_states", "lr_schedulers", "callbacks", "loops")
+
+
+def average_checkpoints(paths: list[str | Path], output: str | Path) -> dict[str, Any]:
+    """Write the average of ``paths`` to ``output``.  :returns: the written checkpoint.
+
+    :raises CheckpointError: when a checkpoint cannot be read or the models differ.
+    """
+    if not paths:
+        raise ValueError("average_checkpoints: no checkpoint to average")
+    checkpoints = [read_checkpoint(path) for path in paths]
+    first = checkpoints[0]
+    config = first["sarnmt"]["net_config"]
+    sums: dict[str, torch.Tensor] = {}
+    for path, checkpoint in zip(paths, checkpoints, strict=True):
+        if checkpoint["sarnmt"]["net_config"] != config:
+            raise CheckpointError(f"cannot average {path} with {paths[0]}: their model configs differ")
+        state = checkpoint["state_dict"]
+        if set(state) != set(first["state_dict"]):
+            raise CheckpointError(f"cannot average {path} with {paths[0]}: their parameter names differ")
+        for name, value in state.items():
+            if value.shape != first["state_dict"][name].shape:
+                raise CheckpointError(f"cannot average {path}: {name} has shape {tuple(value.shape)}, "
+                                      f"not {tuple(first['state_dict'][name].shape)}")  # fmt: skip
+            if value.is_floating_point():
+                sums[name] = sums.get(name, torch.zeros_like(value, dtype=torch.float64)) + value.double()
+    newest = max(checkpoints, key=lambda c: c.get("global_step", 0))
+    averaged = {key: value for key, value in newest.items() if key not in DROPPED}
+    averaged["state_dict"] = {
+        name: (sums[name] / len(paths)).to(value.dtype) if name in sums else value
+        for name, value in newest["state_dict"].items()
+    }
+    averaged["sarnmt"] = {**newest["sarnmt"], "averaged_from": [str(p) for p in paths]}
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(averaged, output)
+    return averaged
+
+
+def last_checkpoints(directory: str | Path, count: int, exclude: Path | None = None) -> list[Path]:
+    """The ``count`` checkpoints of ``directory`` with the highest ``global_step`` (``last.ckpt`` excluded)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
+    found = [p for p in sorted(directory.glob("*.ckpt"))
+             if p.name != "last.ckpt" and (exclude is None or p.resolve() != exclude.resolve())]  # fmt: skip
+    if len(found) < count:
+        raise ValueError(f"asked for the last {count} checkpoints but {directory} has {len(found)}: "
+                         f"{[p.name for p in found]}")  # fmt: skip
+    steps = {p: read_checkpoint(p).get("global_step", 0) for p in found}
+    return sorted(found, key=lambda p: (steps[p], p.stat().st_mtime))[-count:]
+
+
+def average(cfg: DictConfig) -> Path:
+    """:returns: the output path."""
+    output = Path(to_absolute_path(cfg.output))
+    if cfg.checkpoints:
+        if cfg.dir is not None:
+            raise ValueError("give either checkpoints=[...] or dir=... last=N, not both")
+        paths = [Path(to_absolute_path(p)) for p in cfg.checkpoints]
+    elif cfg.dir is not None:
+        paths = last_checkpoints(to_absolute_path(cfg.dir), cfg.last, exclude=output)
+    else:
+        raise ValueError("nothing to average: give checkpoints=[a.ckpt,b.ckpt,...] or dir=DIR last=N")
+    average_checkpoints(paths, output)
+    log.info("averaged %d checkpoints into %s: %s", len(paths), output, ", ".join(p.name for p in paths))
+    return output
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="average")
+def main(cfg: DictConfig) -> None:
+    print(average(cfg), flush=True)
+
+
+if __name__ == "__main__":
+    main()

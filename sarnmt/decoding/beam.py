@@ -1,0 +1,222 @@
+"""Batched beam search over the model's step function and the generic state ``reorder`` (reference note §9).
+
+B sentences × k beams are flattened to B·k rows. Each step:
+
+1. the model scores every live row: log-probabilities of shape (B, k, V), added to the beams' running sums;
+2. the search rule (:func:`select_candidates`) takes the best **2k** candidates per sentence over k × V, so that
+   hypotheses that end in EOS never shrink the live beam (fairseq's rule);
+3. an EOS candidate ranked within the top k *finishes*: its score is length-normalised (``penalties``) and merged
+   into the sentence's pool of k finished hypotheses; at the sentence's length limit every candidate finishes;
+4. the best k non-EOS candidates become the live beam; the state follows them through ``state.reorder``.
+
+A sentence is done when its pool holds k finished hypotheses, when it reaches its length limit
+``max_len_a · |src| + max_len_b``, or when no live hypothesis has a finite score; done sentences leave the batch.
+The loop transfers one small tensor to the host per step (which sentences are still searching). Tokens, back
+pointers and attention rows are recorded per step on the device; the final hypotheses are traced back once at the
+end, which gives each hypothesis's own attention rows, whatever reorders happened on the way.
+
+With k = 1 the candidates are the top 2, an EOS finishes only when it is the argmax, and the output is exactly
+greedy search's (:mod:`sarnmt.decoding.greedy`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from sarnmt.data.batching import EOS
+from sarnmt.decoding.penalties import LengthPenalty, max_lengths
+from sarnmt.decoding.search import Hypotheses, square
+from sarnmt.models.seq2seq import Seq2Seq
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Candidates:
+    """The search rule's choice for one step (n live sentences, c = min(2k, k·V) candidates each, best first).
+
+    :param scores: running log-probability sums, shape (n, c).  :param tokens: shape (n, c).
+    :param parents: the live slot (0..k-1) each candidate extends, shape (n, c).
+    """
+
+    scores: Tensor
+    tokens: Tensor
+    parents: Tensor
+
+
+def select_candidates(log_probs: Tensor, beam_scores: Tensor) -> Candidates:
+    """The beam search rule: the best 2k continuations over all live beams × vocabulary.
+
+    :param log_probs: shape (n, k, V).  :param beam_scores: running sums of the live beams, shape (n, k)
+        (-inf for empty slots).
+    """
+    n, k, vocab = log_probs.shape
+    total = (beam_scores.unsqueeze(2) + log_probs).view(n, k * vocab)
+    scores, index = total.topk(min(2 * k, k * vocab), dim=1)
+    return Candidates(scores=scores, tokens=index % vocab, parents=index // vocab)
+
+
+@dataclass
+class _Step:
+    """What one step recorded for later trace-back; rows are the sentences active at that step, in order."""
+
+    active: Tensor  # (n,) sentence ids
+    tokens: Tensor  # (n, c)
+    parents: Tensor  # (n, c)
+    live: Tensor  # (n, k) candidate index chosen for each live slot
+    src_attention: Tensor | None  # (n, k, S): the rows computed for the previous step's live slots
+    tgt_attention: Tensor | None  # (n, k, t)
+
+
+@torch.no_grad()
+def beam_decode(
+    model: Seq2Seq,
+    src: Tensor,
+    src_mask: Tensor,
+    beam_size: int = 5,
+    length_penalty: LengthPenalty | None = None,
+    max_len_a: float = 2.0,
+    max_len_b: int = 10,
+    return_attention: bool = False,
+) -> Hypotheses:
+    """Beam search for a batch; returns the best finished hypothesis of every sentence.
+
+    :param src: shape (B, S).  :param src_mask: shape (B, S).  :param beam_size: k >= 1.
+    :param length_penalty: ranks finished hypotheses (default: dl4mt's score / length including EOS).
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    penalty = length_penalty if length_penalty is not None else LengthPenalty()
+    k, batch, device = beam_size, src.size(0), src.device
+    limits = max_lengths(src_mask, max_len_a, max_len_b)
+    memory, state = model.encode(src, src_mask)
+    expand = torch.arange(batch, device=device).repeat_interleave(k)
+    memory, state = memory.reorder(expand), state.reorder(expand)
+    beam_scores = torch.full((batch, k), NEG_INF, device=device)
+    beam_scores[:, 0] = 0.0  # all k slots start identical: only the first may extend at step 1
+    # the pool of finished hypotheses, per sentence: normalised and raw scores, (step, candidate) to trace back
+    pool_norm = torch.full((batch, k), NEG_INF, device=device)
+    pool_raw = torch.full((batch, k), NEG_INF, device=device)
+    pool_ref = torch.zeros(batch, k, 2, dtype=torch.long, device=device)
+    active = torch.arange(batch, device=device)
+    records: list[_Step] = []
+    prev: Tensor | None = None
+    for t in range(1, int(limits.max()) + 1):
+        out = model.step(prev, state, memory)
+        n = active.numel()
+        log_probs = torch.log_softmax(out.logits.float(), dim=-1).view(n, k, -1)
+        cand = select_candidates(log_probs, beam_scores)
+        c = cand.tokens.size(1)
+        ranks = torch.arange(c, device=device)
+        is_eos = cand.tokens == EOS
+        at_limit = (limits[active] <= t).unsqueeze(1)
+        finishing = ((is_eos & (ranks < k)) | at_limit) & (cand.scores > NEG_INF)
+        new_norm = torch.where(finishing, penalty(cand.scores, t), NEG_INF)
+        merged_norm = torch.cat([pool_norm[active], new_norm], dim=1)
+        pool_norm_a, chosen = merged_norm.topk(k, dim=1)
+        merged_raw = torch.cat([pool_raw[active], cand.scores], dim=1)
+        new_ref = torch.stack([torch.full_like(cand.tokens, t), ranks.expand(n, c)], dim=2)
+        merged_ref = torch.cat([pool_ref[active], new_ref], dim=1)
+        pool_norm[active] = pool_norm_a
+        pool_raw[active] = merged_raw.gather(1, chosen)
+        pool_ref[active] = merged_ref.gather(1, chosen.unsqueeze(2).expand(n, k, 2))
+        # live beam: the best k candidates that are not EOS (at most k of the 2k are EOS: one per parent)
+        live = (is_eos.long() * c + ranks).topk(k, dim=1, largest=False).indices
+        beam_scores = cand.scores.gather(1, live)
+        prev = cand.tokens.gather(1, live).view(-1)
+        parents = cand.parents.gather(1, live)
+        records.append(
+            _Step(
+                active=active, tokens=cand.tokens, parents=cand.parents, live=live,
+                src_attention=out.src_attention.view(n, k, -1) if return_attention else None,
+                tgt_attention=(out.tgt_attention.view(n, k, -1)
+                               if return_attention and out.tgt_attention is not None else None),
+            )
+        )  # fmt: skip
+        full = (pool_norm_a > NEG_INF).sum(dim=1) >= k
+        done = full | at_limit.squeeze(1) | ~(beam_scores > NEG_INF).any(dim=1)
+        keep = (~done).nonzero().squeeze(1)  # the one host sync of the step
+        if keep.numel() == 0:
+            break
+        rows = (torch.arange(n, device=device) * k).unsqueeze(1) + parents  # (n, k) flat rows to follow
+        if keep.numel() < n:
+            rows, active, beam_scores = rows[keep], active[keep], beam_scores[keep]
+            prev = prev.view(n, k)[keep].view(-1)
+            memory = memory.reorder((keep * k).unsqueeze(1).add(torch.arange(k, device=device)).view(-1))
+        state = out.state.reorder(rows.view(-1))
+    return _trace_back(records, pool_norm, pool_raw, pool_ref, src_mask, return_attention)
+
+
+def _trace_back(
+    records: list[_Step], pool_norm: Tensor, pool_raw: Tensor, pool_ref: Tensor, src_mask: Tensor,
+    return_attention: bool,
+) -> Hypotheses:  # fmt: skip
+    """Follow back pointers from each sentence's best finished hypothesis (pool slot 0: the pool is sorted)."""
+    batch = pool_norm.size(0)
+    refs, norm, raw = pool_ref[:, 0].tolist(), pool_norm[:, 0].tolist(), pool_raw[:, 0].tolist()
+    src_lengths = src_mask.sum(dim=1).tolist()
+    steps = []
+    for rec in records:
+        row_of = {sent: row for row, sent in enumerate(rec.active.tolist())}
+        attn = [None if a is None else a.cpu() for a in (rec.src_attention, rec.tgt_attention)]
+        steps.append((row_of, rec.tokens.tolist(), rec.parents.tolist(), rec.live.tolist(), *attn))
+    result = Hypotheses(tokens=[], scores=raw, normalized_scores=norm)
+    for sent in range(batch):
+        t, cand = refs[sent]
+        tokens, src_rows, tgt_rows = [], [], []
+        while t >= 1:
+            row_of, cand_tokens, cand_parents, live, src_attn, tgt_attn = steps[t - 1]
+            row = row_of[sent]
+            slot = cand_parents[row][cand]
+            tokens.append(cand_tokens[row][cand])
+            if return_attention:
+                src_rows.append(src_attn[row, slot])
+                if tgt_attn is not None:
+                    tgt_rows.append(tgt_attn[row, slot])
+            if t > 1:
+                cand = steps[t - 2][3][steps[t - 2][0][sent]][slot]
+            t -= 1
+        tokens.reverse()
+        result.tokens.append(tokens[:-1] if tokens and tokens[-1] == EOS else tokens)
+        if return_attention:
+            result.src_attention.append(torch.stack([row[: int(src_lengths[sent])] for row in src_rows[::-1]]))
+            if tgt_rows:
+                result.tgt_attention.append(square(tgt_rows[::-1]))
+    return result
+
+
+class BeamSearch:
+    """Beam search as a configured object (``conf/decoding/beam.yaml``).
+
+    :param beam_size: k.  :param length_penalty: how finished hypotheses are ranked (dl4mt: alpha=1, offset=0).
+    :param max_len_a: output length limit ``a·|src| + b``.  :param max_len_b: see ``max_len_a``.
+    """
+
+    def __init__(
+        self, beam_size: int = 5, length_penalty: LengthPenalty | None = None, max_len_a: float = 2.0,
+        max_len_b: int = 10,
+    ) -> None:  # fmt: skip
+        if beam_size < 1:
+            raise ValueError(f"BeamSearch: beam_size must be >= 1, got {beam_size}")
+        self.beam_size, self.max_len_a, self.max_len_b = beam_size, max_len_a, max_len_b
+        self.length_penalty = length_penalty if length_penalty is not None else LengthPenalty()
+
+    def __call__(self, model: Seq2Seq, src: Tensor, src_mask: Tensor, return_attention: bool = False) -> Hypotheses:
+        return beam_decode(
+            model, src, src_mask, self.beam_size, self.length_penalty, self.max_len_a, self.max_len_b,
+            return_attention,
+        )  # fmt: skip
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "search": "beam", "beam_size": self.beam_size, "length_penalty": self.length_penalty.settings(),
+            "max_len_a": self.max_len_a, "max_len_b": self.max_len_b,
+        }  # fmt: skip
+
+    def __repr__(self) -> str:
+        return (f"BeamSearch(beam_size={self.beam_size}, length_penalty={self.length_penalty!r}, "
+                f"max_len_a={self.max_len_a}, max_len_b={self.max_len_b})")

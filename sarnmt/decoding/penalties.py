@@ -1,0 +1,56 @@
+"""Scoring rules of search, kept apart from the search loops: the length penalty and the maximum output length.
+
+Length penalty (reference note §9; GNMT, Wu et al. 2016 eq. 14), applied to a finished hypothesis's summed
+log-probability ``score`` of length ``n`` tokens (EOS included when it was emitted)::
+
+    normalised = score / lp(n),   lp(n) = ((offset + n) / (offset + 1)) ** alpha
+
+- ``alpha=1, offset=0``: dl4mt's ``translate.py -n``, score divided by the length including EOS (the default);
+- ``alpha=0``: no normalisation (raw log-probability);
+- ``alpha=0.6, offset=5``: GNMT's length penalty.
+
+Maximum length: ``max_len_a · |source| + max_len_b`` tokens (EOS included), at least 1 (fairseq's rule).
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+
+class LengthPenalty:
+    """:param alpha: the exponent (0 switches normalisation off).  :param offset: GNMT's constant (5), 0 for dl4mt."""
+
+    def __init__(self, alpha: float = 1.0, offset: float = 0.0) -> None:
+        if alpha < 0 or offset < 0:
+            raise ValueError(f"LengthPenalty: alpha and offset must be >= 0, got alpha={alpha}, offset={offset}")
+        self.alpha, self.offset = float(alpha), float(offset)
+
+    def __call__(self, scores: Tensor, length: int) -> Tensor:
+        """:param scores: summed log-probabilities, any shape.  :param length: n, the hypotheses' common length.
+        :returns: the normalised scores, same shape."""
+        if self.alpha == 0.0:
+            return scores
+        return scores / ((self.offset + length) / (self.offset + 1.0)) ** self.alpha
+
+    def settings(self) -> dict[str, float]:
+        return {"alpha": self.alpha, "offset": self.offset}
+
+    def __repr__(self) -> str:
+        return f"LengthPenalty(alpha={self.alpha}, offset={self.offset})"
+
+
+def max_lengths(src_mask: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
+    """Per-sentence output length limit ``a·|src| + b`` (EOS included), at least 1.
+
+    :param src_mask: shape (B, S), True on real source positions.  :returns: shape (B,), long, on the same device.
+    """
+    if max_len_a < 0:
+        raise ValueError(f"max_len_a must be >= 0, got {max_len_a}")
+    src_lengths = src_mask.sum(dim=1)
+    return (max_len_a * src_lengths.double() + max_len_b).long().clamp(min=1)
+
+
+def src_lengths(src_mask: Tensor) -> list[int]:
+    """Real source lengths S_i of a batch (one host transfer).  :param src_mask: shape (B, S)."""
+    return src_mask.sum(dim=1).tolist()
+

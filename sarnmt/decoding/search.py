@@ -1,0 +1,59 @@
+"""What every search returns (:class:`Hypotheses`) and what every search object looks like (:class:`Search`).
+
+Search objects are built by Hydra from ``conf/decoding/*.yaml`` (``_target_`` is the registry): greedy
+(:class:`~sarnmt.decoding.greedy.GreedySearch`) and beam (:class:`~sarnmt.decoding.beam.BeamSearch`). Training's
+final test, ``sarnmt.translate`` and ``sarnmt.evaluate`` all decode through them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from torch import Tensor, nn
+
+
+@dataclass
+class Hypotheses:
+    """Decoding results in batch order (one hypothesis per sentence).
+
+    :param tokens: per sentence, the output ids without EOS.
+    :param scores: per sentence, the summed log-probability (EOS included when emitted).
+    :param normalized_scores: per sentence, the score the search ranked by (after the length penalty); equal to
+        ``scores`` for greedy search.
+    :param src_attention: per sentence, α of shape (n, S_i) over its real source positions (n = len + EOS, or len
+        when the length limit stopped it), when requested.
+    :param tgt_attention: per sentence, the variant's history attention of shape (n, n) (row t over history items
+        0..t, zero above the diagonal), when requested and the variant has one.
+    """
+
+    tokens: list[list[int]]
+    scores: list[float]
+    normalized_scores: list[float] = field(default_factory=list)
+    src_attention: list[Tensor] = field(default_factory=list)
+    tgt_attention: list[Tensor] = field(default_factory=list)
+
+
+class Search(Protocol):
+    """A configured search: ``search(model, src, src_mask, return_attention) -> Hypotheses``."""
+
+    max_len_a: float
+    max_len_b: int
+
+    def __call__(self, model: nn.Module, src: Tensor, src_mask: Tensor, return_attention: bool = False) -> Hypotheses:
+        """:param model: a :class:`~sarnmt.models.seq2seq.Seq2Seq` (or anything with its ``encode``/``step``).
+        :param src: shape (B, S).  :param src_mask: shape (B, S)."""
+        ...
+
+    def settings(self) -> dict[str, Any]:
+        """The decoding settings, JSON-able, for records."""
+        ...
+
+
+def square(rows: list[Tensor]) -> Tensor:
+    """Stack history-attention rows of growing length 1..n into a lower-triangular (n, n) matrix."""
+    steps = len(rows)
+    matrix = rows[0].new_zeros(steps, steps)
+    for t, row in enumerate(rows):
+        matrix[t, : row.numel()] = row
+    return matrix

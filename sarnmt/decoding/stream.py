@@ -1,0 +1,68 @@
+"""Decoding a stream of encoded sentences in batches, results in input order (``translate`` and ``evaluate``).
+
+The input is read ``chunk`` sentences at a time (``batch_size × chunk_batches``); within a chunk the sentences are
+sorted by length so that batches hold sentences of similar length, decoded, and yielded back in input order before
+the next chunk is read, so any input size runs in bounded memory. Empty sentences (no source ids) are not decoded:
+they give an empty translation, so the number of outputs always equals the number of inputs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from sarnmt.data.batching import pad_sequences
+from sarnmt.decoding.search import Search
+
+
+@dataclass
+class Translation:
+    """One sentence's result.  :param tokens: output ids without EOS.  :param score: summed log-probability.
+    :param normalized_score: what the search ranked by.  :param src_attention: (n, S_i + 1) incl. the source EOS,
+    or None.  :param tgt_attention: (n, n) or None."""
+
+    tokens: list[int]
+    score: float
+    normalized_score: float
+    src_attention: Tensor | None = None
+    tgt_attention: Tensor | None = None
+
+
+def decode_batch(
+    net: nn.Module, search: Search, sources: list[list[int]], device: torch.device, return_attention: bool
+) -> list[Translation]:
+    """Decode non-empty sources as one batch.  :param sources: source ids without EOS."""
+    src, src_mask = pad_sequences(sources)
+    hyps = search(net, src.to(device), src_mask.to(device), return_attention)
+    out = []
+    for k, tokens in enumerate(hyps.tokens):
+        result = Translation(tokens, hyps.scores[k], hyps.normalized_scores[k])
+        if return_attention:
+            result.src_attention = hyps.src_attention[k].cpu()
+            result.tgt_attention = hyps.tgt_attention[k].cpu() if hyps.tgt_attention else None
+        out.append(result)
+    return out
+
+
+def decode_stream(
+    net: nn.Module, search: Search, sources: Iterable[list[int]], batch_size: int, device: torch.device,
+    return_attention: bool = False, chunk_batches: int = 20,
+) -> Iterator[Translation]:  # fmt: skip
+    """Translations of ``sources`` (ids without EOS), one per input, in input order."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    iterator = iter(sources)
+    while chunk := list(itertools.islice(iterator, batch_size * max(1, chunk_batches))):
+        results: list[Translation | None] = [None] * len(chunk)
+        order = sorted((i for i, ids in enumerate(chunk) if ids), key=lambda i: -len(chunk[i]))
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            for i, result in zip(rows, decode_batch(net, search, [chunk[i] for i in rows], device, return_attention),
+                                 strict=True):  # fmt: skip
+                results[i] = result
+        for result in results:
+            yield result if result is not None else Translation([], 0.0, 0.0)

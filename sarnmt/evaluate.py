@@ -1,0 +1,99 @@
+"""Evaluate a checkpoint on a corpus split: ``python -m sarnmt.evaluate ckpt_path=model.ckpt data=multi30k_en_de
+split=test [decoding=beam decoding.beam_size=12]``.
+
+Decodes the raw source lines of the split with the checkpoint's codecs and model (the same search objects as
+training's final test and ``translate``), then writes to ``output_dir``:
+
+- ``hypotheses.<split>.txt``: the plain (detokenised, detruecased) translations, one per line;
+- ``hypotheses.<split>.tok.txt``: their tokenised form (the target codec's ``decode_tokenized``);
+- ``eval.<split>.json``: ``bleu`` (sacrebleu 13a on plain text against the raw references: NIST mteval-v13a
+  style, Table 3), ``bleu_tokenized`` and ``bleu_tokenized_lc`` (``tokenize=none`` on the codec's tokenised
+  hypotheses and references: multi-bleu.perl and its ``-lc``, Tables 1, 2, 4), ``chrf``, each with its signature,
+  plus the decoding settings, checkpoint, parameter count, sentence count and speed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.utils import instantiate, to_absolute_path
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from sarnmt.checkpoint import load_model
+from sarnmt.decoding.stream import decode_stream
+from sarnmt.evaluation.bleu import corpus_bleu, corpus_chrf
+from sarnmt.translate import pick_device
+
+log = logging.getLogger("sarnmt")
+
+
+def evaluate(cfg: DictConfig) -> dict[str, Any]:
+    """:returns: the JSON record (also written to ``output_dir/eval.<split>.json``)."""
+    device = pick_device(cfg.device)
+    ckpt_path = to_absolute_path(cfg.ckpt_path)
+    loaded = load_model(ckpt_path, device)
+    datamodule = instantiate(cfg.data)
+    datamodule.prepare_data()
+    datamodule.setup("test")
+    src_codec = loaded.src_codec or datamodule.src_codec
+    tgt_codec = loaded.tgt_codec or datamodule.tgt_codec
+    sources, references = datamodule.sources(cfg.split), datamodule.references(cfg.split)
+    search = instantiate(cfg.decoding)
+    log.info("evaluating %s on %s/%s (%d sentences) with %s", ckpt_path, datamodule.name, cfg.split,
+             len(sources), search)  # fmt: skip
+    encoded = [src_codec.encode(line) if line.strip() else [] for line in sources]
+    start = time.perf_counter()
+    results = list(tqdm(decode_stream(loaded.net, search, encoded, cfg.batch_size, device), total=len(encoded),
+                        desc=f"decode {cfg.split}", unit=" sent", disable=not cfg.progress, file=sys.stderr))
+    seconds = time.perf_counter() - start
+    plain = [tgt_codec.decode(r.tokens) if r.tokens else "" for r in results]
+    tokenized = [tgt_codec.decode_tokenized(r.tokens) if r.tokens else "" for r in results]
+    references_tok = [tgt_codec.tokenize(line) for line in references]
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    hyp_path, tok_path = out / f"hypotheses.{cfg.split}.txt", out / f"hypotheses.{cfg.split}.tok.txt"
+    hyp_path.write_text("".join(line + "\n" for line in plain), encoding="utf-8")
+    tok_path.write_text("".join(line + "\n" for line in tokenized), encoding="utf-8")
+    record = {
+        "checkpoint": ckpt_path, "global_step": loaded.global_step, "parameters": loaded.parameters,
+        "data": datamodule.name, "split": cfg.split, "sentences": len(sources),
+        "decoding": search.settings(), "device": str(device), "seconds": round(seconds, 3),
+        "sentences_per_second": round(len(sources) / seconds, 2) if seconds > 0 else None,
+        "bleu": corpus_bleu(plain, references, tokenize="13a").as_dict(),
+        "bleu_tokenized": corpus_bleu(tokenized, references_tok, tokenize="none").as_dict(),
+        "bleu_tokenized_lc": corpus_bleu(tokenized, references_tok, tokenize="none", lowercase=True).as_dict(),
+        "chrf": corpus_chrf(plain, references).as_dict(),
+        "hypotheses": str(hyp_path), "hypotheses_tokenized": str(tok_path),
+        "model": OmegaConf.to_container(OmegaConf.create(loaded.net_config), resolve=True),
+    }  # fmt: skip
+    (out / f"eval.{cfg.split}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n",
+                                                 encoding="utf-8")  # fmt: skip
+    return record
+
+
+def summary(record: dict[str, Any]) -> str:
+    """The lines printed at the end."""
+    return "\n".join([
+        f"{record['data']}/{record['split']}: {record['sentences']} sentences, {record['decoding']}",
+        f"BLEU (13a, detokenised) = {record['bleu']['score']:.2f}  ({record['bleu']['signature']})",
+        f"BLEU (tokenised) = {record['bleu_tokenized']['score']:.2f}, lowercased = "
+        f"{record['bleu_tokenized_lc']['score']:.2f}",
+        f"chrF = {record['chrf']['score']:.2f}  ({record['chrf']['signature']})",
+        f"hypotheses: {record['hypotheses']}",
+    ])  # fmt: skip
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")
+def main(cfg: DictConfig) -> None:
+    print(summary(evaluate(cfg)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

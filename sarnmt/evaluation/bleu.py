@@ -1,0 +1,78 @@
+"""Reading system outputs and scoring them with sacrebleu (stack notes §6).
+
+- ``tokenize="none"`` on text that is already tokenised (Moses, word-segmented Chinese) equals ``multi-bleu.perl``
+  (``lowercase=True`` equals its ``-lc``): the paper's Tables 1, 2 and 4.
+- ``tokenize="13a"`` on detokenised text against the raw reference is NIST ``mteval-v13a`` BLEU (Table 3).
+- Every score is reported with its sacrebleu signature.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sacrebleu.metrics import BLEU, CHRF
+
+TOKENIZERS = ("none", "13a", "intl", "zh", "char")
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """The lines of a UTF-8 text file, plain or gzip-compressed (``.gz``), without their line endings.
+
+    :raises FileNotFoundError: naming the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", newline="\n") as handle:
+        return [line.rstrip("\r\n") for line in handle]
+
+
+def check_parallel(hyps: Sequence[str], refs: Sequence[str], hyp_name: str, ref_name: str) -> None:
+    """:raises ValueError: naming both files and their line counts when they differ."""
+    if len(hyps) != len(refs):
+        raise ValueError(
+            f"line counts differ: hypotheses {hyp_name} have {len(hyps)} lines, reference {ref_name} has {len(refs)}"
+        )
+
+
+def bleu_metric(refs: Sequence[str], tokenize: str = "13a", lowercase: bool = False) -> BLEU:
+    """A corpus BLEU metric with the references cached (what :class:`sacrebleu.significance.PairedTest` wants).
+
+    :param tokenize: one of :data:`TOKENIZERS`.
+    """
+    if tokenize not in TOKENIZERS:
+        raise ValueError(f"tokenize must be one of {TOKENIZERS}, got {tokenize!r}")
+    return BLEU(tokenize=tokenize, lowercase=lowercase, force=True, references=[list(refs)])
+
+
+@dataclass
+class Score:
+    """:param score: the corpus score (0-100).  :param signature: sacrebleu's signature.  :param text: the long
+    form (n-gram precisions, brevity penalty, lengths)."""
+
+    score: float
+    signature: str
+    text: str
+
+    def as_dict(self) -> dict[str, float | str]:
+        return {"score": round(self.score, 4), "signature": self.signature, "detail": self.text}
+
+
+def corpus_bleu(hyps: Sequence[str], refs: Sequence[str], tokenize: str = "13a", lowercase: bool = False) -> Score:
+    """Corpus BLEU of ``hyps`` against one reference per line."""
+    check_parallel(hyps, refs, "(hypotheses)", "(references)")
+    metric = bleu_metric(refs, tokenize, lowercase)
+    result = metric.corpus_score(list(hyps), None)
+    return Score(result.score, str(metric.get_signature()), str(result))
+
+
+def corpus_chrf(hyps: Sequence[str], refs: Sequence[str]) -> Score:
+    """Corpus chrF (sacrebleu defaults: character 6-grams, beta 2)."""
+    check_parallel(hyps, refs, "(hypotheses)", "(references)")
+    metric = CHRF()
+    result = metric.corpus_score(list(hyps), [list(refs)])
+    return Score(result.score, str(metric.get_signature()), str(result))

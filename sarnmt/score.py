@@ -1,0 +1,86 @@
+"""Score existing system outputs: ``python -m sarnmt.score ref=REF hyps=[BASE,SYS1,...] [tokenize=none]
+[lowercase=true]``.
+
+The first system is the baseline. Prints a Markdown table with BLEU, its 95% confidence interval and three
+p-values against the baseline (see :mod:`sarnmt.evaluation.significance`). :func:`score` is a pure function of
+the config; :func:`main` is the Hydra entry point.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.utils import to_absolute_path
+from omegaconf import DictConfig, OmegaConf
+
+from sarnmt.evaluation.bleu import check_parallel, read_lines
+from sarnmt.evaluation.significance import compare_systems, markdown_table
+
+
+def system_names(paths: list[str]) -> list[str]:
+    """Short names: the dot-separated parts of the file names that are not shared by every system
+    (``newstest2013.baseline.en.gz`` → ``baseline``); the full file names when that leaves nothing."""
+    parts = [Path(p).name.split(".") for p in paths]
+    if len(paths) < 2:
+        return [Path(p).name for p in paths]
+    head = 0
+    while all(len(q) > head and q[head] == parts[0][head] for q in parts):
+        head += 1
+    tail = 0
+    while all(len(q) - head > tail and q[-1 - tail] == parts[0][-1 - tail] for q in parts):
+        tail += 1
+    names = [".".join(q[head : len(q) - tail]) for q in parts]
+    return names if all(names) and len(set(names)) == len(names) else [Path(p).name for p in paths]
+
+
+def _path(path: str) -> str:
+    from hydra.core.hydra_config import HydraConfig
+
+    return to_absolute_path(path) if HydraConfig.initialized() else path
+
+
+def score(cfg: DictConfig) -> dict[str, Any]:
+    """:returns: ``{"table": markdown, "signature": ..., "systems": [row dicts]}``."""
+    hyp_paths = list(cfg.hyps) if not isinstance(cfg.hyps, str) else [cfg.hyps]
+    if not hyp_paths:
+        raise ValueError("hyps is empty: give hyps=[baseline.txt,system.txt,...]")
+    names = list(cfg.names) if cfg.names is not None else system_names(hyp_paths)
+    if len(names) != len(hyp_paths):
+        raise ValueError(f"names has {len(names)} entries but hyps has {len(hyp_paths)}")
+    refs = read_lines(_path(cfg.ref))
+    systems = []
+    for path in hyp_paths:
+        hyps = read_lines(_path(path))
+        check_parallel(hyps, refs, path, cfg.ref)
+        systems.append(hyps)
+    results, signature = compare_systems(
+        names, systems, refs, tokenize=cfg.tokenize, lowercase=cfg.lowercase, n_bootstrap=cfg.n_bootstrap,
+        n_randomization=cfg.n_randomization,
+    )  # fmt: skip
+    record = {
+        "ref": cfg.ref, "hyps": hyp_paths, "signature": signature, "table": markdown_table(results, signature),
+        "systems": [vars(r) for r in results],
+        "settings": OmegaConf.to_container(cfg, resolve=True),
+    }  # fmt: skip
+    if cfg.output:
+        out = Path(_path(cfg.output))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.with_suffix(".md").write_text(record["table"] + "\n", encoding="utf-8")
+        out.with_suffix(".json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return record
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="score")
+def main(cfg: DictConfig) -> None:
+    os.environ.setdefault("SACREBLEU_SEED", "12345")
+    logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-test progress lines
+    print(score(cfg)["table"], flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""Beam search: hand-worked cases on a scripted decoder, beam 1 = greedy and attention bookkeeping on real models."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from sarnmt.data.batching import EOS, pad_sequences
+from sarnmt.decoding.beam import BeamSearch, beam_decode
+from sarnmt.decoding.greedy import GreedySearch, greedy_decode
+from sarnmt.decoding.penalties import LengthPenalty, max_lengths
+from sarnmt.models.decoder import StepOutput
+from tests import model_helpers
+from tests.conftest import DECODER_FORMS, decoder_cfg
+
+V = 5  # 0 = EOS, words 1..4
+
+# Per-sentence probability tables: prefix -> {token: p}; a prefix not listed ends the sentence ({EOS: 1}).
+# A: greedy takes 1 (.5) then 3 (.4) = .2; beam 2 finds [2] = .4 * .9 = .36 (normalised: log(.36)/2 > log(.2)/3).
+CASE_A = {(): {1: 0.5, 2: 0.4, EOS: 0.1}, (1,): {3: 0.4, 4: 0.35, EOS: 0.25}, (2,): {EOS: 0.9, 4: 0.1}}
+# B: raw scores prefer [2] (.405) over [1,3,4] (.396); divided by the length incl. EOS, [1,3,4] wins (= greedy).
+CASE_B = {
+    (): {1: 0.55, 2: 0.45}, (1,): {3: 0.8, 4: 0.2}, (2,): {EOS: 0.9, 3: 0.1}, (1, 3): {4: 0.9, EOS: 0.1},
+    (1, 4): {4: 1.0},
+}  # fmt: skip
+# C: the length limit (2 tokens) stops [1, 2] before its EOS; the early EOS (p=.1, rank 2 of 2) finishes.
+CASE_C = {(): {1: 0.9, EOS: 0.1}, (1,): {2: 0.9, EOS: 0.1}, (1, 2): {2: 1.0}}
+# D: EOS first (empty output).
+CASE_D = {(): {EOS: 0.7, 3: 0.3}}
+
+
+@dataclass(frozen=True)
+class ScriptedState:
+    """:param prefix: tokens so far, shape (N, t)."""
+
+    prefix: Tensor
+
+    def reorder(self, index: Tensor) -> ScriptedState:
+        return ScriptedState(self.prefix.index_select(0, index))
+
+
+@dataclass(frozen=True)
+class ScriptedMemory:
+    """:param case: each row's table id, shape (N,).  :param length: real source length, shape (N,)."""
+
+    case: Tensor
+    length: Tensor
+
+    def reorder(self, index: Tensor) -> ScriptedMemory:
+        return ScriptedMemory(self.case.index_select(0, index), self.length.index_select(0, index))
+
+
+def scripted_src_attention(prefix: tuple[int, ...], length: int, width: int) -> Tensor:
+    """A one-hot source attention row that depends on the whole prefix (to catch rows that miss a reorder)."""
+    row = torch.zeros(width)
+    row[(sum(prefix) * 7 + len(prefix)) % length] = 1.0
+    return row
+
+
+def scripted_tgt_attention(prefix: tuple[int, ...]) -> Tensor:
+    """History attention over items 0..t-1 at step t = len(prefix) + 1."""
+    row = torch.zeros(len(prefix) + 1)
+    row[sum(prefix) % (len(prefix) + 1)] = 1.0
+    return row
+
+
+class ScriptedDecoder(nn.Module):
+    """The ``encode``/``step`` interface of Seq2Seq with fixed probability tables; ``src[:, 0]`` picks the table."""
+
+    def __init__(self, cases: list[dict[tuple[int, ...], dict[int, float]]]) -> None:
+        super().__init__()
+        self.cases = cases
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> tuple[ScriptedMemory, ScriptedState]:
+        memory = ScriptedMemory(case=src[:, 0].clone(), length=src_mask.sum(1))
+        return memory, ScriptedState(prefix=src.new_zeros(src.size(0), 0))
+
+    def step(self, prev_tokens: Tensor | None, state: ScriptedState, memory: ScriptedMemory) -> StepOutput:
+        prefix = state.prefix if prev_tokens is None else torch.cat([state.prefix, prev_tokens[:, None]], dim=1)
+        rows, width = prefix.size(0), int(memory.length.max())
+        logits = torch.full((rows, V), -math.inf)
+        src_attn, tgt_attn = torch.zeros(rows, width), torch.zeros(rows, prefix.size(1) + 1)
+        rows_info = zip(memory.case.tolist(), memory.length.tolist(), prefix.tolist(), strict=True)
+        for r, (case, length, p) in enumerate(rows_info):
+            for token, prob in self.cases[case].get(tuple(p), {EOS: 1.0}).items():
+                logits[r, token] = math.log(prob)
+            src_attn[r] = scripted_src_attention(tuple(p), length, width)
+            tgt_attn[r] = scripted_tgt_attention(tuple(p))
+        return StepOutput(logits=logits, state=ScriptedState(prefix), src_attention=src_attn, tgt_attention=tgt_attn)
+
+
+def scripted_batch(cases: list[int], lengths: list[int]) -> tuple[Tensor, Tensor]:
+    """Sources of ``lengths`` real positions (EOS included) whose first token names the case."""
+    return pad_sequences([[case] + [1] * (length - 2) for case, length in zip(cases, lengths, strict=True)])
+
+
+SCRIPTED = ScriptedDecoder([CASE_A, CASE_B, CASE_C, CASE_D])
+RAW = LengthPenalty(alpha=0.0)
+
+
+def decode(cases, beam_size, penalty=RAW, lengths=None, max_len_b=10):
+    src, src_mask = scripted_batch(cases, lengths or [3] * len(cases))
+    return beam_decode(SCRIPTED, src, src_mask, beam_size, penalty, 0.0, max_len_b, return_attention=True)
+
+
+def test_beam_finds_what_greedy_misses():
+    src, src_mask = scripted_batch([0], [3])
+    assert greedy_decode(SCRIPTED, src, src_mask).tokens == [[1, 3]]
+    for penalty in (RAW, LengthPenalty()):
+        hyps = decode([0], 2, penalty)
+        assert hyps.tokens == [[2]]
+        assert hyps.scores[0] == pytest.approx(math.log(0.36), abs=1e-6)
+    assert decode([0], 2, LengthPenalty()).normalized_scores[0] == pytest.approx(math.log(0.36) / 2, abs=1e-6)
+
+
+def test_length_normalisation_changes_the_winner():
+    raw, normalised = decode([1], 2, RAW), decode([1], 2, LengthPenalty())
+    assert raw.tokens == [[2]] and raw.scores[0] == pytest.approx(math.log(0.405), abs=1e-6)
+    assert normalised.tokens == [[1, 3, 4]]
+    assert normalised.scores[0] == pytest.approx(math.log(0.396), abs=1e-6)
+    assert normalised.normalized_scores[0] == pytest.approx(math.log(0.396) / 4, abs=1e-6)  # 3 words + EOS
+    gnmt = LengthPenalty(alpha=0.6, offset=5.0)
+    assert gnmt(torch.tensor(-1.0), 4).item() == pytest.approx(-1.0 / (9 / 6) ** 0.6)
+
+
+def test_length_limit_and_eos_handling():
+    limited = decode([2], 2, LengthPenalty(), lengths=[2], max_len_b=2)
+    assert limited.tokens == [[1, 2]]  # stopped by the limit: no EOS, two attention rows
+    assert limited.scores[0] == pytest.approx(math.log(0.81), abs=1e-6)
+    assert limited.src_attention[0].shape == (2, 2) and limited.tgt_attention[0].shape == (2, 2)
+    empty = decode([3], 3, LengthPenalty())
+    assert empty.tokens == [[]] and empty.scores[0] == pytest.approx(math.log(0.7), abs=1e-6)
+    assert empty.src_attention[0].shape == (1, 3)  # the EOS step's row
+    # an EOS outside the top k is not finished (k = 1: greedy continues with the argmax)
+    assert decode([2], 1, RAW, lengths=[2], max_len_b=3).tokens == [[1, 2, 2]]
+
+
+def test_batched_equals_one_at_a_time_and_attention_follows_hypotheses():
+    cases, lengths = [0, 1, 2, 3, 1], [3, 4, 2, 5, 2]
+    for beam_size in (1, 2, 3):
+        batched = decode(cases, beam_size, LengthPenalty(), lengths)
+        for i, (case, length) in enumerate(zip(cases, lengths, strict=True)):
+            single = decode([case], beam_size, LengthPenalty(), [length])
+            assert batched.tokens[i] == single.tokens[0]
+            assert batched.scores[i] == pytest.approx(single.scores[0], abs=1e-6)
+            out = batched.tokens[i] + ([EOS] if batched.src_attention[i].size(0) > len(batched.tokens[i]) else [])
+            prefixes = [tuple(out[:t]) for t in range(len(out))]
+            expect_src = torch.stack([scripted_src_attention(p, length, length) for p in prefixes])
+            torch.testing.assert_close(batched.src_attention[i], expect_src)
+            expect_tgt = torch.zeros(len(out), len(out))
+            for t, p in enumerate(prefixes):
+                expect_tgt[t, : t + 1] = scripted_tgt_attention(p)
+            torch.testing.assert_close(batched.tgt_attention[i], expect_tgt)
+
+
+def test_max_lengths_and_bad_settings():
+    mask = torch.tensor([[True, True, True], [True, False, False]])
+    assert max_lengths(mask, 2.0, 1).tolist() == [7, 3]
+    assert max_lengths(mask, 0.0, 0).tolist() == [1, 1]
+    with pytest.raises(ValueError, match="beam_size"):
+        BeamSearch(beam_size=0)
+    with pytest.raises(ValueError, match="alpha"):
+        LengthPenalty(alpha=-1.0)
+
+
+def _real_batch(seed: int = 3, sentences: int = 8):
+    gen = torch.Generator().manual_seed(seed)
+    srcs = [torch.randint(2, model_helpers.VOCAB, (int(n),), generator=gen).tolist()
+            for n in torch.randint(1, 9, (sentences,), generator=gen)]  # fmt: skip
+    return pad_sequences(srcs)
+
+
+@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=[f"{n}:{o}" for n, o in DECODER_FORMS])
+def test_real_models_beam1_is_greedy_and_attention_matches_teacher_forcing(name, override):
+    model = model_helpers.build(decoder_cfg(name, override), scale=6.0)
+    src, src_mask = _real_batch()
+    greedy = GreedySearch(max_len_a=1.0, max_len_b=4)(model, src, src_mask, return_attention=True)
+    beam1 = BeamSearch(1, LengthPenalty(), 1.0, 4)(model, src, src_mask, return_attention=True)
+    assert beam1.tokens == greedy.tokens
+    assert beam1.scores == pytest.approx(greedy.scores, abs=1e-4)
+    beam = BeamSearch(3, LengthPenalty(), 1.0, 4)(model, src, src_mask, return_attention=True)
+    plain = BeamSearch(3, LengthPenalty(), 1.0, 4)(model, src, src_mask)
+    assert plain.tokens == beam.tokens and plain.src_attention == [] == plain.tgt_attention
+    lengths = src_mask.sum(1).tolist()
+    for i, tokens in enumerate(beam.tokens):
+        steps = beam.src_attention[i].size(0)
+        assert steps in (len(tokens), len(tokens) + 1)
+        tgt = torch.tensor([tokens + [EOS] * (steps - len(tokens))])
+        forced = model(src[i : i + 1, : lengths[i]], src_mask[i : i + 1, : lengths[i]], tgt)
+        torch.testing.assert_close(beam.src_attention[i], forced.src_attention[0], atol=1e-5, rtol=0)
+        torch.testing.assert_close(beam.src_attention[i].sum(1), torch.ones(steps, dtype=beam.src_attention[i].dtype))
+        if forced.tgt_attention is not None:
+            torch.testing.assert_close(beam.tgt_attention[i], forced.tgt_attention[0], atol=1e-5, rtol=0)
+            torch.testing.assert_close(beam.tgt_attention[i].sum(1), torch.ones(steps, dtype=torch.float64))
+        else:
+            assert beam.tgt_attention == []
+        log_probs = torch.log_softmax(forced.logits[0], -1).gather(1, tgt[0][:, None]).sum().item()
+        assert beam.scores[i] == pytest.approx(log_probs, abs=1e-4)

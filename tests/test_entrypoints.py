@@ -1,0 +1,52 @@
+"""The command-line entry points as a user runs them (subprocesses)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+TINY = ["data.n_train=200", "data.n_dev=20", "data.n_test=20", "model.emb_dim=16", "model.hidden_dim=32"]
+
+
+def _run(args: list[str], env: dict[str, str] | None = None, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+        timeout=600,
+    )
+
+
+def test_params_table():
+    out = _run(["sarnmt.params", "model=paper", "decoder=all"])
+    assert out.returncode == 0, out.stderr
+    for figure in ("108,725,885", "108,976,885", "109,775,485", "110,287,485", "110,824,061", "111,336,061"):
+        assert figure in out.stdout
+
+
+def test_params_unknown_decoder_lists_choices():
+    out = _run(["sarnmt.params", "decoder=nope"])
+    assert out.returncode == 2
+    assert "Could not find 'decoder/nope'" in out.stderr and "self_attentive_content" in out.stderr
+
+
+def test_train_help_lists_groups():
+    out = _run(["sarnmt.train", "--help"])
+    assert out.returncode == 0
+    assert "decoder: baseline, mean_residual" in out.stdout and "python -m sarnmt.train" in out.stdout
+
+
+def test_multirun_gives_one_wandb_run_per_job(tmp_path):
+    out = _run(
+        ["sarnmt.train", "--multirun", "decoder=baseline,mean_residual", "logger=wandb", "trainer.max_steps=1",
+         "trainer.val_check_interval=1", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1",
+         "trainer.enable_progress_bar=false", "~callbacks.progress_bar", *TINY, f"hydra.sweep.dir={tmp_path}"],
+        env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"},
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    for job in ("0", "1"):
+        runs = list((tmp_path / job / "wandb").glob("offline-run-*"))
+        assert len(runs) == 1, f"job {job}: {runs}"
+    assert out.stdout.count("test BLEU = ") == 2

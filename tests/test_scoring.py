@@ -1,0 +1,87 @@
+"""Scoring: file reading, the t-test, significance tables and the released outputs of the paper (Table 1)."""
+
+from __future__ import annotations
+
+import gzip
+import math
+
+import pytest
+from omegaconf import OmegaConf
+
+from sarnmt.evaluation.bleu import corpus_bleu, corpus_chrf, read_lines
+from sarnmt.evaluation.significance import marker, paired_t_test, student_t_sf
+from sarnmt.score import score, system_names
+
+REFS = ["the cat sat on the mat", "a dog barks at night", "it is raining today", "we like green tea"]
+GOOD = ["the cat sat on the mat", "a dog barks at night", "it is raining today", "we like tea"]
+BAD = ["the cat sat on a rug", "the dog barks", "it rains", "we like green tea"]
+
+
+def _cfg(ref, hyps, **extra):
+    base = {"ref": str(ref), "hyps": [str(h) for h in hyps], "names": None, "tokenize": "13a", "lowercase": False,
+            "n_bootstrap": 200, "n_randomization": 200, "output": None}  # fmt: skip
+    return OmegaConf.create({**base, **extra})
+
+
+def test_read_lines_plain_and_gz(tmp_path):
+    plain, packed = tmp_path / "a.txt", tmp_path / "a.txt.gz"
+    plain.write_text("x y\n\nz\r\n", encoding="utf-8")
+    with gzip.open(packed, "wt", encoding="utf-8") as handle:
+        handle.write("x y\n\nz\n")
+    assert read_lines(plain) == read_lines(packed) == ["x y", "", "z"]
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        read_lines(tmp_path / "nope.txt")
+
+
+def test_student_t_and_paired_test():
+    assert student_t_sf(0.0, 7) == pytest.approx(0.5)
+    assert student_t_sf(1.812461, 10) == pytest.approx(0.05, abs=1e-5)  # tables: t_{0.95,10}
+    assert student_t_sf(2.763769, 10) == pytest.approx(0.01, abs=1e-5)
+    assert student_t_sf(-2.763769, 10) == pytest.approx(0.99, abs=1e-5)
+    assert student_t_sf(1.959964, 1e7) == pytest.approx(0.025, abs=1e-5)  # the normal limit
+    t, p = paired_t_test([2.0, 3.0, 5.0, 4.0], [1.0, 1.0, 2.0, 3.0])
+    assert t == pytest.approx(1.75 / (math.sqrt(0.916666666) / 2), rel=1e-6)
+    assert p == pytest.approx(student_t_sf(t, 3))
+    assert paired_t_test([1.0, 1.0], [1.0, 1.0]) == (0.0, 1.0)
+    assert (marker(0.004), marker(0.03), marker(0.2), marker(None)) == ("**", "*", "", "")
+
+
+def test_corpus_scores_have_signatures():
+    bleu = corpus_bleu(GOOD, REFS, tokenize="none")
+    assert 0 < bleu.score < 100 and "tok:none" in bleu.signature
+    assert corpus_bleu(REFS, REFS).score == pytest.approx(100.0)
+    assert "chrF" in corpus_chrf(GOOD, REFS).signature or "nc:6" in corpus_chrf(GOOD, REFS).signature
+
+
+def test_score_table_and_line_count_error(tmp_path):
+    ref, base, sys = tmp_path / "test.ref", tmp_path / "test.base.txt", tmp_path / "test.good.txt"
+    ref.write_text("\n".join(REFS * 5) + "\n")
+    base.write_text("\n".join(BAD * 5) + "\n")
+    sys.write_text("\n".join(GOOD * 5) + "\n")
+    record = score(_cfg(ref, [base, sys], output=str(tmp_path / "out" / "table")))
+    assert [row["name"] for row in record["systems"]] == ["base", "good"]
+    assert record["systems"][1]["bleu"] > record["systems"][0]["bleu"]
+    assert record["systems"][1]["p_t_test"] < 0.01 and "**" in record["table"]
+    assert (tmp_path / "out" / "table.md").is_file() and (tmp_path / "out" / "table.json").is_file()
+    short = tmp_path / "short.txt"
+    short.write_text("one line\n")
+    with pytest.raises(ValueError, match=r"short\.txt.*1 lines.*test\.ref.*20"):
+        score(_cfg(ref, [base, short]))
+    single = score(_cfg(ref, [sys]))
+    assert len(single["systems"]) == 1 and single["systems"][0]["ci"] >= 0
+
+
+def test_system_names():
+    assert system_names(["d/nt.baseline.en.gz", "d/nt.attentive.en.gz"]) == ["baseline", "attentive"]
+    assert system_names(["a.txt", "a.txt"]) == ["a.txt", "a.txt"]
+
+
+def test_released_es_en_outputs_give_table1(shared_data):
+    folder = shared_data / "released-outputs" / "es-en"
+    hyps = [folder / f"newstest2013.{name}.en.gz" for name in ("baseline", "average", "attentive")]
+    record = score(_cfg(folder / "newstest2013.en.gz", hyps, tokenize="none", lowercase=True))
+    bleu = [row["bleu"] for row in record["systems"]]
+    assert [round(b, 2) for b in bleu] == [25.43, 25.70, 26.26]
+    assert [f"{b:.1f}" for b in bleu] == ["25.4", "25.7", "26.3"]
+    assert "25.4 / 25.7 / 26.3" in record["table"]
+    assert record["systems"][2]["p_t_test"] < 0.01  # the attentive model's gain is significant
