@@ -41,7 +41,7 @@ class SourceAttention(nn.Module):
         :param mask: shape (B, S), True on real source positions.
         :returns: the context c_t, shape (B, 2d), and the weights α, shape (B, S) (exactly 0 on padding).
         """
-        hidden = torch.tanh(keys + self.query_proj(query).unsqueeze(1))
+        hidden = torch.tanh_(keys + self.query_proj(query).unsqueeze(1))  # in place: one (B, S, 2d) buffer
         scores = torch.matmul(hidden, self.v) + self.score_bias
         weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
         context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)

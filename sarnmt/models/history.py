@@ -34,8 +34,10 @@ class HistoryAttention(nn.Module):
         self.v = nn.Parameter(torch.empty(item_dim))
         normal_(self.v)
 
-    def _score(self, keys: Tensor) -> Tensor:
-        return torch.matmul(torch.tanh(keys), self.v)
+    def _score(self, keys: Tensor, query: Tensor | None = None) -> Tensor:
+        """vᵀ tanh(keys [+ query]), the sum formed in a fresh buffer and squashed in place."""
+        hidden = torch.tanh(keys) if query is None else torch.tanh_(keys + query)
+        return torch.matmul(hidden, self.v)
 
     def empty(self, like: Tensor, prefix: str) -> dict[str, Tensor]:
         """An empty history for a batch: ``{prefix}values`` (B, 0, k) and ``{prefix}cache`` (B, 0[, k]).
@@ -66,7 +68,7 @@ class HistoryAttention(nn.Module):
         if self.query_proj is None:
             scores = cache
         else:
-            scores = self._score(cache + self.query_proj(query).unsqueeze(1))
+            scores = self._score(cache, self.query_proj(query).unsqueeze(1))
         weights = torch.softmax(scores, dim=-1)
         return torch.bmm(weights.unsqueeze(1), history[prefix + "values"]).squeeze(1), weights
 
@@ -81,7 +83,7 @@ class HistoryAttention(nn.Module):
         if self.query_proj is None:
             scores = self._score(keys).unsqueeze(1).expand(-1, items.size(1), -1)
         else:
-            scores = self._score(keys.unsqueeze(1) + self.query_proj(queries).unsqueeze(2))
+            scores = self._score(keys.unsqueeze(1), self.query_proj(queries).unsqueeze(2))
         steps = items.size(1)
         causal = torch.ones(steps, steps, dtype=torch.bool, device=items.device).tril()
         weights = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
