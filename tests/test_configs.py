@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import torch
 from hydra.errors import ConfigCompositionException, InstantiationException, MissingConfigException
@@ -34,6 +36,9 @@ def test_every_option_composes_and_instantiates(group, option, tmp_path):
     assert isinstance(cfg, DictConfig)
     if group == "data":
         datamodule = instantiate(cfg.data)
+        buffer = io.BytesIO()  # Lightning stores these in every checkpoint, which must load with weights_only
+        torch.save({"datamodule_hyper_parameters": dict(datamodule.hparams)}, buffer)
+        torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)
         if "corpus" in cfg.data:  # a described corpus is fetched and prepared first: see tests/test_prepare.py
             assert datamodule.corpus.name == option
             return

@@ -54,7 +54,6 @@ class CorpusDataModule(TranslationDataModule):
         self.url_base, self.checksums, self.workers = url_base, dict(checksums or {}), workers
         self.report: dict[str, Any] = {}
         self._tok: dict[str, tuple[list[str], list[str]]] = {}
-        self.save_hyperparameters()
 
     def prepare(self) -> dict[str, Any]:
         """Fetch + preprocess + cache (no work when cached). :returns: the report of ``prepare_corpus``."""
