@@ -16,14 +16,14 @@ import torch
 
 from sarnmt.data.batching import EOS, UNK
 from sarnmt.data.codecs import BPECodec, WordCodec, codec_from_state
-from sarnmt.data.datamodule import FilesDataModule, ToyDataModule, codecs_from_state
+from sarnmt.data.datamodule import codecs_from_state
 from sarnmt.data.reading import read_lines, read_parallel
 from sarnmt.data.sampler import TokenBatchSampler
+from sarnmt.data.text_datamodules import FilesDataModule, ToyDataModule
 from sarnmt.data.toy import (
     SRC_VOCAB_SIZE,
     TGT_VOCAB_SIZE,
     TOY_EXAMPLE,
-    TOY_GRAMMAR_MARKDOWN,
     check_agreement,
     generate_toy_corpus,
     translate,
@@ -191,7 +191,8 @@ def test_check_agreement_detects_violations(toy_corpus):
 def test_toy_grammar_markdown_example():
     src, tgt = TOY_EXAMPLE
     assert check_agreement(src, tgt) and translate(src) == tgt
-    assert f"`{src}`" in TOY_GRAMMAR_MARKDOWN and f"`{tgt}`" in TOY_GRAMMAR_MARKDOWN
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    assert f"`{src}`" in readme and f"`{tgt}`" in readme  # the README's example is the generator's
 
 
 # -- sampler

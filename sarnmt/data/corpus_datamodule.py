@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 
 from sarnmt.data.corpora import get_corpus
-from sarnmt.data.datamodule import EncodedSplit, TranslationDataModule, _resolve
+from sarnmt.data.datamodule import EncodedSplit, TranslationDataModule
 from sarnmt.data.pipeline import SideSettings
 from sarnmt.data.preparation import RaggedIds, keep_mask, load_cache, prepare_corpus
+from sarnmt.data.text_datamodules import resolve_path
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class CorpusDataModule(TranslationDataModule):
     def prepare(self) -> dict[str, Any]:
         """Fetch + preprocess + cache (no work when cached). :returns: the report of ``prepare_corpus``."""
         self.report = prepare_corpus(
-            self.corpus, root=_resolve(self.root), cache_dir=_resolve(self.cache_dir), src=self.src_settings,
+            self.corpus, root=resolve_path(self.root), cache_dir=resolve_path(self.cache_dir), src=self.src_settings,
             tgt=self.tgt_settings, vocab_size=self.vocab_size, joint_vocab=self.joint_vocab, max_len=self.max_len,
             url_base=self.url_base, checksums=self.checksums, workers=self.workers,
         )  # fmt: skip

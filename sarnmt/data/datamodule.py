@@ -1,8 +1,11 @@
-"""Lightning DataModules: the toy corpus and parallel text files, encoded, filtered and batched.
+"""The base Lightning DataModule: encoded splits, the training filter, batching, references and codecs.
 
-Splits are named ``"train"``, ``"val"`` and ``"test"``. Only the training split is filtered (dl4mt's rule:
-a pair is kept iff both sides are non-empty and ``len_src < max_len`` and ``len_tgt < max_len`` in codec ids,
-EOS not counted); the counts are logged and kept in ``filter_stats``. Validation and test keep every pair,
+Subclasses: :mod:`sarnmt.data.text_datamodules` (toy corpus, files) and :mod:`sarnmt.data.corpus_datamodule`
+(the described corpora).
+
+Splits are named ``"train"``, ``"val"`` and ``"test"``. Only the training split is filtered (dl4mt's rule: a
+pair is kept iff both sides are non-empty and ``len_src < max_len`` and ``len_tgt < max_len`` in codec ids, EOS
+not counted); the counts are logged and kept in ``filter_stats``. Validation and test keep every pair,
 empty ones too, because BLEU is computed over every line.
 
 Batches: training uses :class:`~sarnmt.data.sampler.TokenBatchSampler` (``max_tokens`` padded tokens,
@@ -15,10 +18,8 @@ pair's index in its split so outputs can be put back in corpus order.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -26,10 +27,8 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only, rank_zero_warn
 from torch.utils.data import DataLoader, Dataset
 
 from sarnmt.data.batching import UNK, collate
-from sarnmt.data.codecs import BPECodec, TextCodec, WordCodec, codec_from_state
-from sarnmt.data.reading import read_parallel
+from sarnmt.data.codecs import TextCodec, codec_from_state
 from sarnmt.data.sampler import TokenBatchSampler
-from sarnmt.data.toy import generate_toy_corpus
 
 log = logging.getLogger(__name__)
 
@@ -232,86 +231,3 @@ class TranslationDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._eval_loader("test")
-
-
-class ToyDataModule(TranslationDataModule):
-    """The synthetic corpus of :mod:`sarnmt.data.toy`, generated in memory, with word-level codecs.
-
-    :param seed: corpus seed (also the training-shuffle seed).
-    :param n_train: training pairs; ``n_dev``: validation pairs; ``n_test``: test pairs (0: no test).
-    """
-
-    name = "toy"
-
-    def __init__(
-        self, *, seed: int = 1234, n_train: int, n_dev: int, n_test: int, max_len: int = 50, max_tokens: int,
-        eval_batch_size: int, num_workers: int = 0, maxi_batch: int = 0,
-    ) -> None:  # fmt: skip
-        super().__init__(
-            max_len=max_len, max_tokens=max_tokens, eval_batch_size=eval_batch_size, num_workers=num_workers,
-            maxi_batch=maxi_batch, seed=seed,
-        )  # fmt: skip
-        if n_train < 1 or n_dev < 1 or n_test < 0:
-            sizes = (n_train, n_dev, n_test)
-            raise ValueError(f"ToyDataModule: need n_train, n_dev >= 1 and n_test >= 0, got {sizes}")
-        self.n_train, self.n_dev, self.n_test = n_train, n_dev, n_test
-        self.save_hyperparameters()
-
-    def _read_splits(self) -> dict[str, tuple[list[str], list[str], str]]:
-        corpus = generate_toy_corpus(self.seed, self.n_train, self.n_dev, self.n_test)
-        names = {"train": "train", "val": "dev", "test": "test"}
-        return {s: (*corpus[c], f"toy(seed={self.seed}):{c}") for s, c in names.items() if corpus[c][0]}
-
-    def _train_codecs(self, src: list[str], tgt: list[str]) -> tuple[TextCodec, TextCodec, bool]:
-        return WordCodec.train(src), WordCodec.train(tgt), False
-
-
-def _resolve(path: str) -> str:
-    """``path`` relative to the directory the user launched from (Hydra may change the working directory)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.utils import to_absolute_path
-
-    return to_absolute_path(path) if HydraConfig.initialized() else str(Path(path))
-
-
-class FilesDataModule(TranslationDataModule):
-    """Line-aligned parallel text files (plain or ``.gz``), with BPE codecs learned on the training sides.
-
-    :param train_src: path of the training source; ``train_tgt``, ``dev_*``, ``test_*`` likewise. The test
-        pair may be ``None`` (then ``has_split("test")`` is False). Relative paths are resolved against the
-        directory the program was launched from.
-    :param vocab_size: BPE vocabulary size, special tokens included (per side, or shared when joint).
-    :param joint_vocab: one BPE codec learned on both training sides and used for both.
-    """
-
-    name = "files"
-
-    def __init__(
-        self, *, train_src: str, train_tgt: str, dev_src: str, dev_tgt: str, test_src: str | None = None,
-        test_tgt: str | None = None, vocab_size: int = 8000, joint_vocab: bool = False, max_len: int = 50,
-        max_tokens: int, eval_batch_size: int, num_workers: int = 0, seed: int = 1234, maxi_batch: int = 0,
-    ) -> None:  # fmt: skip
-        super().__init__(
-            max_len=max_len, max_tokens=max_tokens, eval_batch_size=eval_batch_size, num_workers=num_workers,
-            maxi_batch=maxi_batch, seed=seed,
-        )  # fmt: skip
-        if (test_src is None) != (test_tgt is None):
-            raise ValueError(f"FilesDataModule: give both test files or neither: {test_src=} {test_tgt=}")
-        self.paths = {"train": (train_src, train_tgt), "val": (dev_src, dev_tgt)}
-        if test_src is not None:
-            self.paths["test"] = (test_src, test_tgt)
-        self.vocab_size, self.joint_vocab = vocab_size, joint_vocab
-        self.save_hyperparameters()
-
-    def _read_splits(self) -> dict[str, tuple[list[str], list[str], str]]:
-        out = {}
-        for split, (src_path, tgt_path) in self.paths.items():
-            src_path, tgt_path = _resolve(src_path), _resolve(tgt_path)
-            out[split] = (*read_parallel(src_path, tgt_path), f"{src_path} / {tgt_path}")
-        return out
-
-    def _train_codecs(self, src: list[str], tgt: list[str]) -> tuple[TextCodec, TextCodec, bool]:
-        if self.joint_vocab:
-            codec = BPECodec.train(itertools.chain(src, tgt), self.vocab_size)
-            return codec, codec, True
-        return BPECodec.train(src, self.vocab_size), BPECodec.train(tgt, self.vocab_size), False

@@ -296,23 +296,4 @@ _EXAMPLE = Clause(
     NP(21, True, False, (3, 1)),
     (0, NP(15, False, True, ())),
 )
-TOY_EXAMPLE = (realize_source(_EXAMPLE), realize_target(_EXAMPLE))
-
-TOY_GRAMMAR_MARKDOWN = f"""\
-**Toy corpus.** A made-up language pair generated from a seed (`sarnmt.data.toy`). Source: SVO, adjectives
-before the noun, optional relative clause `ko V NP` after a noun, optional prepositional phrase at the end.
-Target: SOV (the verb is the last word), adjectives after the noun in mirror order, postpositions, and
-agreement: each target noun has a hidden class (A/B/C) that the source does not show; determiners mark
-class and number, adjectives mark class, and every verb carries a suffix for the class and number of its
-subject. The main verb must therefore agree with the first noun of the sentence, across everything in
-between. Translation is deterministic; {SRC_VOCAB_SIZE} source and {TGT_VOCAB_SIZE} target word types,
-5-24 words per sentence.
-
-| | |
-|---|---|
-| source | `{TOY_EXAMPLE[0]}` |
-| target | `{TOY_EXAMPLE[1]}` |
-
-Here `ro pamo velok` is *the brin blorp* (class B, singular), and the final verb `jaluko` = `jalu` + `-ko`
-(class B, singular) agrees with it across the relative clause, the object and the postpositional phrase.
-"""
+TOY_EXAMPLE = (realize_source(_EXAMPLE), realize_target(_EXAMPLE))  # shown in the README
