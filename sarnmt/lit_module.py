@@ -76,26 +76,28 @@ class TranslationModule(L.LightningModule):
         self.log("train/tokens", tokens.float(), reduce_fx="sum", batch_size=batch.size)
         return loss
 
-    # --- evaluation (validation and test share everything but the prefix) ---
+    # --- evaluation (validation and test share everything but the split name) ---
     def _eval_start(self) -> None:
         self._sums.zero_()
         self._outputs = {}
 
     def _eval_step(self, batch: Batch, search: Search) -> None:
         nll = self._nll(batch)
-        self._sums += torch.tensor([nll.sum().item(), batch.tgt_mask.sum().item(), batch.size], dtype=torch.float64)
+        counts = torch.stack([nll.sum(), batch.tgt_mask.sum().to(nll.dtype), nll.new_tensor(batch.size)])
+        self._sums += counts.double().cpu()
         datamodule = self._datamodule()
         if self.hparams.bleu and datamodule is not None:
             hyps = search(self.net, batch.src, batch.src_mask)
             for index, tokens in zip(batch.ids.tolist(), hyps.tokens, strict=True):
                 self._outputs[index] = datamodule.decode_target(tokens)
 
-    def _eval_end(self, prefix: str, split: str) -> None:
+    def _eval_end(self, split: str) -> None:
+        """Log ``{split}/loss``, ``{split}/ppl`` and ``{split}/bleu`` (split: ``val`` or ``test``)."""
         total, tokens, sentences = self._sums.tolist()
         if sentences == 0:
             return
-        self.log(f"{prefix}/loss", total / sentences, sync_dist=True)
-        self.log(f"{prefix}/ppl", math.exp(min(total / tokens, 50.0)), sync_dist=True, prog_bar=True)
+        self.log(f"{split}/loss", total / sentences, sync_dist=True)
+        self.log(f"{split}/ppl", math.exp(min(total / tokens, 50.0)), sync_dist=True, prog_bar=True)
         datamodule = self._datamodule()
         if not self._outputs or datamodule is None:
             return
@@ -107,7 +109,7 @@ class TranslationModule(L.LightningModule):
         score = metric.corpus_score(hyps, [references])
         self.bleu_signature = str(metric.get_signature())
         self.hypotheses[split] = hyps
-        self.log(f"{prefix}/bleu", score.score, sync_dist=True, prog_bar=True)
+        self.log(f"{split}/bleu", score.score, sync_dist=True, prog_bar=True)
 
     def _datamodule(self):
         trainer = self._trainer
@@ -120,7 +122,7 @@ class TranslationModule(L.LightningModule):
         self._eval_step(batch, self.val_search)
 
     def on_validation_epoch_end(self) -> None:
-        self._eval_end("val", "val")
+        self._eval_end("val")
 
     def on_test_epoch_start(self) -> None:
         self._eval_start()
@@ -129,7 +131,7 @@ class TranslationModule(L.LightningModule):
         self._eval_step(batch, self.test_search)
 
     def on_test_epoch_end(self) -> None:
-        self._eval_end("test", "test")
+        self._eval_end("test")
 
     # --- checkpoints carry what is needed to rebuild the model and its text codecs ---
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

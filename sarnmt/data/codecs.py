@@ -176,15 +176,7 @@ class BPECodec(TextCodec):
         :param vocab_size: the target vocabulary size, special tokens included. The result can be smaller
             (when the text has fewer merges to learn) or larger (every character seen is kept).
         """
-        if vocab_size <= len(SPECIAL_TOKENS):
-            raise ValueError(f"BPECodec.train: vocab_size must be > {len(SPECIAL_TOKENS)}, got {vocab_size}")
-        tokenizer = cls.new_tokenizer()
-        trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False
-        )
-        tokenizer.train_from_iterator(lines, trainer=trainer)
-        assert tokenizer.token_to_id(EOS_TOKEN) == EOS and tokenizer.token_to_id(UNK_TOKEN) == UNK
-        return cls(tokenizer)
+        return cls(train_bpe(cls.new_tokenizer(), lines, vocab_size, "BPECodec.train"))
 
     @property
     def vocab_size(self) -> int:
@@ -212,6 +204,22 @@ class BPECodec(TextCodec):
 
 
 _CODECS: dict[str, type[TextCodec]] = {WordCodec.kind: WordCodec, BPECodec.kind: BPECodec}
+
+
+def train_bpe(
+    tokenizer: Tokenizer, lines: Iterable[str], vocab_size: int, owner: str, end_of_word_suffix: str | None = None
+) -> Tokenizer:
+    """Learn BPE merges into ``tokenizer`` with ``</s>`` = 0 and ``<unk>`` = 1 (both codecs' convention).
+
+    :param owner: named in the error for a vocabulary too small to hold the special tokens.
+    """
+    if vocab_size <= len(SPECIAL_TOKENS):
+        raise ValueError(f"{owner}: vocab_size must be > {len(SPECIAL_TOKENS)}, got {vocab_size}")
+    options = {} if end_of_word_suffix is None else {"end_of_word_suffix": end_of_word_suffix}
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False, **options)
+    tokenizer.train_from_iterator(lines, trainer=trainer)
+    assert tokenizer.token_to_id(EOS_TOKEN) == EOS and tokenizer.token_to_id(UNK_TOKEN) == UNK
+    return tokenizer
 
 
 def codec_from_state(state: dict[str, Any]) -> TextCodec:

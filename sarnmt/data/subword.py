@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-from sarnmt.data.codecs import SPECIAL_TOKENS
+from sarnmt.data.codecs import SPECIAL_TOKENS, train_bpe
 
 SUFFIX = "</w>"
 _SPECIAL = set(SPECIAL_TOKENS)
@@ -53,14 +53,7 @@ class SubwordBPE:
         :param vocab_size: target size, the two special tokens and every character included (can end smaller
             when the text has fewer merges to learn).
         """
-        if vocab_size <= len(SPECIAL_TOKENS):
-            raise ValueError(f"SubwordBPE.train: vocab_size must be > {len(SPECIAL_TOKENS)}, got {vocab_size}")
-        tokenizer = cls.new_tokenizer()
-        trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, end_of_word_suffix=SUFFIX, show_progress=False
-        )
-        tokenizer.train_from_iterator(tokenized_lines, trainer=trainer)
-        return cls(tokenizer)
+        return cls(train_bpe(cls.new_tokenizer(), tokenized_lines, vocab_size, "SubwordBPE.train", SUFFIX))
 
     @property
     def vocab_size(self) -> int:

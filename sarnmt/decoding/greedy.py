@@ -38,26 +38,16 @@ def greedy_decode(
     limits = max_lengths(src_mask, max_len_a, max_len_b)
     memory, state = model.encode(src, src_mask)
     active = torch.arange(batch, device=src.device)
-    tokens = [[] for _ in range(batch)]
-    scores = [0.0] * batch
-    src_attn: list[list[Tensor]] = [[] for _ in range(batch)]
-    tgt_attn: list[list[Tensor]] = [[] for _ in range(batch)]
+    # per step: (sentences still active, their words, their log-probabilities, attention rows); assembled after
+    # the loop so that the loop itself waits on the device only for the set of unfinished sentences
+    records: list[tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]] = []
     prev = None
     for step in range(int(limits.max())):
         out = model.step(prev, state, memory)
-        log_probs = torch.log_softmax(out.logits.float(), dim=-1)
-        best_scores, best = log_probs.max(dim=-1)
+        best_scores, best = torch.log_softmax(out.logits.float(), dim=-1).max(dim=-1)
+        attention = (out.src_attention, out.tgt_attention) if return_attention else (None, None)
+        records.append((active, best, best_scores, *attention))
         done = (best == EOS) | (limits[active] <= step + 1)
-        for row, (sent, word, score) in enumerate(
-            zip(active.tolist(), best.tolist(), best_scores.tolist(), strict=True)
-        ):
-            scores[sent] += score
-            if word != EOS:
-                tokens[sent].append(word)
-            if return_attention:
-                src_attn[sent].append(out.src_attention[row])
-                if out.tgt_attention is not None:
-                    tgt_attn[sent].append(out.tgt_attention[row])
         keep = (~done).nonzero().squeeze(1)
         if keep.numel() == 0:
             break
@@ -67,6 +57,21 @@ def greedy_decode(
         else:
             state = out.state
         prev = best
+    tokens: list[list[int]] = [[] for _ in range(batch)]
+    scores = [0.0] * batch
+    src_attn: list[list[Tensor]] = [[] for _ in range(batch)]
+    tgt_attn: list[list[Tensor]] = [[] for _ in range(batch)]
+    for sentences, words, word_scores, src_rows, tgt_rows in records:
+        for row, (sent, word, score) in enumerate(
+            zip(sentences.tolist(), words.tolist(), word_scores.tolist(), strict=True)
+        ):
+            scores[sent] += score
+            if word != EOS:
+                tokens[sent].append(word)
+            if src_rows is not None:
+                src_attn[sent].append(src_rows[row])
+            if tgt_rows is not None:
+                tgt_attn[sent].append(tgt_rows[row])
     result = Hypotheses(tokens=tokens, scores=scores, normalized_scores=list(scores))
     if return_attention:
         result.src_attention = [

@@ -49,8 +49,3 @@ def max_lengths(src_mask: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
     src_lengths = src_mask.sum(dim=1)
     return (max_len_a * src_lengths.double() + max_len_b).long().clamp(min=1)
 
-
-def src_lengths(src_mask: Tensor) -> list[int]:
-    """Real source lengths S_i of a batch (one host transfer).  :param src_mask: shape (B, S)."""
-    return src_mask.sum(dim=1).tolist()
-
