@@ -31,7 +31,10 @@ train:  ## the main job: self-attentive residual decoder on the toy corpus
 params:  ## Table 1 parameter counts at paper size
 	$(PY) -m sarnmt.params model=paper decoder=all
 
+bench:  ## speed of every decoder beside the textbook reference (ARGS="plot=true device=cuda ...")
+	$(PY) -m sarnmt.bench $(ARGS)
+
 clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
-.PHONY: help install test test-full lint train params clean-logs
+.PHONY: help install test test-full lint train params bench clean-logs

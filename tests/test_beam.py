@@ -45,13 +45,18 @@ class ScriptedState:
 
 @dataclass(frozen=True)
 class ScriptedMemory:
-    """:param case: each row's table id, shape (N,).  :param length: real source length, shape (N,)."""
+    """:param case: each sentence's table id, shape (N,).  :param length: real source length, shape (N,).
+    :param beams: decoder-state rows per sentence (as :class:`~sarnmt.models.state.SourceMemory`)."""
 
     case: Tensor
     length: Tensor
+    beams: int = 1
 
     def reorder(self, index: Tensor) -> ScriptedMemory:
-        return ScriptedMemory(self.case.index_select(0, index), self.length.index_select(0, index))
+        return ScriptedMemory(self.case.index_select(0, index), self.length.index_select(0, index), self.beams)
+
+    def with_beams(self, beams: int) -> ScriptedMemory:
+        return ScriptedMemory(self.case, self.length, beams)
 
 
 def scripted_src_attention(prefix: tuple[int, ...], length: int, width: int) -> Tensor:
@@ -84,7 +89,8 @@ class ScriptedDecoder(nn.Module):
         rows, width = prefix.size(0), int(memory.length.max())
         logits = torch.full((rows, V), -math.inf)
         src_attn, tgt_attn = torch.zeros(rows, width), torch.zeros(rows, prefix.size(1) + 1)
-        rows_info = zip(memory.case.tolist(), memory.length.tolist(), prefix.tolist(), strict=True)
+        cases, lengths = (memory.case.repeat_interleave(memory.beams), memory.length.repeat_interleave(memory.beams))
+        rows_info = zip(cases.tolist(), lengths.tolist(), prefix.tolist(), strict=True)
         for r, (case, length, p) in enumerate(rows_info):
             for token, prob in self.cases[case].get(tuple(p), {EOS: 1.0}).items():
                 logits[r, token] = math.log(prob)

@@ -9,6 +9,9 @@ B sentences × k beams are flattened to B·k rows. Each step:
    into the sentence's pool of k finished hypotheses; at the sentence's length limit every candidate finishes;
 4. the best k non-EOS candidates become the live beam; the state follows them through ``state.reorder``.
 
+Step 1 extends one empty hypothesis per sentence (the source memory is read by 1 row per sentence, then by k:
+:attr:`SourceMemory.beams`), so no work is spent on k identical copies.
+
 A sentence is done when its pool holds k finished hypotheses, when it reaches its length limit
 ``max_len_a · |src| + max_len_b``, or when no live hypothesis has a finite score; done sentences leave the batch.
 The loop transfers one small tensor to the host per step (which sentences are still searching). Tokens, back
@@ -41,6 +44,7 @@ class Candidates:
 
     :param scores: running log-probability sums, shape (n, c).  :param tokens: shape (n, c).
     :param parents: the live slot (0..k-1) each candidate extends, shape (n, c).
+    Candidates with score -inf (only when the vocabulary is smaller than 2k) extend nothing real.
     """
 
     scores: Tensor
@@ -48,16 +52,19 @@ class Candidates:
     parents: Tensor
 
 
-def select_candidates(log_probs: Tensor, beam_scores: Tensor) -> Candidates:
+def select_candidates(log_probs: Tensor, beam_scores: Tensor, beam_size: int) -> Candidates:
     """The beam search rule: the best 2k continuations over all live beams × vocabulary.
 
-    :param log_probs: shape (n, k, V).  :param beam_scores: running sums of the live beams, shape (n, k)
-        (-inf for empty slots).
+    :param log_probs: shape (n, w, V) for w live slots (1 at the first step, k afterwards).
+    :param beam_scores: running sums of the live slots, shape (n, w) (-inf for empty slots).
+    :param beam_size: k.
     """
-    n, k, vocab = log_probs.shape
-    total = (beam_scores.unsqueeze(2) + log_probs).view(n, k * vocab)
-    scores, index = total.topk(min(2 * k, k * vocab), dim=1)
-    return Candidates(scores=scores, tokens=index % vocab, parents=index // vocab)
+    n, width, vocab = log_probs.shape
+    total = (beam_scores.unsqueeze(2) + log_probs).view(n, width * vocab)
+    if width * vocab < 2 * beam_size:  # a vocabulary smaller than the beam: pad with impossible candidates
+        total = torch.nn.functional.pad(total, (0, 2 * beam_size - width * vocab), value=NEG_INF)
+    scores, index = total.topk(2 * beam_size, dim=1)
+    return Candidates(scores=scores, tokens=index % vocab, parents=(index // vocab).clamp_max(width - 1))
 
 
 @dataclass
@@ -94,10 +101,7 @@ def beam_decode(
     k, batch, device = beam_size, src.size(0), src.device
     limits = max_lengths(src_mask, max_len_a, max_len_b)
     memory, state = model.encode(src, src_mask)
-    expand = torch.arange(batch, device=device).repeat_interleave(k)
-    memory, state = memory.reorder(expand), state.reorder(expand)
-    beam_scores = torch.full((batch, k), NEG_INF, device=device)
-    beam_scores[:, 0] = 0.0  # all k slots start identical: only the first may extend at step 1
+    beam_scores = src.new_zeros(batch, 1, dtype=torch.float)  # step 1 extends one empty hypothesis per sentence
     # the pool of finished hypotheses, per sentence: normalised and raw scores, (step, candidate) to trace back
     pool_norm = torch.full((batch, k), NEG_INF, device=device)
     pool_raw = torch.full((batch, k), NEG_INF, device=device)
@@ -107,9 +111,9 @@ def beam_decode(
     prev: Tensor | None = None
     for t in range(1, int(limits.max()) + 1):
         out = model.step(prev, state, memory)
-        n = active.numel()
-        log_probs = torch.log_softmax(out.logits.float(), dim=-1).view(n, k, -1)
-        cand = select_candidates(log_probs, beam_scores)
+        n, width = beam_scores.shape  # width: 1 at step 1, k afterwards
+        log_probs = torch.log_softmax(out.logits.float(), dim=-1).view(n, width, -1)
+        cand = select_candidates(log_probs, beam_scores, k)
         c = cand.tokens.size(1)
         ranks = torch.arange(c, device=device)
         is_eos = cand.tokens == EOS
@@ -124,16 +128,17 @@ def beam_decode(
         pool_norm[active] = pool_norm_a
         pool_raw[active] = merged_raw.gather(1, chosen)
         pool_ref[active] = merged_ref.gather(1, chosen.unsqueeze(2).expand(n, k, 2))
-        # live beam: the best k candidates that are not EOS (at most k of the 2k are EOS: one per parent)
+        # live beam: the best k candidates that are not EOS (at most `width` of the candidates are EOS: one per
+        # parent); fewer than k real ones (a tiny vocabulary) leave -inf slots, which never extend
         live = (is_eos.long() * c + ranks).topk(k, dim=1, largest=False).indices
-        beam_scores = cand.scores.gather(1, live)
+        beam_scores = torch.where(is_eos.gather(1, live), NEG_INF, cand.scores.gather(1, live))
         prev = cand.tokens.gather(1, live).view(-1)
         parents = cand.parents.gather(1, live)
         records.append(
             _Step(
                 active=active, tokens=cand.tokens, parents=cand.parents, live=live,
-                src_attention=out.src_attention.view(n, k, -1) if return_attention else None,
-                tgt_attention=(out.tgt_attention.view(n, k, -1)
+                src_attention=out.src_attention.view(n, width, -1) if return_attention else None,
+                tgt_attention=(out.tgt_attention.view(n, width, -1)
                                if return_attention and out.tgt_attention is not None else None),
             )
         )  # fmt: skip
@@ -142,11 +147,12 @@ def beam_decode(
         keep = (~done).nonzero().squeeze(1)  # the one host sync of the step
         if keep.numel() == 0:
             break
-        rows = (torch.arange(n, device=device) * k).unsqueeze(1) + parents  # (n, k) flat rows to follow
+        rows = (torch.arange(n, device=device) * width).unsqueeze(1) + parents  # (n, k) flat rows to follow
         if keep.numel() < n:
             rows, active, beam_scores = rows[keep], active[keep], beam_scores[keep]
             prev = prev.view(n, k)[keep].view(-1)
-            memory = memory.reorder((keep * k).unsqueeze(1).add(torch.arange(k, device=device)).view(-1))
+            memory = memory.reorder(keep)
+        memory = memory.with_beams(k)
         state = out.state.reorder(rows.view(-1))
     return _trace_back(records, pool_norm, pool_raw, pool_ref, src_mask, return_attention)
 

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from sarnmt.models.init import init_linear_, normal_, zeros_
+from sarnmt.models.state import SourceMemory
 
 
 class SourceAttention(nn.Module):
@@ -32,17 +33,19 @@ class SourceAttention(nn.Module):
         """:param annotations: shape (B, S, 2d).  :returns: keys W_a h + b_a, shape (B, S, 2d)."""
         return self.key_proj(annotations)
 
-    def forward(self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, query: Tensor, memory: SourceMemory) -> tuple[Tensor, Tensor]:
         """Attend once.
 
-        :param query: s'_t, shape (B, d).
-        :param keys: from :meth:`project_keys`, shape (B, S, 2d).
-        :param values: annotations, shape (B, S, 2d).
-        :param mask: shape (B, S), True on real source positions.
-        :returns: the context c_t, shape (B, 2d), and the weights α, shape (B, S) (exactly 0 on padding).
+        :param query: s'_t, shape (B·g, d), where g = ``memory.beams``: rows b·g .. b·g + g - 1 read sentence b.
+        :param memory: keys from :meth:`project_keys` and annotations, shape (B, S, 2d); mask (B, S).
+        :returns: the context c_t, shape (B·g, 2d), and the weights α, shape (B·g, S) (exactly 0 on padding).
         """
-        hidden = torch.tanh_(keys + self.query_proj(query).unsqueeze(1))  # in place: one (B, S, 2d) buffer
-        scores = torch.matmul(hidden, self.v) + self.score_bias
-        weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-        context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)
-        return context, weights
+        batch, length, dim = memory.keys.shape
+        if query.size(0) != batch * memory.beams:
+            raise ValueError(f"attention: {query.size(0)} query rows for {batch} sentences × {memory.beams} beams")
+        query = self.query_proj(query).view(batch, memory.beams, 1, dim)
+        hidden = torch.tanh_(memory.keys.unsqueeze(1) + query)  # in place: one (B, g, S, 2d) buffer
+        scores = torch.matmul(hidden, self.v) + self.score_bias  # (B, g, S)
+        weights = torch.softmax(scores.masked_fill(~memory.mask.unsqueeze(1), float("-inf")), dim=-1)
+        context = torch.bmm(weights, memory.annotations)  # (B, g, 2d)
+        return context.view(-1, memory.annotations.size(2)), weights.view(-1, length)

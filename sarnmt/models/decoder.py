@@ -108,7 +108,7 @@ class ConditionalGRUDecoder(nn.Module):
         :returns: s_t (B, d), c_t (B, 2d), α (B, S).
         """
         intermediate = self.cell1(gates_prev, query_hidden)
-        context, weights = self.attention(intermediate, memory.keys, memory.annotations, memory.mask)
+        context, weights = self.attention(intermediate, memory)
         hidden = self.cell2(self.cell2.project_input(context), intermediate)
         return hidden, context, weights
 
@@ -151,12 +151,13 @@ class ConditionalGRUDecoder(nn.Module):
             [initial_hidden.new_zeros(batch, 1, self.emb_dim), self.embedding(tgt[:, :-1])], dim=1
         )
         prev_embs = self.dropout_embeddings(prev_embs)
-        gates_prev = self.cell1.project_input(prev_embs)
+        # unbind, not gates_prev[:, t]: the backward of T slices would build T full-size zero gradients (O(T²))
+        gates_prev = self.cell1.project_input(prev_embs).unbind(1)
         hidden, vstate = initial_hidden, self.variant.init_state(initial_hidden)
         hiddens, contexts, src_weights, rec_weights = [], [], [], []
         for t in range(steps):
             query, vstate, weights = self.variant.recurrent_input(hidden, vstate)
-            hidden, context, alpha = self.recurrence(gates_prev[:, t], query, memory)
+            hidden, context, alpha = self.recurrence(gates_prev[t], query, memory)
             hiddens.append(hidden)
             contexts.append(context)
             src_weights.append(alpha)

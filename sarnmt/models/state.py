@@ -30,11 +30,19 @@ class _Reorderable:
 @dataclass(frozen=True)
 class SourceMemory(_Reorderable):
     """:param annotations: h, shape (B, S, 2d).  :param keys: W_a h + b_a, shape (B, S, 2d).
-    :param mask: shape (B, S), True on real source positions."""
+    :param mask: shape (B, S), True on real source positions.
+    :param beams: how many consecutive decoder-state rows read each memory row: 1 in training and greedy search,
+        k in beam search (state row b·k + i is beam i of sentence b), so the source is never copied k times.
+        :meth:`reorder` selects sentences, not state rows."""
 
     annotations: Tensor
     keys: Tensor
     mask: Tensor
+    beams: int = 1
+
+    def with_beams(self, beams: int) -> SourceMemory:
+        """The same memory read by ``beams`` state rows per sentence."""
+        return replace(self, beams=beams)
 
 
 @dataclass(frozen=True)

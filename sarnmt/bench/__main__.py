@@ -1,0 +1,66 @@
+"""``python -m sarnmt.bench [key=value ...]``: the speed benchmark (see :mod:`sarnmt.bench.run`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from omegaconf import DictConfig
+
+from sarnmt.bench.report import markdown, write
+from sarnmt.bench.run import bench
+from sarnmt.params import CONF_DIR, decoder_names
+from sarnmt.utils.runtime import quiet_known_warnings
+
+USAGE = """usage: python -m sarnmt.bench [key=value ...]        (conf/bench.yaml has every option)
+
+Times every decoder variant in one process: training target tokens/s (forward, loss, backward, clipping, optimizer
+step) beside a textbook reference implementation on the same batches, activation memory, and greedy / beam decoding
+sentences/s batched and one sentence at a time. Prints a Markdown table with the targets checked and writes
+<out_dir>/bench-<time>.json and .md (and .png with plot=true).
+
+  model=small|paper|tiny         model size (model=paper with vocab=50000 on a GPU)
+  decoders=[baseline,memory_rnn] which variants (default: all six)
+  device=cpu|cuda|auto           threads=N           precision=fp32|bf16
+  batch_size=64  train_batches=3  repeats=3          reference=false skips the textbook implementation
+  corpus.src=… corpus.tgt=…      sentence lengths from a parallel corpus (default: Multi30K under ../shared/data)
+  plot=true                      also plot throughput against sentence length (10-100) and batch size
+Decoders: {decoders}
+"""
+
+
+def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, DictConfig]]:
+    """The bench config and, for each name in ``decoders``, that decoder's composed config."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="bench", overrides=overrides)
+        unknown = [name for name in cfg.decoders if name not in decoder_names()]
+        if unknown:
+            raise ValueError(f"bench: unknown decoders {unknown}; choose from {decoder_names()}")
+        decoders = {
+            name: compose(config_name="train", overrides=[f"decoder={name}"]).decoder for name in cfg.decoders
+        }
+    return cfg, decoders
+
+
+def main(argv: list[str]) -> int:
+    if any(arg in ("-h", "--help") for arg in argv):
+        print(USAGE.format(decoders=", ".join(decoder_names())))
+        return 0
+    quiet_known_warnings()
+    try:
+        cfg, decoders = compose_bench(argv)
+        record = bench(cfg, decoders)
+    except (HydraException, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    paths = write(record, Path(cfg.out_dir) / time.strftime("bench-%Y%m%d-%H%M%S"))
+    print(markdown(record))
+    print("\nwrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,101 @@
+"""The benchmark's measurements: training throughput, activation memory, decoding speed.
+
+Every figure is a median over repeats taken after warm-up, so that one descheduled repeat on a shared machine does
+not decide it; the caller interleaves sarnmt and the reference so that both see the same machine state.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor
+
+from sarnmt.bench.workload import TrainBatch
+from sarnmt.loss import token_nll, translation_loss
+
+# (model, src, src_mask, tgt) -> logits (B, T, V)
+LogitsFn = Callable[[torch.nn.Module, Tensor, Tensor, Tensor], Tensor]
+
+
+def sarnmt_logits(model: torch.nn.Module, src: Tensor, src_mask: Tensor, tgt: Tensor) -> Tensor:
+    return model(src, src_mask, tgt).logits
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@contextmanager
+def precision_context(device: torch.device, precision: str) -> Iterator[None]:
+    """``fp32``, or ``bf16``: autocast to bfloat16 (matrix products in bf16, reductions in fp32; on CPUs with AMX
+    or AVX-512 BF16, and on GPUs)."""
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"bench: precision must be 'fp32' or 'bf16', got {precision!r}")
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+        yield
+
+
+def train_step(model: torch.nn.Module, logits_fn: LogitsFn, optimizer: torch.optim.Optimizer, batch: TrainBatch,
+               clip: float | None) -> float:  # fmt: skip
+    """One training step as :class:`~sarnmt.lit_module.TranslationModule` takes it: forward, the paper's loss,
+    backward, gradient clipping, optimizer step.  :returns: the loss."""
+    optimizer.zero_grad(set_to_none=True)
+    nll = token_nll(logits_fn(model, batch.src, batch.src_mask, batch.tgt), batch.tgt, batch.tgt_mask)
+    loss = translation_loss(nll, batch.tgt_mask, "sentence")
+    loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    optimizer.step()
+    return float(loss.detach())
+
+
+def timed(fn: Callable[[], object], device: torch.device) -> float:
+    """Seconds ``fn`` takes, the device synchronised before and after."""
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def median_rate(samples: list[tuple[float, float]]) -> float:
+    """The median of amount/seconds over (amount, seconds) samples."""
+    return statistics.median(amount / seconds for amount, seconds in samples)
+
+
+def activation_bytes(model: torch.nn.Module, logits_fn: LogitsFn, batch: TrainBatch, precision: str) -> int:
+    """Bytes of the tensors autograd saves for the backward pass of one batch (distinct storages counted once):
+    the activation memory of training, measured the same way on every device."""
+    seen: dict[int, int] = {}
+
+    def pack(tensor: Tensor) -> Tensor:
+        storage = tensor.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with precision_context(batch.src.device, precision), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        logits = logits_fn(model, batch.src, batch.src_mask, batch.tgt)
+        token_nll(logits, batch.tgt, batch.tgt_mask).sum()
+    return sum(seen.values())
+
+
+def peak_cuda_bytes(fn: Callable[[], object], device: torch.device) -> int | None:
+    """Peak allocated GPU memory while ``fn`` runs, or None off CUDA."""
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device)
+
+
+def sources_of(batch: TrainBatch) -> list[list[int]]:
+    """The source sentences of a batch as id lists without EOS."""
+    lengths = batch.src_mask.sum(dim=1).tolist()
+    return [row[: n - 1] for row, n in zip(batch.src.tolist(), lengths, strict=True)]

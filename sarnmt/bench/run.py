@@ -1,0 +1,233 @@
+"""The benchmark: every decoder variant, beside the textbook reference, in one process (``python -m sarnmt.bench``).
+
+For each variant (``decoders``): training throughput in target tokens per second through forward, the paper's loss,
+backward, clipping and the optimizer step, for sarnmt and for :mod:`sarnmt.bench.reference` on the same
+length-sorted batches and the same weights, interleaved; activation memory (what autograd saves for backward) and, on
+a GPU, peak allocated memory; decoding speed in sentences per second for greedy and beam search, batched
+(``batch_size`` sentences per call) and one sentence at a time, and for the reference's greedy loop.
+:func:`bench` is a pure function of the composed config; :mod:`sarnmt.bench.__main__` is the command.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from sarnmt.bench.measure import (
+    activation_bytes,
+    median_rate,
+    peak_cuda_bytes,
+    precision_context,
+    sarnmt_logits,
+    sources_of,
+    timed,
+    train_step,
+)
+from sarnmt.bench.reference import reference_greedy, reference_logits
+from sarnmt.bench.workload import (
+    TrainBatch,
+    Workload,
+    corpus_workload,
+    fixed_batch,
+    sorted_batches,
+    synthetic_workload,
+)
+from sarnmt.data.batching import pad_sequences
+from sarnmt.decoding.beam import BeamSearch
+from sarnmt.decoding.greedy import GreedySearch
+from sarnmt.decoding.penalties import LengthPenalty
+from sarnmt.lit_module import count_parameters
+from sarnmt.models.seq2seq import Seq2Seq
+
+log = logging.getLogger("sarnmt.bench")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("bench: device=cuda but no CUDA device is available (use device=cpu or device=auto)")
+    if name not in ("cpu", "cuda"):
+        raise ValueError(f"bench: device must be cpu, cuda or auto, got {name!r}")
+    return torch.device(name)
+
+
+def build_model(cfg: DictConfig, decoder: DictConfig, device: torch.device) -> Seq2Seq:
+    torch.manual_seed(cfg.seed)
+    model = instantiate(cfg.model, src_vocab_size=cfg.vocab, tgt_vocab_size=cfg.vocab, variant=instantiate(decoder))
+    return model.to(device)
+
+
+def make_workload(cfg: DictConfig) -> Workload:
+    sentences = cfg.batch_size * cfg.train_batches
+    src, tgt = Path(cfg.corpus.src), Path(cfg.corpus.tgt)
+    if src.is_file() and tgt.is_file():
+        return corpus_workload(src, tgt, sentences, cfg.vocab, cfg.corpus.max_len, cfg.seed)
+    low, high = cfg.synthetic_lengths
+    return synthetic_workload(sentences, cfg.vocab, (low, high), cfg.seed)
+
+
+def train_rates(cfg: DictConfig, models: dict[str, Seq2Seq], batches: list[TrainBatch]) -> dict[str, dict[str, float]]:
+    """Target tokens/s of every variant, for sarnmt and (``reference``) the textbook implementation.
+
+    One step of every (variant, implementation) pair on each batch in turn, repeated: all figures see the same
+    machine state, so their ratios hold on a shared machine. :returns: {variant: {"sarnmt": .., "reference": ..}}.
+    """
+    device = batches[0].src.device
+    impls = {"sarnmt": sarnmt_logits, **({"reference": reference_logits} if cfg.reference else {})}
+    optimizers = {name: instantiate(cfg.optim)(params=model.parameters()) for name, model in models.items()}
+    runs = [(name, impl) for name in models for impl in impls]
+    for model in models.values():
+        model.train()
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {run: [] for run in runs}
+    progress = tqdm(total=len(runs) * (cfg.warmup + cfg.repeats * len(batches)), desc="training steps", unit="step")
+    with precision_context(device, cfg.precision):
+        for name, impl in runs:
+            for batch in batches[: cfg.warmup]:
+                train_step(models[name], impls[impl], optimizers[name], batch, cfg.clip)
+                progress.update()
+        for _ in range(cfg.repeats):
+            totals = {run: [0.0, 0.0] for run in runs}
+            for batch in batches:
+                for name, impl in runs:
+                    step = partial(train_step, models[name], impls[impl], optimizers[name], batch, cfg.clip)
+                    totals[(name, impl)][0] += batch.tokens
+                    totals[(name, impl)][1] += timed(step, device)
+                    progress.update()
+            for run, (tokens, seconds) in totals.items():
+                samples[run].append((tokens, seconds))
+    progress.close()
+    return {name: {impl: median_rate(samples[(name, impl)]) for impl in impls} for name in models}
+
+
+def decode_rates(cfg: DictConfig, model: Seq2Seq, batches: list[TrainBatch]) -> dict[str, float]:
+    """Sentences/s: greedy and beam search, batched and one at a time; the reference's greedy loop, batched."""
+    device = batches[0].src.device
+    sources = sources_of(batches[len(batches) // 2])  # a batch of median length
+    a, b = cfg.decode.max_len_a, cfg.decode.max_len_b
+    searches = {"greedy": GreedySearch(a, b), f"beam{cfg.decode.beam_size}": BeamSearch(
+        cfg.decode.beam_size, LengthPenalty(), a, b)}  # fmt: skip
+    model.eval()
+    rates: dict[str, float] = {}
+
+    def run(search, group: list[list[int]]) -> None:
+        src, mask = pad_sequences(group)
+        search(model, src.to(device), mask.to(device))
+
+    def run_each(search, group: list[list[int]]) -> None:
+        for sentence in group:
+            run(search, [sentence])
+
+    with precision_context(device, cfg.precision), torch.no_grad():
+        for name, search in searches.items():
+            single = sources[: cfg.decode.single]
+            run(search, sources[:1])  # warm-up
+            batched_s, single_s = [], []
+            one_at_a_time = partial(run_each, search, single)
+            for _ in range(cfg.repeats):
+                batched_s.append((len(sources), timed(partial(run, search, sources), device)))
+                single_s.append((len(single), timed(one_at_a_time, device)))
+            rates[f"{name}_batched"] = median_rate(batched_s)
+            rates[f"{name}_single"] = median_rate(single_s)
+        if cfg.reference:
+            src, mask = (t.to(device) for t in pad_sequences(sources))
+            max_len = int(a * (src.size(1) - 1) + b)
+            rates["reference_greedy_batched"] = median_rate(
+                [(len(sources), timed(lambda: reference_greedy(model, src, mask, max_len), device))
+                 for _ in range(cfg.repeats)]  # fmt: skip
+            )
+    return rates
+
+
+def memory_and_decoding(cfg: DictConfig, name: str, decoder: DictConfig, batches: list[TrainBatch]
+                        ) -> dict[str, Any]:  # fmt: skip
+    """Activation memory (sarnmt and reference), peak GPU memory of a training step, decoding speed."""
+    device = batches[0].src.device
+    model = build_model(cfg, decoder, device).train()
+    longest = batches[-1]
+    record: dict[str, Any] = {"activation_mib": activation_bytes(model, sarnmt_logits, longest, cfg.precision) / 2**20}
+    if cfg.reference:
+        record["reference_activation_mib"] = activation_bytes(model, reference_logits, longest, cfg.precision) / 2**20
+    optimizer = instantiate(cfg.optim)(params=model.parameters())
+    with precision_context(device, cfg.precision):
+        peak = peak_cuda_bytes(partial(train_step, model, sarnmt_logits, optimizer, longest, cfg.clip), device)
+    record["peak_mib"] = None if peak is None else peak / 2**20
+    # decoding with fresh (random) weights: a few training steps already make EOS likely, which would end
+    # single-sentence searches early; random weights make every hypothesis run to its length limit instead
+    record.update(decode_rates(cfg, build_model(cfg, decoder, device), batches))
+    return record
+
+
+def throughput_series(cfg: DictConfig, decoders: dict[str, DictConfig], device: torch.device
+                      ) -> dict[str, dict[str, list[float]]]:  # fmt: skip
+    """Training tokens/s of sarnmt against sentence length (batch ``batch_size``) and against batch size (length
+    25), for every variant: where the target-side attention's O(T²) shows."""
+    series: dict[str, dict[str, list[float]]] = {}
+    points = [("length", n, cfg.batch_size, n) for n in cfg.plot_lengths]
+    points += [("batch", bs, bs, 25) for bs in cfg.plot_batch_sizes]
+    progress = tqdm(total=len(decoders) * len(points), desc="plot series", unit="point")
+    for name, decoder in decoders.items():
+        model = build_model(cfg, decoder, device).train()
+        optimizer = instantiate(cfg.optim)(params=model.parameters())
+        series[name] = {"length": [], "batch": []}
+        with precision_context(device, cfg.precision):
+            for axis, _, batch_size, length in points:
+                batch = fixed_batch(batch_size, length, cfg.vocab, cfg.seed).to(device)
+                train_step(model, sarnmt_logits, optimizer, batch, cfg.clip)  # warm-up at this shape
+                seconds = timed(partial(train_step, model, sarnmt_logits, optimizer, batch, cfg.clip), device)
+                series[name][axis].append(batch.tokens / seconds)
+                progress.update()
+    progress.close()
+    return series
+
+
+def bench(cfg: DictConfig, decoders: dict[str, DictConfig]) -> dict[str, Any]:
+    """Run the benchmark.  :param decoders: decoder name -> its composed ``decoder`` config.
+    :returns: the record (``machine``, ``config``, ``workload``, ``variants`` and, with ``plot``, ``series``)."""
+    if cfg.threads:
+        torch.set_num_threads(int(cfg.threads))
+    device = resolve_device(cfg.device)
+    workload = make_workload(cfg)
+    batches = [b.to(device) for b in sorted_batches(workload.pairs, cfg.batch_size)]
+    models = {name: build_model(cfg, decoder, device) for name, decoder in decoders.items()}
+    rates = train_rates(cfg, models, batches)
+    variants = []
+    for name in decoders:
+        v: dict[str, Any] = {"decoder": name, "parameters": count_parameters(models[name]),
+                             "train_tok_s": rates[name]["sarnmt"]}  # fmt: skip
+        if "reference" in rates[name]:
+            v["reference_train_tok_s"] = rates[name]["reference"]
+            v["train_speedup_vs_reference"] = rates[name]["sarnmt"] / rates[name]["reference"]
+        if "baseline" in rates:
+            v["train_overhead_vs_baseline"] = 1 - rates[name]["sarnmt"] / rates["baseline"]["sarnmt"]
+        variants.append(v)
+    del models
+    for v in tqdm(variants, desc="memory and decoding", unit="variant"):
+        v.update(memory_and_decoding(cfg, v["decoder"], decoders[v["decoder"]], batches))
+        log.info("%s: %.0f target tok/s", v["decoder"], v["train_tok_s"])
+    record: dict[str, Any] = {
+        "machine": machine(device),
+        "config": OmegaConf.to_container(cfg, resolve=True),
+        "workload": {"description": workload.description, "batches": len(batches),
+                     "target_tokens": sum(b.tokens for b in batches)},  # fmt: skip
+        "variants": variants,
+    }
+    if cfg.plot:
+        record["series"] = throughput_series(cfg, decoders, device)
+    return record
+
+
+def machine(device: torch.device) -> dict[str, Any]:
+    info = {"device": device.type, "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "cpu": platform.processor() or platform.machine(), "python": platform.python_version()}  # fmt: skip
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info

@@ -1,0 +1,103 @@
+"""What the benchmark runs on: length-sorted batches of sentence pairs.
+
+With a parallel corpus at hand (``corpus.src`` / ``corpus.tgt``, plain or ``.gz``; by default Multi30K's training
+set under ``../shared/data`` when it is there) the sentences are real: their lengths and word repetitions are the
+corpus's, with every whitespace token hashed to an id in [2, V) (speed depends on lengths and vocabulary size, not on
+which words they are). Otherwise the pairs are synthetic, of random lengths in ``synthetic.lengths``, and the record
+says so. Batches are built the way training builds them: sort by length, cut into batches of ``batch_size``
+sentences, so that padding stays small.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from sarnmt.data.batching import pad_sequences
+from sarnmt.data.reading import read_parallel
+
+Pair = tuple[list[int], list[int]]
+
+
+@dataclass
+class Workload:
+    """:param pairs: (source ids, target ids) without EOS.  :param description: where they came from."""
+
+    pairs: list[Pair]
+    description: str
+
+
+@dataclass
+class TrainBatch:
+    """:param src: (B, S) with EOS.  :param src_mask: (B, S).  :param tgt: (B, T) with EOS.  :param tgt_mask: (B, T)."""
+
+    src: Tensor
+    src_mask: Tensor
+    tgt: Tensor
+    tgt_mask: Tensor
+
+    @property
+    def tokens(self) -> int:
+        """Target tokens, EOS included (what training throughput counts)."""
+        return int(self.tgt_mask.sum())
+
+    def to(self, device: torch.device) -> TrainBatch:
+        return TrainBatch(*(t.to(device) for t in (self.src, self.src_mask, self.tgt, self.tgt_mask)))
+
+
+def hashed_ids(line: str, vocab: int) -> list[int]:
+    """Whitespace tokens of ``line`` as stable ids in [2, vocab) (0 is EOS, 1 UNK)."""
+    return [2 + zlib.crc32(token.encode()) % (vocab - 2) for token in line.split()]
+
+
+def corpus_workload(src_path: str | Path, tgt_path: str | Path, sentences: int, vocab: int, max_len: int, seed: int
+                    ) -> Workload:  # fmt: skip
+    """``sentences`` pairs drawn at random from a parallel corpus, both sides shorter than ``max_len`` tokens.
+
+    :raises ValueError: if the corpus has fewer usable pairs than asked for (naming both files).
+    """
+    src_lines, tgt_lines = read_parallel(src_path, tgt_path)
+    pairs = [
+        (hashed_ids(s, vocab), hashed_ids(t, vocab))
+        for s, t in zip(src_lines, tgt_lines, strict=True)
+        if 0 < len(s.split()) < max_len and 0 < len(t.split()) < max_len
+    ]
+    if len(pairs) < sentences:
+        raise ValueError(f"bench: {src_path} / {tgt_path} have {len(pairs)} pairs shorter than {max_len} tokens, "
+                         f"{sentences} needed")  # fmt: skip
+    pairs = random.Random(seed).sample(pairs, sentences)
+    return Workload(pairs, f"{sentences} sentence pairs of {src_path} / {tgt_path} (real lengths, hashed ids)")
+
+
+def synthetic_workload(sentences: int, vocab: int, lengths: tuple[int, int], seed: int) -> Workload:
+    """Random ids; source and target lengths drawn independently, uniformly in ``lengths`` (inclusive)."""
+    rng = random.Random(seed)
+    low, high = lengths
+
+    def sentence() -> list[int]:
+        return [rng.randrange(2, vocab) for _ in range(rng.randint(low, high))]
+
+    pairs = [(sentence(), sentence()) for _ in range(sentences)]
+    return Workload(pairs, f"{sentences} synthetic sentence pairs of {low}-{high} tokens")
+
+
+def sorted_batches(pairs: list[Pair], batch_size: int) -> list[TrainBatch]:
+    """Batches of ``batch_size`` pairs of similar length (sorted by target, then source length)."""
+    ordered = sorted(pairs, key=lambda p: (len(p[1]), len(p[0])))
+    batches = []
+    for start in range(0, len(ordered) - batch_size + 1, batch_size):
+        chunk = ordered[start : start + batch_size]
+        batches.append(TrainBatch(*pad_sequences([s for s, _ in chunk]), *pad_sequences([t for _, t in chunk])))
+    return batches
+
+
+def fixed_batch(batch_size: int, length: int, vocab: int, seed: int) -> TrainBatch:
+    """A batch of ``batch_size`` pairs whose sides are all exactly ``length`` tokens (plus EOS): for the plots."""
+    gen = torch.Generator().manual_seed(seed)
+    ids = [torch.randint(2, vocab, (batch_size, length), generator=gen).tolist() for _ in range(2)]
+    return TrainBatch(*pad_sequences(ids[0]), *pad_sequences(ids[1]))

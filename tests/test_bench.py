@@ -1,0 +1,65 @@
+"""``python -m sarnmt.bench``: the benchmark composes the real configs, measures every figure, writes its record."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sarnmt.bench.__main__ import compose_bench, main
+from sarnmt.bench.report import checks, markdown
+from sarnmt.bench.run import bench
+from sarnmt.bench.workload import corpus_workload, hashed_ids, sorted_batches, synthetic_workload
+
+TINY = ["model=tiny", "model.emb_dim=16", "model.hidden_dim=24", "vocab=50", "batch_size=4", "train_batches=2",
+        "repeats=1", "corpus.src=/nonexistent", "decode.single=2", "threads=1"]  # fmt: skip
+
+
+def test_bench_measures_every_figure_and_plots(tmp_path):
+    cfg, decoders = compose_bench([*TINY, "decoders=[baseline,self_attentive_rnn]", "plot=true",
+                                   "plot_lengths=[3,6]", "plot_batch_sizes=[2,4]", f"out_dir={tmp_path}"])  # fmt: skip
+    record = bench(cfg, decoders)
+    assert record["workload"]["description"].startswith("8 synthetic sentence pairs")
+    assert [v["decoder"] for v in record["variants"]] == ["baseline", "self_attentive_rnn"]
+    for v in record["variants"]:
+        for key in ("train_tok_s", "reference_train_tok_s", "greedy_batched", "greedy_single", "beam5_batched",
+                    "beam5_single", "reference_greedy_batched", "activation_mib", "reference_activation_mib"):
+            assert v[key] > 0, key
+        assert v["train_speedup_vs_reference"] == pytest.approx(v["train_tok_s"] / v["reference_train_tok_s"])
+        assert v["peak_mib"] is None  # CPU: no allocator peak; activation memory instead
+    assert record["variants"][0]["train_overhead_vs_baseline"] == 0.0
+    # the self-attentive RNN keeps more for backward than the baseline (its attention over past states)
+    assert record["variants"][1]["activation_mib"] > record["variants"][0]["activation_mib"]
+    assert set(record["series"]) == {"baseline", "self_attentive_rnn"}
+    assert all(len(s["length"]) == 2 and len(s["batch"]) == 2 for s in record["series"].values())
+    table = markdown(record)
+    assert "| self_attentive_rnn | " in table and "target ≥ 2.0×" in table
+    assert any("self_attentive_rnn" in line and "≤ 15%" in line for line in checks(record))
+
+
+def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys):
+    assert main([*TINY, "decoders=[baseline]", "reference=false", f"out_dir={tmp_path}"]) == 0
+    (json_path,) = tmp_path.glob("bench-*.json")
+    record = json.loads(json_path.read_text())
+    assert "reference_train_tok_s" not in record["variants"][0]
+    assert json_path.with_suffix(".md").read_text().startswith("device cpu")
+    assert "| baseline |" in capsys.readouterr().out
+    assert main(["decoders=[baseline,nonsense]"]) == 2
+    assert "unknown decoders ['nonsense']" in capsys.readouterr().err
+    assert main(["nosuchkey=1"]) == 2
+    assert main(["--help"]) == 0 and "plot=true" in capsys.readouterr().out
+
+
+def test_workloads(tmp_path):
+    assert hashed_ids("a b a", 10) == [hashed_ids("a", 10)[0], hashed_ids("b", 10)[0], hashed_ids("a", 10)[0]]
+    assert all(2 <= i < 10 for i in hashed_ids("the quick brown fox jumps", 10))
+    src, tgt = tmp_path / "s.txt", tmp_path / "t.txt"
+    src.write_text("a b c\nd e\n\nf g h i\n")
+    tgt.write_text("x y\nz\nw\nv u t s r\n")
+    work = corpus_workload(src, tgt, 3, 100, max_len=10, seed=0)  # the pair with an empty side is left out
+    assert sorted(len(s) for s, _ in work.pairs) == [2, 3, 4]
+    with pytest.raises(ValueError, match="have 3 pairs shorter than 10 tokens, 4 needed"):
+        corpus_workload(src, tgt, 4, 100, max_len=10, seed=0)
+    batches = sorted_batches(synthetic_workload(10, 100, (2, 9), seed=0).pairs, 4)
+    assert len(batches) == 2  # the incomplete last batch is not timed
+    assert [b.tgt.size(1) for b in batches] == sorted(b.tgt.size(1) for b in batches)
