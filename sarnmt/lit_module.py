@@ -64,7 +64,7 @@ class TranslationModule(L.LightningModule):
         return self.optimizer_factory(params=self.parameters())
 
     def _nll(self, batch: Batch) -> torch.Tensor:
-        logits = self.net(batch.src, batch.src_mask, batch.tgt).logits
+        logits = self.net(batch.src, batch.src_mask, batch.tgt, positions=batch.tgt_mask).logits  # (N, V)
         return token_nll(logits, batch.tgt, batch.tgt_mask)
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:

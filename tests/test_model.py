@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from sarnmt.decoding.greedy import greedy_decode
+from sarnmt.loss import token_nll
 from sarnmt.params import compose_params, count
 from tests.conftest import DECODER_FORMS, decoder_cfg
 from tests.model_helpers import batch, build
@@ -33,6 +34,22 @@ def test_paper_parameter_counts(overrides, expected):
 def test_en_zh_vocabulary_count():
     cfg = compose_params(["model=paper", "decoder=baseline", "src_vocab_size=25000", "tgt_vocab_size=25000"])
     assert count(cfg) == 71_200_885
+
+
+@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
+def test_logits_at_selected_positions_only(name, override):
+    """Training reads out only the real target positions: the same logits, packed, and the same per-token loss."""
+    model = build(decoder_cfg(name, override))
+    src, src_mask, tgt, tgt_mask = batch()
+    assert not tgt_mask.all()  # the batch has padding to skip
+    full = model(src, src_mask, tgt)
+    packed = model(src, src_mask, tgt, positions=tgt_mask)
+    assert packed.logits.shape == (int(tgt_mask.sum()), full.logits.size(-1))
+    torch.testing.assert_close(packed.logits, full.logits[tgt_mask], atol=1e-12, rtol=0)
+    torch.testing.assert_close(packed.src_attention, full.src_attention, atol=0, rtol=0)
+    nll = token_nll(packed.logits, tgt, tgt_mask)
+    torch.testing.assert_close(nll, token_nll(full.logits, tgt, tgt_mask), atol=1e-12, rtol=0)
+    assert (nll[~tgt_mask] == 0).all() and (nll[tgt_mask] > 0).all()
 
 
 def _step_through(model, src, src_mask, tgt):

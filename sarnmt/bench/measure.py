@@ -14,15 +14,22 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
+from sarnmt.bench.reference import reference_logits
 from sarnmt.bench.workload import TrainBatch
 from sarnmt.loss import token_nll, translation_loss
 
-# (model, src, src_mask, tgt) -> logits (B, T, V)
-LogitsFn = Callable[[torch.nn.Module, Tensor, Tensor, Tensor], Tensor]
+# (model, batch) -> logits, (B, T, V) or (N, V) at the batch's N real target positions
+LogitsFn = Callable[[torch.nn.Module, TrainBatch], Tensor]
 
 
-def sarnmt_logits(model: torch.nn.Module, src: Tensor, src_mask: Tensor, tgt: Tensor) -> Tensor:
-    return model(src, src_mask, tgt).logits
+def sarnmt_logits(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
+    """Logits at the real target positions only, as training computes them: shape (N, V)."""
+    return model(batch.src, batch.src_mask, batch.tgt, positions=batch.tgt_mask).logits
+
+
+def textbook_logits(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
+    """The reference implementation's logits at every position: shape (B, T, V)."""
+    return reference_logits(model, batch.src, batch.src_mask, batch.tgt)
 
 
 def synchronize(device: torch.device) -> None:
@@ -45,7 +52,7 @@ def train_step(model: torch.nn.Module, logits_fn: LogitsFn, optimizer: torch.opt
     """One training step as :class:`~sarnmt.lit_module.TranslationModule` takes it: forward, the paper's loss,
     backward, gradient clipping, optimizer step.  :returns: the loss."""
     optimizer.zero_grad(set_to_none=True)
-    nll = token_nll(logits_fn(model, batch.src, batch.src_mask, batch.tgt), batch.tgt, batch.tgt_mask)
+    nll = token_nll(logits_fn(model, batch), batch.tgt, batch.tgt_mask)
     loss = translation_loss(nll, batch.tgt_mask, "sentence")
     loss.backward()
     if clip:
@@ -79,7 +86,7 @@ def activation_bytes(model: torch.nn.Module, logits_fn: LogitsFn, batch: TrainBa
         return tensor
 
     with precision_context(batch.src.device, precision), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        logits = logits_fn(model, batch.src, batch.src_mask, batch.tgt)
+        logits = logits_fn(model, batch)
         token_nll(logits, batch.tgt, batch.tgt_mask).sum()
     return sum(seen.values())
 

@@ -28,10 +28,11 @@ from sarnmt.bench.measure import (
     precision_context,
     sarnmt_logits,
     sources_of,
+    textbook_logits,
     timed,
     train_step,
 )
-from sarnmt.bench.reference import reference_greedy, reference_logits
+from sarnmt.bench.reference import reference_greedy
 from sarnmt.bench.workload import (
     TrainBatch,
     Workload,
@@ -82,7 +83,7 @@ def train_rates(cfg: DictConfig, models: dict[str, Seq2Seq], batches: list[Train
     machine state, so their ratios hold on a shared machine. :returns: {variant: {"sarnmt": .., "reference": ..}}.
     """
     device = batches[0].src.device
-    impls = {"sarnmt": sarnmt_logits, **({"reference": reference_logits} if cfg.reference else {})}
+    impls = {"sarnmt": sarnmt_logits, **({"reference": textbook_logits} if cfg.reference else {})}
     optimizers = {name: instantiate(cfg.optim)(params=model.parameters()) for name, model in models.items()}
     runs = [(name, impl) for name in models for impl in impls]
     for model in models.values():
@@ -155,7 +156,7 @@ def memory_and_decoding(cfg: DictConfig, name: str, decoder: DictConfig, batches
     longest = batches[-1]
     record: dict[str, Any] = {"activation_mib": activation_bytes(model, sarnmt_logits, longest, cfg.precision) / 2**20}
     if cfg.reference:
-        record["reference_activation_mib"] = activation_bytes(model, reference_logits, longest, cfg.precision) / 2**20
+        record["reference_activation_mib"] = activation_bytes(model, textbook_logits, longest, cfg.precision) / 2**20
     optimizer = instantiate(cfg.optim)(params=model.parameters())
     with precision_context(device, cfg.precision):
         peak = peak_cuda_bytes(partial(train_step, model, sarnmt_logits, optimizer, longest, cfg.clip), device)

@@ -42,7 +42,8 @@ class StepOutput:
 
 @dataclass
 class DecoderOutput:
-    """:param logits: shape (B, T, V).  :param src_attention: shape (B, T, S).
+    """:param logits: shape (B, T, V), or (N, V) when only N selected positions were read out.
+    :param src_attention: shape (B, T, S).
     :param tgt_attention: shape (B, T, T) (row t over history items 0..t), or None."""
 
     logits: Tensor
@@ -139,12 +140,17 @@ class ConditionalGRUDecoder(nn.Module):
             tgt_attention=rec_weights if rec_weights is not None else out_weights,
         )
 
-    def forward(self, tgt: Tensor, memory: SourceMemory, initial_hidden: Tensor) -> DecoderOutput:
+    def forward(
+        self, tgt: Tensor, memory: SourceMemory, initial_hidden: Tensor, positions: Tensor | None = None
+    ) -> DecoderOutput:
         """Teacher-forced decoding of gold targets.
 
         :param tgt: target ids y_1 .. y_T (EOS included, padded), shape (B, T). Positions after a sentence's EOS
-            never influence earlier ones, so no target mask is needed here (the loss applies it).
+            never influence earlier ones, so no target mask is needed for the recurrence.
         :param initial_hidden: s_0, shape (B, d).
+        :param positions: shape (B, T), bool: compute the readout and logits only there (the loss's real
+            positions), giving logits of shape (N, V) for the N selected positions in row-major order. The
+            readout is the costliest part of a step (V × e per position), so padding is not paid for.
         """
         batch, steps = tgt.shape
         prev_embs = torch.cat(
@@ -166,8 +172,10 @@ class ConditionalGRUDecoder(nn.Module):
         hiddens_all = torch.stack(hiddens, dim=1)
         prev_hiddens = torch.cat([initial_hidden.unsqueeze(1), hiddens_all[:, :-1]], dim=1)
         target_context, out_weights = self.variant.readout_all(prev_embs, prev_hiddens, hiddens_all)
-        logits = self.readout(
-            self.dropout_hidden(hiddens_all), self.dropout_hidden(torch.stack(contexts, dim=1)), target_context
-        )
+        readout_in = (hiddens_all, torch.stack(contexts, dim=1), target_context)
+        if positions is not None:
+            readout_in = tuple(x[positions] for x in readout_in)
+        hidden_in, context_in, target_context = readout_in
+        logits = self.readout(self.dropout_hidden(hidden_in), self.dropout_hidden(context_in), target_context)
         tgt_attention = torch.stack(rec_weights, dim=1) if rec_weights else out_weights
         return DecoderOutput(logits=logits, src_attention=torch.stack(src_weights, dim=1), tgt_attention=tgt_attention)

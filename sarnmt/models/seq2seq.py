@@ -57,10 +57,11 @@ class Seq2Seq(nn.Module):
         memory = SourceMemory(annotations=annotations, keys=keys, mask=src_mask)
         return memory, self.decoder.init_state(initial_hidden)
 
-    def forward(self, src: Tensor, src_mask: Tensor, tgt: Tensor) -> DecoderOutput:
-        """Teacher-forced logits.  :param tgt: gold targets with EOS, shape (B, T)."""
+    def forward(self, src: Tensor, src_mask: Tensor, tgt: Tensor, positions: Tensor | None = None) -> DecoderOutput:
+        """Teacher-forced logits.  :param tgt: gold targets with EOS, shape (B, T).
+        :param positions: shape (B, T), bool: logits only there, shape (N, V) (training passes the target mask)."""
         memory, state = self.encode(src, src_mask)
-        return self.decoder(tgt, memory, state.hidden)
+        return self.decoder(tgt, memory, state.hidden, positions)
 
     def step(self, prev_tokens: Tensor | None, state: DecoderState, memory: SourceMemory) -> StepOutput:
         """One decoding step (see :meth:`ConditionalGRUDecoder.step`)."""
