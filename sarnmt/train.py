@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import hydra
@@ -13,6 +14,7 @@ import lightning as L
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from sarnmt.average import average_checkpoints, last_checkpoints
 from sarnmt.lit_module import TranslationModule, count_parameters
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
@@ -48,6 +50,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     ``bleu_signature`` and ``parameters``."""
     quiet_known_warnings()
     with finish_wandb():
+        check_averaging(cfg)
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         datamodule = instantiate(cfg.data)
         datamodule.prepare_data()
@@ -69,6 +72,31 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             result.update({key: float(value) for key, value in trainer.callback_metrics.items()})
             result["test_bleu"] = result.get("test/bleu")
             result["bleu_signature"] = module.bleu_signature
+        if cfg.average_last > 1:
+            result.update(evaluate_average(cfg, trainer, module, datamodule))
+    return result
+
+
+def check_averaging(cfg: DictConfig) -> None:
+    """``average_last`` needs that many checkpoints kept: fail before training, not after it."""
+    keep = OmegaConf.select(cfg, "callbacks.model_checkpoint.save_top_k")
+    if cfg.average_last > 1 and (keep is None or (keep != -1 and keep < cfg.average_last)):
+        raise ValueError(f"average_last={cfg.average_last} needs callbacks.model_checkpoint.save_top_k >= "
+                         f"{cfg.average_last} (or -1), but it is {keep}")  # fmt: skip
+
+
+def evaluate_average(cfg: DictConfig, trainer: L.Trainer, module: TranslationModule, datamodule) -> dict[str, Any]:
+    """Average the newest ``average_last`` kept checkpoints and test the average (``test_average/*`` metrics)."""
+    directory = Path(trainer.checkpoint_callback.dirpath)
+    output = directory / f"average-{cfg.average_last}.ckpt"
+    paths = last_checkpoints(directory, cfg.average_last, exclude=output)
+    average_checkpoints(paths, output)
+    log.info("averaged %s into %s", ", ".join(p.name for p in paths), output)
+    result: dict[str, Any] = {"average_model_path": str(output)}
+    if cfg.test and datamodule.has_split("test"):
+        trainer.test(module, datamodule=datamodule, ckpt_path=str(output), verbose=False)
+        result.update({key.replace("test/", "test_average/"): float(value)
+                       for key, value in trainer.callback_metrics.items() if key.startswith("test/")})  # fmt: skip
     return result
 
 
@@ -80,6 +108,9 @@ def report(result: dict[str, Any]) -> str:
     if result.get("val/bleu") is not None:
         lines.append(f"last val BLEU = {result['val/bleu']:.2f}")
     lines.append(f"best checkpoint: {result['best_model_path'] or '(none saved)'}")
+    if result.get("test_average/bleu") is not None:
+        lines.append(f"test BLEU of the averaged checkpoint = {result['test_average/bleu']:.2f}  "
+                     f"({result['average_model_path']})")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -43,6 +43,19 @@ def test_train_checkpoints_and_resume(tmp_path):
     assert state["global_step"] == 2 * steps_one_epoch  # continued, not restarted
 
 
+def test_average_last_checkpoints_at_the_end(tmp_path):
+    overrides = [*SMALL_TOY, "trainer.max_epochs=2", "trainer.enable_progress_bar=false", "~callbacks.progress_bar",
+                 "callbacks.model_checkpoint.save_top_k=-1", "average_last=2"]  # fmt: skip
+    result = train(compose_train(overrides, output_dir=tmp_path))
+    averaged = torch.load(result["average_model_path"], map_location="cpu", weights_only=True)
+    assert [Path(p).name[:8] for p in averaged["sarnmt"]["averaged_from"]] == ["epoch000", "epoch001"]
+    assert 0.0 <= result["test_average/bleu"] <= 100.0 and result["test_average/loss"] > 0
+    assert result["test_average/loss"] != result["test/loss"]  # the average, not the best checkpoint again
+    assert "averaged checkpoint" in report(result)
+    with pytest.raises(ValueError, match=r"average_last=3 needs callbacks.model_checkpoint.save_top_k >= 3 .* is 1"):
+        train(compose_train([*SMALL_TOY, "average_last=3"], output_dir=tmp_path / "bad"))
+
+
 def test_csv_logger_writes_named_metrics(tmp_path):
     cfg = compose_train([*SMALL_TOY, "trainer.max_epochs=1", "trainer.log_every_n_steps=1"], output_dir=tmp_path)
     train(cfg)
