@@ -8,9 +8,16 @@ Scores (paper eqs. 12-13 and 15-21; appendix A.3.1-A.3.3)::
     α^t = softmax over the visible items,  summary_t = Σ_i α_i^t m_i
 
 The history m is the zero slot plus previous target embeddings (residual decoders) or s_0 .. s_{t-1} (Memory RNN,
-self-attentive RNN). Step mode appends one item at a time and caches what does not change (the score itself for
-content scoring, the projected key otherwise). :meth:`HistoryAttention.attend_all` computes every step of a
-teacher-forced sequence at once with a causal mask: query t sees items 0 .. t.
+self-attentive RNN). Step mode appends one item at a time. With content scoring an item's score never changes, so
+the summary is a running softmax: with m = max_i e_i (a stabiliser only; the result does not depend on it)::
+
+    summary_t = N_t / D_t,   N_t = Σ_i exp(e_i − m) m_i,   D_t = Σ_i exp(e_i − m)
+
+updated in O(1) per step, rescaled when m grows, so a step costs the same at t = 100 as at t = 1 and beam search
+reorders two vectors per hypothesis instead of its whole history; only the scores (t numbers per hypothesis) are
+kept, for the attention weights. With a query the history is kept and rescored at every step (its projected keys
+cached). :meth:`HistoryAttention.attend_all` computes every step of a teacher-forced sequence at once with a causal
+mask: query t sees items 0 .. t; the tests check that both modes agree.
 """
 
 from __future__ import annotations
@@ -40,22 +47,38 @@ class HistoryAttention(nn.Module):
         return torch.matmul(hidden, self.v)
 
     def empty(self, like: Tensor, prefix: str) -> dict[str, Tensor]:
-        """An empty history for a batch: ``{prefix}values`` (B, 0, k) and ``{prefix}cache`` (B, 0[, k]).
+        """An empty history for a batch of B sentences whose items have size k.
+
+        Content scoring: ``{prefix}scores`` (B, 0), the running ``{prefix}num`` (B, k), ``{prefix}den`` (B,) and
+        ``{prefix}max`` (B,). With a query: ``{prefix}values`` (B, 0, k) and projected keys ``{prefix}keys`` (B, 0, k).
 
         :param like: any tensor of shape (B, k) giving batch size, dtype and device.
         """
         batch, dim = like.shape
-        cache_shape = (batch, 0) if self.query_proj is None else (batch, 0, dim)
-        return {prefix + "values": like.new_zeros(batch, 0, dim), prefix + "cache": like.new_zeros(cache_shape)}
+        if self.query_proj is None:
+            return {prefix + "scores": like.new_zeros(batch, 0), prefix + "num": like.new_zeros(batch, dim),
+                    prefix + "den": like.new_zeros(batch), prefix + "max": like.new_full((batch,), float("-inf"))}
+        return {prefix + "values": like.new_zeros(batch, 0, dim), prefix + "keys": like.new_zeros(batch, 0, dim)}
 
     def append(self, history: dict[str, Tensor], item: Tensor, prefix: str) -> dict[str, Tensor]:
         """Add one item per sentence.  :param item: shape (B, k).  :returns: a new dict (inputs untouched)."""
         key = self.key_proj(item)
-        cached = self._score(key) if self.query_proj is None else key
+        if self.query_proj is not None:
+            return {
+                **history,
+                prefix + "values": torch.cat([history[prefix + "values"], item.unsqueeze(1)], dim=1),
+                prefix + "keys": torch.cat([history[prefix + "keys"], key.unsqueeze(1)], dim=1),
+            }
+        score = self._score(key)  # (B,)
+        old_max = history[prefix + "max"]
+        new_max = torch.maximum(old_max, score).detach()  # the stabiliser carries no gradient: the sum ignores it
+        rescale, weight = torch.exp(old_max - new_max), torch.exp(score - new_max)  # exp(-inf) = 0 at the start
         return {
             **history,
-            prefix + "values": torch.cat([history[prefix + "values"], item.unsqueeze(1)], dim=1),
-            prefix + "cache": torch.cat([history[prefix + "cache"], cached.unsqueeze(1)], dim=1),
+            prefix + "scores": torch.cat([history[prefix + "scores"], score.unsqueeze(1)], dim=1),
+            prefix + "num": history[prefix + "num"] * rescale.unsqueeze(1) + weight.unsqueeze(1) * item,
+            prefix + "den": history[prefix + "den"] * rescale + weight,
+            prefix + "max": new_max,
         }
 
     def attend(self, history: dict[str, Tensor], query: Tensor | None, prefix: str) -> tuple[Tensor, Tensor]:
@@ -64,11 +87,10 @@ class HistoryAttention(nn.Module):
         :param query: shape (B, query_dim), or None for content scoring.
         :returns: the summary, shape (B, k), and the weights, shape (B, t).
         """
-        cache = history[prefix + "cache"]
         if self.query_proj is None:
-            scores = cache
-        else:
-            scores = self._score(cache, self.query_proj(query).unsqueeze(1))
+            summary = history[prefix + "num"] / history[prefix + "den"].unsqueeze(1)
+            return summary, torch.softmax(history[prefix + "scores"], dim=-1)
+        scores = self._score(history[prefix + "keys"], self.query_proj(query).unsqueeze(1))
         weights = torch.softmax(scores, dim=-1)
         return torch.bmm(weights.unsqueeze(1), history[prefix + "values"]).squeeze(1), weights
 
