@@ -75,6 +75,9 @@ class DL4MTGRUCell(nn.Module):
         """
         d = self.hidden_size
         gates_h = F.linear(h, self.weight_hh, self.bias if self.bias_on == "hidden" else None)
-        r, u = torch.sigmoid(gates_x[:, : 2 * d] + gates_h[:, : 2 * d]).chunk(2, dim=1)
-        candidate = torch.tanh(gates_x[:, 2 * d :] + r * gates_h[:, 2 * d :])
+        # split, not slices: the backward of a slice builds a zero tensor of the full size
+        x_ru, x_c = gates_x.split([2 * d, d], dim=1)
+        h_ru, h_c = gates_h.split([2 * d, d], dim=1)
+        r, u = torch.sigmoid(x_ru + h_ru).chunk(2, dim=1)
+        candidate = torch.tanh(x_c + r * h_c)
         return candidate + u * (h - candidate)
