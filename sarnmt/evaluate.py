@@ -30,12 +30,14 @@ from sarnmt.checkpoint import load_model
 from sarnmt.decoding.stream import decode_stream
 from sarnmt.evaluation.bleu import corpus_bleu, corpus_chrf
 from sarnmt.translate import pick_device
+from sarnmt.utils.precision import check_precision, precision_context
 
 log = logging.getLogger("sarnmt")
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """:returns: the JSON record (also written to ``output_dir/eval.<split>.json``)."""
+    check_precision(cfg.precision)
     device = pick_device(cfg.device)
     ckpt_path = to_absolute_path(cfg.ckpt_path)
     loaded = load_model(ckpt_path, device)
@@ -50,8 +52,9 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
              len(sources), search)  # fmt: skip
     encoded = [src_codec.encode(line) if line.strip() else [] for line in sources]
     start = time.perf_counter()
-    results = list(tqdm(decode_stream(loaded.net, search, encoded, cfg.batch_size, device), total=len(encoded),
-                        desc=f"decode {cfg.split}", unit=" sent", disable=not cfg.progress, file=sys.stderr))
+    with precision_context(device, cfg.precision):
+        results = list(tqdm(decode_stream(loaded.net, search, encoded, cfg.batch_size, device), total=len(encoded),
+                            desc=f"decode {cfg.split}", unit=" sent", disable=not cfg.progress, file=sys.stderr))
     seconds = time.perf_counter() - start
     plain = [tgt_codec.decode(r.tokens) if r.tokens else "" for r in results]
     tokenized = [tgt_codec.decode_tokenized(r.tokens) if r.tokens else "" for r in results]
@@ -64,7 +67,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     record = {
         "checkpoint": ckpt_path, "global_step": loaded.global_step, "parameters": loaded.parameters,
         "data": datamodule.name, "split": cfg.split, "sentences": len(sources),
-        "decoding": search.settings(), "device": str(device), "seconds": round(seconds, 3),
+        "decoding": search.settings(), "precision": cfg.precision, "device": str(device), "seconds": round(seconds, 3),
         "sentences_per_second": round(len(sources) / seconds, 2) if seconds > 0 else None,
         "bleu": corpus_bleu(plain, references, tokenize="13a").as_dict(),
         "bleu_tokenized": corpus_bleu(tokenized, references_tok, tokenize="none").as_dict(),

@@ -36,6 +36,7 @@ from tqdm import tqdm
 from sarnmt.checkpoint import load_model
 from sarnmt.data.codecs import EOS_TOKEN
 from sarnmt.decoding.stream import Translation, decode_stream
+from sarnmt.utils.precision import check_precision, precision_context
 
 log = logging.getLogger("sarnmt")
 
@@ -67,6 +68,7 @@ def _open(path: str | None, mode: str, stack: ExitStack, default: TextIO) -> Tex
 
 def translate(cfg: DictConfig, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """Translate ``cfg.input`` into ``cfg.output``.  :returns: the number of lines written."""
+    check_precision(cfg.precision)
     device = pick_device(cfg.device)
     loaded = load_model(to_absolute_path(cfg.ckpt_path), device)
     if loaded.src_codec is None or loaded.tgt_codec is None:
@@ -90,6 +92,7 @@ def translate(cfg: DictConfig, stdin: TextIO | None = None, stdout: TextIO | Non
 
         results = decode_stream(loaded.net, search, encoded(), cfg.batch_size, device, attention is not None,
                                 cfg.chunk_batches)  # fmt: skip
+        stack.enter_context(precision_context(device, cfg.precision))
         count = 0
         for result in tqdm(results, desc="translate", unit=" lines", disable=not cfg.progress, file=sys.stderr):
             target.write((tgt_codec.decode(result.tokens) if result.tokens else "") + "\n")

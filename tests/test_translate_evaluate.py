@@ -110,6 +110,14 @@ def test_translate_keeps_line_count_and_writes_attention(trained, tmp_path):
     translate(compose_tool("translate", [f"ckpt_path={path}", "progress=false", "decoding=beam",
                                          "decoding.beam_size=1"]), io.StringIO(text), out_beam1)  # fmt: skip
     assert out_greedy.getvalue() == out_beam1.getvalue() and out_greedy.getvalue().count("\n") == 5
+    # bf16 autocast decodes too (same line count; the words may differ from fp32's), a typo is named
+    out_bf16 = io.StringIO()
+    translate(compose_tool("translate", [f"ckpt_path={path}", "progress=false", "precision=bf16", "device=cpu"]),
+              io.StringIO(text), out_bf16)  # fmt: skip
+    assert out_bf16.getvalue().count("\n") == 5
+    with pytest.raises(ValueError, match=r"precision must be one of \('fp32', 'bf16'\), got 'fp16'"):
+        translate(compose_tool("translate", [f"ckpt_path={path}", "progress=false", "precision=fp16"]),
+                  io.StringIO(text), io.StringIO())  # fmt: skip
 
 
 def test_evaluate_matches_the_training_test_and_records_everything(trained, tmp_path):
@@ -121,6 +129,7 @@ def test_evaluate_matches_the_training_test_and_records_everything(trained, tmp_
     assert "tok:13a" in record["bleu"]["signature"] and "tok:none" in record["bleu_tokenized"]["signature"]
     assert "case:lc" in record["bleu_tokenized_lc"]["signature"] and record["chrf"]["score"] >= 0
     assert record["parameters"] == result["parameters"] and record["decoding"]["search"] == "greedy"
+    assert record["precision"] == "fp32"
     assert len((tmp_path / "hypotheses.test.txt").read_text().splitlines()) == 30
     assert json.loads((tmp_path / "eval.test.json").read_text())["sentences"] == 30
     assert "BLEU (13a" in summary(record)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -17,6 +16,7 @@ from torch import Tensor
 from sarnmt.bench.reference import reference_logits
 from sarnmt.bench.workload import TrainBatch
 from sarnmt.loss import token_nll, translation_loss
+from sarnmt.utils.precision import precision_context
 
 # (model, batch) -> logits, (B, T, V) or (N, V) at the batch's N real target positions
 LogitsFn = Callable[[torch.nn.Module, TrainBatch], Tensor]
@@ -35,16 +35,6 @@ def textbook_logits(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-@contextmanager
-def precision_context(device: torch.device, precision: str) -> Iterator[None]:
-    """``fp32``, or ``bf16``: autocast to bfloat16 (matrix products in bf16, reductions in fp32; on CPUs with AMX
-    or AVX-512 BF16, and on GPUs)."""
-    if precision not in ("fp32", "bf16"):
-        raise ValueError(f"bench: precision must be 'fp32' or 'bf16', got {precision!r}")
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-        yield
 
 
 def train_step(model: torch.nn.Module, logits_fn: LogitsFn, optimizer: torch.optim.Optimizer, batch: TrainBatch,

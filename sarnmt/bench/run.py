@@ -25,7 +25,6 @@ from sarnmt.bench.measure import (
     activation_bytes,
     median_rate,
     peak_cuda_bytes,
-    precision_context,
     sarnmt_logits,
     sources_of,
     textbook_logits,
@@ -47,6 +46,7 @@ from sarnmt.decoding.greedy import GreedySearch
 from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.lit_module import count_parameters
 from sarnmt.models.seq2seq import Seq2Seq
+from sarnmt.utils.precision import precision_context
 
 log = logging.getLogger("sarnmt.bench")
 
