@@ -30,6 +30,7 @@ from sarnmt.checkpoint import load_model
 from sarnmt.decoding.stream import decode_stream
 from sarnmt.evaluation.bleu import corpus_bleu, corpus_chrf
 from sarnmt.translate import pick_device
+from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.precision import check_precision, precision_context
 
 log = logging.getLogger("sarnmt")
@@ -39,6 +40,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """:returns: the JSON record (also written to ``output_dir/eval.<split>.json``)."""
     check_precision(cfg.precision)
     device = pick_device(cfg.device)
+    if cfg.keep_freed_memory and device.type == "cpu":
+        keep_freed_memory()
     ckpt_path = to_absolute_path(cfg.ckpt_path)
     loaded = load_model(ckpt_path, device)
     datamodule = instantiate(cfg.data)

@@ -36,6 +36,7 @@ from tqdm import tqdm
 from sarnmt.checkpoint import load_model
 from sarnmt.data.codecs import EOS_TOKEN
 from sarnmt.decoding.stream import Translation, decode_stream
+from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.precision import check_precision, precision_context
 
 log = logging.getLogger("sarnmt")
@@ -70,6 +71,8 @@ def translate(cfg: DictConfig, stdin: TextIO | None = None, stdout: TextIO | Non
     """Translate ``cfg.input`` into ``cfg.output``.  :returns: the number of lines written."""
     check_precision(cfg.precision)
     device = pick_device(cfg.device)
+    if cfg.keep_freed_memory and device.type == "cpu":
+        keep_freed_memory()
     loaded = load_model(to_absolute_path(cfg.ckpt_path), device)
     if loaded.src_codec is None or loaded.tgt_codec is None:
         raise ValueError(f"checkpoint {cfg.ckpt_path} has no text codecs (saved without a datamodule)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 
 import pytest
 
@@ -10,6 +11,7 @@ from sarnmt.bench.__main__ import compose_bench, main
 from sarnmt.bench.report import checks, markdown
 from sarnmt.bench.run import bench
 from sarnmt.bench.workload import corpus_workload, hashed_ids, sorted_batches, synthetic_workload
+from sarnmt.utils.allocator import keep_freed_memory
 
 TINY = ["model=tiny", "model.emb_dim=16", "model.hidden_dim=24", "vocab=50", "batch_size=4", "train_batches=2",
         "repeats=1", "corpus.src=/nonexistent", "decode.single=2", "threads=1"]  # fmt: skip
@@ -63,3 +65,8 @@ def test_workloads(tmp_path):
     batches = sorted_batches(synthetic_workload(10, 100, (2, 9), seed=0).pairs, 4)
     assert len(batches) == 2  # the incomplete last batch is not timed
     assert [b.tgt.size(1) for b in batches] == sorted(b.tgt.size(1) for b in batches)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_keep_freed_memory_is_accepted_by_glibc():
+    assert keep_freed_memory() is True

@@ -46,6 +46,7 @@ from sarnmt.decoding.greedy import GreedySearch
 from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.lit_module import count_parameters
 from sarnmt.models.seq2seq import Seq2Seq
+from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.precision import precision_context
 
 log = logging.getLogger("sarnmt.bench")
@@ -196,6 +197,8 @@ def bench(cfg: DictConfig, decoders: dict[str, DictConfig]) -> dict[str, Any]:
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     device = resolve_device(cfg.device)
+    if cfg.keep_freed_memory and device.type == "cpu":
+        keep_freed_memory()
     workload = make_workload(cfg)
     batches = [b.to(device) for b in sorted_batches(workload.pairs, cfg.batch_size)]
     models = {name: build_model(cfg, decoder, device) for name, decoder in decoders.items()}

@@ -55,12 +55,13 @@ class Candidates:
 def select_candidates(log_probs: Tensor, beam_scores: Tensor, beam_size: int) -> Candidates:
     """The beam search rule: the best 2k continuations over all live beams × vocabulary.
 
-    :param log_probs: shape (n, w, V) for w live slots (1 at the first step, k afterwards).
+    :param log_probs: shape (n, w, V) for w live slots (1 at the first step, k afterwards); overwritten with the
+        running sums (it is the step's own buffer: adding in place saves allocating another n·k·V floats).
     :param beam_scores: running sums of the live slots, shape (n, w) (-inf for empty slots).
     :param beam_size: k.
     """
     n, width, vocab = log_probs.shape
-    total = (beam_scores.unsqueeze(2) + log_probs).view(n, width * vocab)
+    total = log_probs.add_(beam_scores.unsqueeze(2)).view(n, width * vocab)
     if width * vocab < 2 * beam_size:  # a vocabulary smaller than the beam: pad with impossible candidates
         total = torch.nn.functional.pad(total, (0, 2 * beam_size - width * vocab), value=NEG_INF)
     scores, index = total.topk(2 * beam_size, dim=1)
