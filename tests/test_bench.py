@@ -6,6 +6,7 @@ import json
 import platform
 
 import pytest
+import torch
 
 from sarnmt.bench.__main__ import compose_bench, main
 from sarnmt.bench.report import checks, markdown
@@ -49,6 +50,9 @@ def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys)
     assert main(["decoders=[baseline,nonsense]"]) == 2
     assert "unknown decoders ['nonsense']" in capsys.readouterr().err
     assert main(["nosuchkey=1"]) == 2
+    if not torch.cuda.is_available():
+        assert main([*TINY, "device=cuda"]) == 2
+        assert "device=cuda but no CUDA device is available" in capsys.readouterr().err
     assert main(["--help"]) == 0 and "plot=true" in capsys.readouterr().out
 
 
