@@ -10,6 +10,8 @@ kept only so that parameter counts equal the paper's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 
@@ -33,17 +35,21 @@ class SourceAttention(nn.Module):
         """:param annotations: shape (B, S, 2d).  :returns: keys W_a h + b_a, shape (B, S, 2d)."""
         return self.key_proj(annotations)
 
-    def forward(self, query: Tensor, memory: SourceMemory) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, query: Tensor, memory: SourceMemory, query_proj: Callable[[Tensor], Tensor] | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Attend once.
 
         :param query: s'_t, shape (B·g, d), where g = ``memory.beams``: rows b·g .. b·g + g - 1 read sentence b.
         :param memory: keys from :meth:`project_keys` and annotations, shape (B, S, 2d); mask (B, S).
+        :param query_proj: computes U_a s'_t instead of the layer (the teacher-forced loop passes a
+            :class:`~sarnmt.models.loop_linear.LoopLinear`).
         :returns: the context c_t, shape (B·g, 2d), and the weights α, shape (B·g, S) (exactly 0 on padding).
         """
         batch, length, dim = memory.keys.shape
         if query.size(0) != batch * memory.beams:
             raise ValueError(f"attention: {query.size(0)} query rows for {batch} sentences × {memory.beams} beams")
-        query = self.query_proj(query).view(batch, memory.beams, 1, dim)
+        query = (query_proj or self.query_proj)(query).view(batch, memory.beams, 1, dim)
         hidden = torch.tanh_(memory.keys.unsqueeze(1) + query)  # in place: one (B, g, S, 2d) buffer
         scores = torch.matmul(hidden, self.v) + self.score_bias  # (B, g, S)
         weights = torch.softmax(scores.masked_fill(~memory.mask.unsqueeze(1), float("-inf")), dim=-1)

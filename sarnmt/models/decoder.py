@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.gru import DL4MTGRUCell
 from sarnmt.models.init import init_linear_, normal_
+from sarnmt.models.loop_linear import LoopLinear
 from sarnmt.models.state import DecoderState, SourceMemory
 from sarnmt.models.variants.base import DecoderVariant
 
@@ -38,6 +39,17 @@ class StepOutput:
     state: DecoderState
     src_attention: Tensor
     tgt_attention: Tensor | None
+
+
+@dataclass
+class LoopWeights:
+    """The matrices every step of the teacher-forced loop applies, each a :class:`LoopLinear`: U of cell 1, the
+    attention's query projection U_a, cell 2's input matrix, and U of cell 2 with its hidden-side bias."""
+
+    cell1_hidden: LoopLinear
+    query: LoopLinear
+    cell2_input: LoopLinear
+    cell2_hidden: LoopLinear
 
 
 @dataclass
@@ -101,16 +113,35 @@ class ConditionalGRUDecoder(nn.Module):
         """:param initial_hidden: s_0, shape (B, d)."""
         return DecoderState(hidden=initial_hidden, variant=self.variant.init_state(initial_hidden), steps=0)
 
-    def recurrence(self, gates_prev: Tensor, query_hidden: Tensor, memory: SourceMemory):
+    def loop_weights(self) -> LoopWeights | None:
+        """The per-step matrices as :class:`LoopLinear` maps for one teacher-forced loop (their gradients formed
+        once after it), or None when no gradient is wanted."""
+        if not torch.is_grad_enabled():
+            return None
+        return LoopWeights(
+            cell1_hidden=LoopLinear(self.cell1.weight_hh, self.cell1.hidden_bias()),
+            query=LoopLinear.of(self.attention.query_proj),
+            cell2_input=LoopLinear(self.cell2.weight_ih),
+            cell2_hidden=LoopLinear(self.cell2.weight_hh, self.cell2.hidden_bias()),
+        )
+
+    def recurrence(self, gates_prev: Tensor, query_hidden: Tensor, memory: SourceMemory,
+                   loop: LoopWeights | None = None):  # fmt: skip
         """Cell 1, attention, cell 2 for one step.
 
         :param gates_prev: cell 1's projected input for ȳ_{t-1}, shape (B, 3d).
         :param query_hidden: the state cell 1 reads (hook 1's output), shape (B, d).
+        :param loop: the teacher-forced loop's :meth:`loop_weights` (the same values; gradients formed once).
         :returns: s_t (B, d), c_t (B, 2d), α (B, S).
         """
-        intermediate = self.cell1(gates_prev, query_hidden)
-        context, weights = self.attention(intermediate, memory)
-        hidden = self.cell2(self.cell2.project_input(context), intermediate)
+        if loop is None:
+            intermediate = self.cell1(gates_prev, query_hidden)
+            context, weights = self.attention(intermediate, memory)
+            hidden = self.cell2(self.cell2.project_input(context), intermediate)
+        else:
+            intermediate = self.cell1(gates_prev, query_hidden, loop.cell1_hidden)
+            context, weights = self.attention(intermediate, memory, loop.query)
+            hidden = self.cell2(loop.cell2_input(context), intermediate, loop.cell2_hidden)
         return hidden, context, weights
 
     def embed_previous(self, prev_tokens: Tensor | None, batch_size: int, like: Tensor) -> Tensor:
@@ -161,9 +192,10 @@ class ConditionalGRUDecoder(nn.Module):
         gates_prev = self.cell1.project_input(prev_embs).unbind(1)
         hidden, vstate = initial_hidden, self.variant.init_state(initial_hidden)
         hiddens, contexts, src_weights, rec_weights = [], [], [], []
+        loop = self.loop_weights()
         for t in range(steps):
             query, vstate, weights = self.variant.recurrent_input(hidden, vstate)
-            hidden, context, alpha = self.recurrence(gates_prev[t], query, memory)
+            hidden, context, alpha = self.recurrence(gates_prev[t], query, memory, loop)
             hiddens.append(hidden)
             contexts.append(context)
             src_weights.append(alpha)

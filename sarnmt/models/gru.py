@@ -13,6 +13,7 @@ call so that teacher-forced training projects all time steps at once, before the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -66,15 +67,21 @@ class DL4MTGRUCell(nn.Module):
         """
         return F.linear(x, self.weight_ih, self.bias if self.bias_on == "input" else None)
 
-    def forward(self, gates_x: Tensor, h: Tensor) -> Tensor:
+    def hidden_bias(self) -> Tensor | None:
+        """The bias added to U h: the cell's bias when it sits on the hidden side, else None."""
+        return self.bias if self.bias_on == "hidden" else None
+
+    def forward(self, gates_x: Tensor, h: Tensor, hidden_proj: Callable[[Tensor], Tensor] | None = None) -> Tensor:
         """One step from projected input.
 
         :param gates_x: shape (B, 3d), from :meth:`project_input`.
         :param h: previous state, shape (B, d).
+        :param hidden_proj: computes U h (+ the hidden-side bias) instead of ``F.linear`` (the teacher-forced loop
+            passes a :class:`~sarnmt.models.loop_linear.LoopLinear` of ``weight_hh``).
         :returns: the new state, shape (B, d).
         """
         d = self.hidden_size
-        gates_h = F.linear(h, self.weight_hh, self.bias if self.bias_on == "hidden" else None)
+        gates_h = hidden_proj(h) if hidden_proj is not None else F.linear(h, self.weight_hh, self.hidden_bias())
         # split, not slices: the backward of a slice builds a zero tensor of the full size
         x_ru, x_c = gates_x.split([2 * d, d], dim=1)
         h_ru, h_c = gates_h.split([2 * d, d], dim=1)

@@ -1,0 +1,107 @@
+"""A linear map applied at every step of a recurrent loop, with its weight gradient formed once after the loop.
+
+Inside the teacher-forced loop the decoder applies the same matrices at every step (U of both cells, the attention's
+query projection, cell 2's input matrix). Plain autograd computes each step's weight gradient g_tᵀ x_t as its own
+product with an inner size of only B (the batch) and adds it into the weight's gradient: T small matrix products and
+T full-size additions (under bf16 autocast each addition also converts bf16 to fp32). :class:`LoopLinear` keeps the
+per-step backward for the inputs (g_t W, which backpropagation through time needs) but records g_t, and forms the
+weight gradient once::
+
+    ∂L/∂W = Σ_t g_tᵀ x_t = Gᵀ X      (G: (T·B, out), X: (T·B, in))      ∂L/∂b = Σ_t Σ_rows g_t
+
+as one product with inner size T·B. It is the same sum in another order (exact up to rounding; the tests compare the
+gradients with plain autograd and with the reference implementation in float64). Only the weight gradient is
+deferred; hooks on the parameters (DDP's gradient buckets among them) fire as usual, once.
+
+How it is ordered: every step's node also takes a one-element token made from the weight by a gathering node.
+Autograd runs the gathering node only after every step's node has passed its (zero) gradient to the token, that is
+after every g_t has been recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+
+class _Record:
+    """What the steps leave for the gathering node: inputs x_t and output gradients g_t, by step."""
+
+    def __init__(self) -> None:
+        self.inputs: list[Tensor] = []
+        self.grads: dict[int, Tensor] = {}
+
+
+class _Gather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, weight: Tensor, bias: Tensor | None, record: _Record) -> Tensor:
+        ctx.record, ctx.has_bias, ctx.dtype = record, bias is not None, weight.dtype
+        return weight.new_zeros(1)
+
+    @staticmethod
+    def backward(ctx: Any, _token_grad: Tensor):
+        record: _Record = ctx.record
+        steps = sorted(record.grads)
+        if not steps:
+            return None, None, None
+        grads = torch.cat([record.grads[t] for t in steps])  # (N, out)
+        inputs = torch.cat([record.inputs[t] for t in steps]).to(grads.dtype)  # (N, in)
+        weight_grad = (grads.t() @ inputs).to(ctx.dtype)
+        bias_grad = grads.sum(dim=0).to(ctx.dtype) if ctx.has_bias else None
+        record.grads.clear()
+        record.inputs.clear()
+        return weight_grad, bias_grad, None
+
+
+class _Step(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, token: Tensor, weight: Tensor, bias: Tensor | None, record: _Record) -> Tensor:
+        ctx.record, ctx.step, ctx.token_dtype = record, len(record.inputs), token.dtype
+        ctx.save_for_backward(weight)
+        record.inputs.append(x.detach())
+        out = x @ weight.t()
+        return out if bias is None else out + bias
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor):
+        (weight,) = ctx.saved_tensors
+        ctx.record.grads[ctx.step] = grad
+        grad_x = grad @ weight.to(grad.dtype) if ctx.needs_input_grad[0] else None
+        return grad_x, grad.new_zeros(1, dtype=ctx.token_dtype), None, None, None
+
+
+def _autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """The autocast dtype in force for ``device``, or None (also on PyTorch < 2.4, which lacks the query)."""
+    if not hasattr(torch, "get_autocast_dtype") or not torch.is_autocast_enabled(device.type):
+        return None
+    return torch.get_autocast_dtype(device.type)
+
+
+class LoopLinear:
+    """``x_t Wᵀ + b`` for one unrolled loop; call it once per step.
+
+    :param weight: W, shape (out, in).  :param bias: b, shape (out,), or None.
+    Build it where the loop starts (under autocast the weight is cast once, there). Meant for loops that will be
+    differentiated: under ``torch.no_grad`` use the plain layer.
+    """
+
+    def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
+        self.record = _Record()
+        self.token = _Gather.apply(weight, bias, self.record)
+        self.dtype = _autocast_dtype(weight.device)
+        # the steps see W without its autograd history: its only gradient path is the gathering node
+        self.weight = weight.detach() if self.dtype is None else weight.detach().to(self.dtype)
+        self.bias = None if bias is None else bias.detach().to(self.weight.dtype)
+
+    @classmethod
+    def of(cls, layer: nn.Linear) -> LoopLinear:
+        return cls(layer.weight, layer.bias)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        """:param x: shape (B, in).  :returns: shape (B, out)."""
+        if self.dtype is None:
+            return _Step.apply(x, self.token, self.weight, self.bias, self.record)
+        with torch.autocast(x.device.type, enabled=False):
+            return _Step.apply(x.to(self.dtype), self.token, self.weight, self.bias, self.record)
