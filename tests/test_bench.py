@@ -10,7 +10,7 @@ import torch
 
 from sarnmt.bench.__main__ import compose_bench, main
 from sarnmt.bench.report import checks, markdown
-from sarnmt.bench.run import bench
+from sarnmt.bench.run import bench, evenly_spaced
 from sarnmt.bench.workload import corpus_workload, hashed_ids, sorted_batches, synthetic_workload
 from sarnmt.utils.allocator import keep_freed_memory
 
@@ -54,6 +54,11 @@ def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys)
         assert main([*TINY, "device=cuda"]) == 2
         assert "device=cuda but no CUDA device is available" in capsys.readouterr().err
     assert main(["--help"]) == 0 and "plot=true" in capsys.readouterr().out
+
+
+def test_single_sentences_are_spread_over_the_batch():
+    assert evenly_spaced(list(range(64)), 4) == [0, 16, 32, 48]
+    assert evenly_spaced([1, 2], 5) == [1, 2]
 
 
 def test_workloads(tmp_path):

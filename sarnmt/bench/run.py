@@ -110,6 +110,13 @@ def train_rates(cfg: DictConfig, models: dict[str, Seq2Seq], batches: list[Train
     return {name: {impl: median_rate(samples[(name, impl)]) for impl in impls} for name in models}
 
 
+def evenly_spaced(items: list, count: int) -> list:
+    """``count`` items spread evenly over ``items`` (a batch sorted by length: short, middle and long ones alike)."""
+    if count >= len(items):
+        return list(items)
+    return [items[i * len(items) // count] for i in range(count)]
+
+
 def decode_rates(cfg: DictConfig, model: Seq2Seq, batches: list[TrainBatch]) -> dict[str, float]:
     """Sentences/s: greedy and beam search, batched and one at a time; the reference's greedy loop, batched."""
     device = batches[0].src.device
@@ -130,7 +137,7 @@ def decode_rates(cfg: DictConfig, model: Seq2Seq, batches: list[TrainBatch]) -> 
 
     with precision_context(device, cfg.precision), torch.no_grad():
         for name, search in searches.items():
-            single = sources[: cfg.decode.single]
+            single = evenly_spaced(sources, cfg.decode.single)
             run(search, sources[:1])  # warm-up
             batched_s, single_s = [], []
             one_at_a_time = partial(run_each, search, single)
