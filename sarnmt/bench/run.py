@@ -74,6 +74,7 @@ def make_workload(cfg: DictConfig) -> Workload:
     if src.is_file() and tgt.is_file():
         return corpus_workload(src, tgt, sentences, cfg.vocab, cfg.corpus.max_len, cfg.seed)
     low, high = cfg.synthetic_lengths
+    log.warning("bench: %s / %s not found: synthetic sentences of %d-%d tokens instead", src, tgt, low, high)
     return synthetic_workload(sentences, cfg.vocab, (low, high), cfg.seed)
 
 
