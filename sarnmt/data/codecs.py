@@ -141,7 +141,32 @@ class WordCodec(TextCodec):
         return {"type": self.kind, "itos": list(self.itos)}
 
 
-class BPECodec(TextCodec):
+class TokenizerIds:
+    """Ids from a HuggingFace ``tokenizers.Tokenizer`` whose ids 0 and 1 are ``</s>`` and ``<unk>``: what
+    :class:`BPECodec` (raw text) and :class:`~sarnmt.data.subword.SubwordBPE` (tokenised text) share.
+
+    :raises ValueError: if the tokenizer puts a special token elsewhere.
+    """
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        for want_id, token in enumerate(SPECIAL_TOKENS):
+            got = tokenizer.token_to_id(token)
+            if got != want_id:
+                raise ValueError(f"{type(self).__name__}: {token!r} must have id {want_id}, the tokenizer gives {got}")
+        self.tokenizer = tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, line: str) -> list[int]:
+        return self.tokenizer.encode(line, add_special_tokens=False).ids
+
+    def encode_batch(self, lines: Sequence[str]) -> list[list[int]]:
+        return [e.ids for e in self.tokenizer.encode_batch(list(lines), add_special_tokens=False)]
+
+
+class BPECodec(TokenizerIds, TextCodec):
     """Subword BPE over raw text (HuggingFace ``tokenizers``: ``models.BPE`` + ``Metaspace``).
 
     Spaces become the ``▁`` marker, so decoding gives the raw text back exactly for text made of characters
@@ -153,13 +178,6 @@ class BPECodec(TextCodec):
     """
 
     kind = "bpe"
-
-    def __init__(self, tokenizer: Tokenizer) -> None:
-        for want_id, token in enumerate(SPECIAL_TOKENS):
-            got = tokenizer.token_to_id(token)
-            if got != want_id:
-                raise ValueError(f"BPECodec: {token!r} must have id {want_id}, the tokenizer gives {got}")
-        self.tokenizer = tokenizer
 
     @staticmethod
     def new_tokenizer() -> Tokenizer:
@@ -177,16 +195,6 @@ class BPECodec(TextCodec):
             (when the text has fewer merges to learn) or larger (every character seen is kept).
         """
         return cls(train_bpe(cls.new_tokenizer(), lines, vocab_size, "BPECodec.train"))
-
-    @property
-    def vocab_size(self) -> int:
-        return self.tokenizer.get_vocab_size(with_added_tokens=True)
-
-    def encode(self, line: str) -> list[int]:
-        return self.tokenizer.encode(line, add_special_tokens=False).ids
-
-    def encode_batch(self, lines: Sequence[str]) -> list[list[int]]:
-        return [e.ids for e in self.tokenizer.encode_batch(list(lines), add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int]) -> str:
         ids = [int(i) for i in ids]

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-from sarnmt.data.codecs import SPECIAL_TOKENS, train_bpe
+from sarnmt.data.codecs import SPECIAL_TOKENS, TokenizerIds, train_bpe
 
 SUFFIX = "</w>"
 _SPECIAL = set(SPECIAL_TOKENS)
@@ -26,17 +26,14 @@ def merge_bpe(text: str) -> str:
     return _MERGE.sub("", text)
 
 
-class SubwordBPE:
-    """``@@``-style BPE: text of space-separated tokens <-> subword ids.
+class SubwordBPE(TokenizerIds):
+    """``@@``-style BPE: text of space-separated tokens <-> subword ids (:meth:`encode` takes tokenised lines).
 
     :param tokenizer: a trained tokenizer built by :meth:`new_tokenizer`, ids 0/1 being ``</s>``/``<unk>``.
     """
 
     def __init__(self, tokenizer: Tokenizer) -> None:
-        for want_id, token in enumerate(SPECIAL_TOKENS):
-            if tokenizer.token_to_id(token) != want_id:
-                raise ValueError(f"SubwordBPE: {token!r} must have id {want_id}")
-        self.tokenizer = tokenizer
+        super().__init__(tokenizer)
         self._id_to_piece = [tokenizer.id_to_token(i) for i in range(self.vocab_size)]
 
     @staticmethod
@@ -54,16 +51,6 @@ class SubwordBPE:
             when the text has fewer merges to learn).
         """
         return cls(train_bpe(cls.new_tokenizer(), tokenized_lines, vocab_size, "SubwordBPE.train", SUFFIX))
-
-    @property
-    def vocab_size(self) -> int:
-        return self.tokenizer.get_vocab_size(with_added_tokens=True)
-
-    def encode(self, tokenized_line: str) -> list[int]:
-        return self.tokenizer.encode(tokenized_line, add_special_tokens=False).ids
-
-    def encode_batch(self, tokenized_lines: Sequence[str]) -> list[list[int]]:
-        return [e.ids for e in self.tokenizer.encode_batch(list(tokenized_lines), add_special_tokens=False)]
 
     def pieces(self, tokenized_line: str) -> list[str]:
         """The ``@@``-form pieces of a line, one per id of :meth:`encode`."""
