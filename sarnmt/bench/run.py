@@ -46,6 +46,7 @@ from sarnmt.decoding.greedy import GreedySearch
 from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.lit_module import count_parameters
 from sarnmt.models.seq2seq import Seq2Seq
+from sarnmt.translate import pick_device
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.precision import precision_context
 
@@ -53,13 +54,14 @@ log = logging.getLogger("sarnmt.bench")
 
 
 def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
+    """:func:`~sarnmt.translate.pick_device`, refusing a CUDA device the machine does not have."""
+    try:
+        device = pick_device(name)
+    except RuntimeError as err:  # torch.device's own error for a name it does not know
+        raise ValueError(f"bench: device must be cpu, cuda, cuda:N or auto, got {name!r}") from err
+    if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("bench: device=cuda but no CUDA device is available (use device=cpu or device=auto)")
-    if name not in ("cpu", "cuda"):
-        raise ValueError(f"bench: device must be cpu, cuda or auto, got {name!r}")
-    return torch.device(name)
+    return device
 
 
 def build_model(cfg: DictConfig, decoder: DictConfig, device: torch.device) -> Seq2Seq:

@@ -153,7 +153,8 @@ def beam_decode(
             rows, active, beam_scores = rows[keep], active[keep], beam_scores[keep]
             prev = prev.view(n, k)[keep].view(-1)
             memory = memory.reorder(keep)
-        memory = memory.with_beams(k)
+        if t == 1:  # from now on k state rows per sentence (reorder keeps the setting)
+            memory = memory.with_beams(k)
         state = out.state.reorder(rows.view(-1))
     return _trace_back(records, pool_norm, pool_raw, pool_ref, src_mask, return_attention)
 
