@@ -11,7 +11,7 @@ import torch
 from sarnmt.bench.__main__ import compose_bench, main
 from sarnmt.bench.report import checks, markdown
 from sarnmt.bench.run import bench, evenly_spaced
-from sarnmt.bench.workload import corpus_workload, hashed_ids, sorted_batches, synthetic_workload
+from sarnmt.bench.workload import corpus_workload, hashed_ids, sorted_batches
 from sarnmt.utils.allocator import keep_freed_memory
 
 TINY = ["model=tiny", "model.emb_dim=16", "model.hidden_dim=24", "vocab=50", "batch_size=4", "train_batches=2",
@@ -22,7 +22,8 @@ def test_bench_measures_every_figure_and_plots(tmp_path):
     cfg, decoders = compose_bench([*TINY, "decoders=[baseline,self_attentive_rnn]", "plot=true",
                                    "plot_lengths=[3,6]", "plot_batch_sizes=[2,4]", f"out_dir={tmp_path}"])  # fmt: skip
     record = bench(cfg, decoders)
-    assert record["workload"]["description"].startswith("8 synthetic sentence pairs")
+    assert record["workload"]["description"] == "synthetic sentences of 6-30 tokens"
+    assert record["workload"]["pairs"] == 4 * 2 * 8 and len(record["workload"]["padded_lengths"]) == 2
     assert [v["decoder"] for v in record["variants"]] == ["baseline", "self_attentive_rnn"]
     for v in record["variants"]:
         for key in ("train_tok_s", "reference_train_tok_s", "greedy_batched", "greedy_single", "beam5_batched",
@@ -67,13 +68,14 @@ def test_workloads(tmp_path):
     src, tgt = tmp_path / "s.txt", tmp_path / "t.txt"
     src.write_text("a b c\nd e\n\nf g h i\n")
     tgt.write_text("x y\nz\nw\nv u t s r\n")
-    work = corpus_workload(src, tgt, 3, 100, max_len=10, seed=0)  # the pair with an empty side is left out
-    assert sorted(len(s) for s, _ in work.pairs) == [2, 3, 4]
-    with pytest.raises(ValueError, match="have 3 pairs shorter than 10 tokens, 4 needed"):
-        corpus_workload(src, tgt, 4, 100, max_len=10, seed=0)
-    batches = sorted_batches(synthetic_workload(10, 100, (2, 9), seed=0).pairs, 4)
-    assert len(batches) == 2  # the incomplete last batch is not timed
-    assert [b.tgt.size(1) for b in batches] == sorted(b.tgt.size(1) for b in batches)
+    work = corpus_workload(src, tgt, 100, max_len=5)  # the pair with an empty side and the long one are left out
+    assert [(len(s), len(t)) for s, t in work.pairs] == [(3, 2), (2, 1)]
+    pairs = [([2] * n, [3] * (n % 5 + 1)) for n in range(1, 41)]  # max(source, target) length 1 .. 40
+    batches = sorted_batches(pairs, 4, 3)  # 10 full batches; the middle ones of 3 stretches: batches 1, 5, 8
+    assert [b.src.size(1) - 1 for b in batches] == [8, 24, 36]
+    assert all(b.src.size(0) == 4 for b in batches)
+    with pytest.raises(ValueError, match="40 sentence pairs make 10 batches of 4, 11 needed"):
+        sorted_batches(pairs, 4, 11)
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")

@@ -15,6 +15,12 @@ def _fmt(value: float | None, spec: str = ",.0f") -> str:
     return "–" if value is None else format(value, spec)
 
 
+def _workload(work: dict[str, Any]) -> str:
+    lengths = ", ".join(f"{s}/{t}" for s, t in work["padded_lengths"])
+    return (f"{work['batches']} of the length-sorted batches of {work['pairs']:,} pairs from {work['description']} "
+            f"(source/target lengths with EOS: {lengths}; {work['target_tokens']:,} target tokens)")
+
+
 def markdown(record: dict[str, Any]) -> str:
     cfg, variants = record["config"], record["variants"]
     beam = f"beam{cfg['decode']['beam_size']}"
@@ -22,7 +28,7 @@ def markdown(record: dict[str, Any]) -> str:
     lines = [
         f"device {m['device']}{' (' + m['gpu'] + ')' if 'gpu' in m else ''}, {m['threads']} threads, torch "
         f"{m['torch']}; precision {cfg['precision']}; model e={cfg['model']['emb_dim']} d={cfg['model']['hidden_dim']} "
-        f"V={cfg['vocab']:,}; batch {cfg['batch_size']} sentences; {record['workload']['description']}",
+        f"V={cfg['vocab']:,}; batch {cfg['batch_size']} sentences; {_workload(record['workload'])}",
         "",
         "| decoder | parameters | train tok/s | reference tok/s | × reference | slower than baseline | activations MiB "
         f"| greedy sent/s (batched) | greedy batched/single | {beam} sent/s (batched) | {beam} batched/single "

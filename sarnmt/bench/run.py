@@ -71,12 +71,12 @@ def build_model(cfg: DictConfig, decoder: DictConfig, device: torch.device) -> S
 
 
 def make_workload(cfg: DictConfig) -> Workload:
-    sentences = cfg.batch_size * cfg.train_batches
     src, tgt = Path(cfg.corpus.src), Path(cfg.corpus.tgt)
     if src.is_file() and tgt.is_file():
-        return corpus_workload(src, tgt, sentences, cfg.vocab, cfg.corpus.max_len, cfg.seed)
+        return corpus_workload(src, tgt, cfg.vocab, cfg.corpus.max_len)
     low, high = cfg.synthetic_lengths
     log.warning("bench: %s / %s not found: synthetic sentences of %d-%d tokens instead", src, tgt, low, high)
+    sentences = cfg.batch_size * cfg.train_batches * cfg.synthetic_pool
     return synthetic_workload(sentences, cfg.vocab, (low, high), cfg.seed)
 
 
@@ -210,7 +210,7 @@ def bench(cfg: DictConfig, decoders: dict[str, DictConfig]) -> dict[str, Any]:
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()
     workload = make_workload(cfg)
-    batches = [b.to(device) for b in sorted_batches(workload.pairs, cfg.batch_size)]
+    batches = [b.to(device) for b in sorted_batches(workload.pairs, cfg.batch_size, cfg.train_batches)]
     models = {name: build_model(cfg, decoder, device) for name, decoder in decoders.items()}
     rates = train_rates(cfg, models, batches)
     variants = []
@@ -230,8 +230,9 @@ def bench(cfg: DictConfig, decoders: dict[str, DictConfig]) -> dict[str, Any]:
     record: dict[str, Any] = {
         "machine": machine(device),
         "config": OmegaConf.to_container(cfg, resolve=True),
-        "workload": {"description": workload.description, "batches": len(batches),
-                     "target_tokens": sum(b.tokens for b in batches)},  # fmt: skip
+        "workload": {"description": workload.description, "pairs": len(workload.pairs), "batches": len(batches),
+                     "target_tokens": sum(b.tokens for b in batches),
+                     "padded_lengths": [[b.src.size(1), b.tgt.size(1)] for b in batches]},  # fmt: skip
         "variants": variants,
     }
     if cfg.plot:

@@ -4,8 +4,9 @@ With a parallel corpus at hand (``corpus.src`` / ``corpus.tgt``, plain or ``.gz`
 set under ``../shared/data`` when it is there) the sentences are real: their lengths and word repetitions are the
 corpus's, with every whitespace token hashed to an id in [2, V) (speed depends on lengths and vocabulary size, not on
 which words they are). Otherwise the pairs are synthetic, of random lengths in ``synthetic.lengths``, and the record
-says so. Batches are built the way training builds them: sort by length, cut into batches of ``batch_size``
-sentences, so that padding stays small.
+says so. Batches are built the way training builds them (:mod:`sarnmt.data.sampler`): the whole set sorted by
+``max(source length, target length)`` and cut into batches of ``batch_size`` sentences, so that padding stays as
+small as in training; the timed batches are spread evenly over that sorted list (short, middle and long ones).
 """
 
 from __future__ import annotations
@@ -55,23 +56,15 @@ def hashed_ids(line: str, vocab: int) -> list[int]:
     return [2 + zlib.crc32(token.encode()) % (vocab - 2) for token in line.split()]
 
 
-def corpus_workload(src_path: str | Path, tgt_path: str | Path, sentences: int, vocab: int, max_len: int, seed: int
-                    ) -> Workload:  # fmt: skip
-    """``sentences`` pairs drawn at random from a parallel corpus, both sides shorter than ``max_len`` tokens.
-
-    :raises ValueError: if the corpus has fewer usable pairs than asked for (naming both files).
-    """
+def corpus_workload(src_path: str | Path, tgt_path: str | Path, vocab: int, max_len: int) -> Workload:
+    """Every pair of a parallel corpus whose sides are both non-empty and shorter than ``max_len`` tokens."""
     src_lines, tgt_lines = read_parallel(src_path, tgt_path)
     pairs = [
         (hashed_ids(s, vocab), hashed_ids(t, vocab))
         for s, t in zip(src_lines, tgt_lines, strict=True)
         if 0 < len(s.split()) < max_len and 0 < len(t.split()) < max_len
     ]
-    if len(pairs) < sentences:
-        raise ValueError(f"bench: {src_path} / {tgt_path} have {len(pairs)} pairs shorter than {max_len} tokens, "
-                         f"{sentences} needed")  # fmt: skip
-    pairs = random.Random(seed).sample(pairs, sentences)
-    return Workload(pairs, f"{sentences} sentence pairs of {src_path} / {tgt_path} (real lengths, hashed ids)")
+    return Workload(pairs, f"{src_path} / {tgt_path} (real lengths, hashed ids)")
 
 
 def synthetic_workload(sentences: int, vocab: int, lengths: tuple[int, int], seed: int) -> Workload:
@@ -83,14 +76,24 @@ def synthetic_workload(sentences: int, vocab: int, lengths: tuple[int, int], see
         return [rng.randrange(2, vocab) for _ in range(rng.randint(low, high))]
 
     pairs = [(sentence(), sentence()) for _ in range(sentences)]
-    return Workload(pairs, f"{sentences} synthetic sentence pairs of {low}-{high} tokens")
+    return Workload(pairs, f"synthetic sentences of {low}-{high} tokens")
 
 
-def sorted_batches(pairs: list[Pair], batch_size: int) -> list[TrainBatch]:
-    """Batches of ``batch_size`` pairs of similar length (sorted by target, then source length)."""
-    ordered = sorted(pairs, key=lambda p: (len(p[1]), len(p[0])))
+def sorted_batches(pairs: list[Pair], batch_size: int, count: int) -> list[TrainBatch]:
+    """``count`` batches of ``batch_size`` pairs as training cuts them, spread evenly over the length-sorted set.
+
+    The pairs are sorted by ``max(source, target length)`` (ties by target, then source length) and cut into
+    consecutive batches; batch i of the ``count`` returned is the middle one of the i-th of ``count`` equal stretches,
+    so the batches come out shortest first.
+    :raises ValueError: if there are fewer than ``count`` full batches.
+    """
+    ordered = sorted(pairs, key=lambda p: (max(len(p[0]), len(p[1])), len(p[1]), len(p[0])))
+    full = len(ordered) // batch_size
+    if full < count:
+        raise ValueError(f"bench: {len(pairs)} sentence pairs make {full} batches of {batch_size}, {count} needed")
     batches = []
-    for start in range(0, len(ordered) - batch_size + 1, batch_size):
+    for i in range(count):
+        start = ((2 * i + 1) * full // (2 * count)) * batch_size
         chunk = ordered[start : start + batch_size]
         batches.append(TrainBatch(*pad_sequences([s for s, _ in chunk]), *pad_sequences([t for _, t in chunk])))
     return batches
