@@ -7,6 +7,7 @@ import torch
 
 from sarnmt.decoding.greedy import greedy_decode
 from sarnmt.loss import token_nll
+from sarnmt.models import attention as attention_module
 from sarnmt.params import compose_params, count
 from tests.conftest import DECODER_FORMS, decoder_cfg
 from tests.model_helpers import batch, build
@@ -181,3 +182,20 @@ def test_greedy_matches_manual_argmax(name, override):
         attention = hyps.src_attention[row]
         assert attention.shape[1] == s_len
         torch.testing.assert_close(attention.sum(-1), torch.ones(attention.size(0), dtype=attention.dtype))
+
+
+@pytest.mark.parametrize("beams", [1, 2])
+def test_search_time_attention_in_cache_sized_chunks_equals_one_piece(monkeypatch, beams):
+    """Without autograd the source attention forms its energies a few sentences at a time; the result is the same."""
+    model = build(decoder_cfg("baseline", None))
+    src, src_mask, _, _ = batch()
+    memory, _ = model.encode(src, src_mask)
+    memory = memory.with_beams(beams)
+    query = torch.randn(3 * beams, 8, dtype=torch.float64)
+    context, weights = model.decoder.attention(query, memory)  # parameters want gradients: one piece
+    assert context.requires_grad
+    monkeypatch.setattr(attention_module, "CACHE_CHUNK", 8 * beams * src.size(1))  # one sentence per chunk
+    with torch.no_grad():
+        chunked = model.decoder.attention(query, memory)
+    torch.testing.assert_close(chunked[0], context.detach(), atol=1e-12, rtol=0)
+    torch.testing.assert_close(chunked[1], weights.detach(), atol=1e-12, rtol=0)

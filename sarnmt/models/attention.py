@@ -6,6 +6,11 @@ As in dl4mt's cGRU the query is the intermediate state s'_t of cell 1. The key p
 on the source, so it is computed once per batch (:meth:`SourceAttention.project_keys`) and carried in
 :class:`~sarnmt.models.state.SourceMemory`. The scalar score bias c (dl4mt's ``c_tt``) cancels in the softmax; it is
 kept only so that parameter counts equal the paper's.
+
+Search runs without autograd, and there the energies tanh(W_a h_j + b_a + U_a s'_t) of a batch of B sentences × g
+beams (B·g·S·2d numbers, tens of megabytes) are formed a few sentences at a time in one buffer that stays in the
+CPU's cache, instead of in one tensor that goes to main memory and back at every step (batched beam-5 search on
+2 CPU cores: +4-5% sentences/s). Training keeps every step's energies for backward, so it forms them in one piece.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from torch import Tensor, nn
 
 from sarnmt.models.init import init_linear_, normal_, zeros_
 from sarnmt.models.state import SourceMemory
+
+CACHE_CHUNK = 1 << 19  # numbers in the search-time energy buffer: 2 MiB in fp32, about one core's L2 cache
 
 
 class SourceAttention(nn.Module):
@@ -50,8 +57,27 @@ class SourceAttention(nn.Module):
         if query.size(0) != batch * memory.beams:
             raise ValueError(f"attention: {query.size(0)} query rows for {batch} sentences × {memory.beams} beams")
         query = (query_proj or self.query_proj)(query).view(batch, memory.beams, 1, dim)
-        hidden = torch.tanh_(memory.keys.unsqueeze(1) + query)  # in place: one (B, g, S, 2d) buffer
-        scores = torch.matmul(hidden, self.v) + self.score_bias  # (B, g, S)
+        if torch.is_grad_enabled():
+            hidden = torch.tanh_(memory.keys.unsqueeze(1) + query)  # in place: one (B, g, S, 2d) buffer
+            scores = torch.matmul(hidden, self.v) + self.score_bias  # (B, g, S)
+        else:
+            scores = self._scores_in_chunks(query, memory.keys)
         weights = torch.softmax(scores.masked_fill(~memory.mask.unsqueeze(1), float("-inf")), dim=-1)
         context = torch.bmm(weights, memory.annotations)  # (B, g, 2d)
         return context.view(-1, memory.annotations.size(2)), weights.view(-1, length)
+
+    def _scores_in_chunks(self, query: Tensor, keys: Tensor) -> Tensor:
+        """v_aᵀ tanh(keys + query) + c without autograd, a few sentences at a time in one reused buffer.
+
+        :param query: U_a s'_t, shape (B, g, 1, 2d).  :param keys: shape (B, S, 2d).  :returns: shape (B, g, S).
+        """
+        batch, beams, _, dim = query.shape
+        rows = max(1, CACHE_CHUNK // (beams * keys.size(1) * dim))
+        buffer = torch.empty((min(rows, batch), beams, keys.size(1), dim), dtype=torch.result_type(keys, query),
+                             device=query.device)  # fmt: skip
+        scores = []
+        for start in range(0, batch, rows):
+            part = buffer[: min(rows, batch - start)]
+            torch.add(keys[start : start + rows].unsqueeze(1), query[start : start + rows], out=part).tanh_()
+            scores.append(torch.matmul(part, self.v))
+        return torch.cat(scores) + self.score_bias
