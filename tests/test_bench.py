@@ -27,10 +27,14 @@ def test_bench_measures_every_figure_and_plots(tmp_path):
     assert [v["decoder"] for v in record["variants"]] == ["baseline", "self_attentive_rnn"]
     for v in record["variants"]:
         for key in ("train_tok_s", "reference_train_tok_s", "greedy_batched", "greedy_single", "beam5_batched",
-                    "beam5_single", "reference_greedy_batched", "activation_mib", "reference_activation_mib"):
+                    "beam5_single", "reference_greedy_batched", "activation_mib", "reference_activation_mib",
+                    "train_flops_per_token", "reference_train_flops_per_token", "train_gflop_s"):
             assert v[key] > 0, key
         assert v["train_speedup_vs_reference"] == pytest.approx(v["train_tok_s"] / v["reference_train_tok_s"])
         assert v["peak_mib"] is None  # CPU: no allocator peak; activation memory instead
+        # the textbook loop recomputes the attention keys at every step: more matrix-product work per token
+        assert v["reference_train_flops_per_token"] > 1.2 * v["train_flops_per_token"]
+        assert "share_of_peak" not in v  # peak_gflop_s not given
     assert record["variants"][0]["train_overhead_vs_baseline"] == 0.0
     # the self-attentive RNN keeps more for backward than the baseline (its attention over past states)
     assert record["variants"][1]["activation_mib"] > record["variants"][0]["activation_mib"]
@@ -38,14 +42,16 @@ def test_bench_measures_every_figure_and_plots(tmp_path):
     assert all(len(s["length"]) == 2 and len(s["batch"]) == 2 for s in record["series"].values())
     table = markdown(record)
     assert "| self_attentive_rnn | " in table and "target ≥ 2.0×" in table
+    assert "the matrix-product work" in table
     assert any("self_attentive_rnn" in line and "≤ 15%" in line for line in checks(record))
 
 
 def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys):
-    assert main([*TINY, "decoders=[baseline]", "reference=false", f"out_dir={tmp_path}"]) == 0
+    assert main([*TINY, "decoders=[baseline]", "reference=false", "peak_gflop_s=1000", f"out_dir={tmp_path}"]) == 0
     (json_path,) = tmp_path.glob("bench-*.json")
     record = json.loads(json_path.read_text())
     assert "reference_train_tok_s" not in record["variants"][0]
+    assert record["variants"][0]["share_of_peak"] == pytest.approx(record["variants"][0]["train_gflop_s"] / 1000)
     assert json_path.with_suffix(".md").read_text().startswith("device cpu")
     assert "| baseline |" in capsys.readouterr().out
     assert main(["decoders=[baseline,nonsense]"]) == 2

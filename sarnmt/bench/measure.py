@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor
+from torch.utils.flop_counter import FlopCounterMode
 
 from sarnmt.bench.reference import reference_logits
 from sarnmt.bench.workload import TrainBatch
@@ -79,6 +80,17 @@ def activation_bytes(model: torch.nn.Module, logits_fn: LogitsFn, batch: TrainBa
         logits = logits_fn(model, batch)
         token_nll(logits, batch.tgt, batch.tgt_mask).sum()
     return sum(seen.values())
+
+
+def matmul_flops(model: torch.nn.Module, logits_fn: LogitsFn, batch: TrainBatch, precision: str) -> int:
+    """Floating-point operations of the matrix products (``torch.utils.flop_counter``) in one training step's
+    forward, loss and backward: the work an implementation asks of the hardware, independent of how fast it runs.
+    The parameters' gradients are cleared afterwards."""
+    with precision_context(batch.src.device, precision), FlopCounterMode(display=False) as counter:
+        nll = token_nll(logits_fn(model, batch), batch.tgt, batch.tgt_mask)
+        translation_loss(nll, batch.tgt_mask, "sentence").backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops()
 
 
 def peak_cuda_bytes(fn: Callable[[], object], device: torch.device) -> int | None:

@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from sarnmt.bench.measure import (
     activation_bytes,
+    matmul_flops,
     median_rate,
     peak_cuda_bytes,
     sarnmt_logits,
@@ -166,8 +167,15 @@ def memory_and_decoding(cfg: DictConfig, name: str, decoder: DictConfig, batches
     model = build_model(cfg, decoder, device).train()
     longest = batches[-1]
     record: dict[str, Any] = {"activation_mib": activation_bytes(model, sarnmt_logits, longest, cfg.precision) / 2**20}
+    tokens = sum(b.tokens for b in batches)
+
+    def flops_per_token(logits_fn) -> float:
+        return sum(matmul_flops(model, logits_fn, b, cfg.precision) for b in batches) / tokens
+
+    record["train_flops_per_token"] = flops_per_token(sarnmt_logits)
     if cfg.reference:
         record["reference_activation_mib"] = activation_bytes(model, textbook_logits, longest, cfg.precision) / 2**20
+        record["reference_train_flops_per_token"] = flops_per_token(textbook_logits)
     optimizer = instantiate(cfg.optim)(params=model.parameters())
     with precision_context(device, cfg.precision):
         peak = peak_cuda_bytes(partial(train_step, model, sarnmt_logits, optimizer, longest, cfg.clip), device)
@@ -226,6 +234,11 @@ def bench(cfg: DictConfig, decoders: dict[str, DictConfig]) -> dict[str, Any]:
     del models
     for v in tqdm(variants, desc="memory and decoding", unit="variant"):
         v.update(memory_and_decoding(cfg, v["decoder"], decoders[v["decoder"]], batches))
+        v["train_gflop_s"] = v["train_flops_per_token"] * v["train_tok_s"] / 1e9
+        if cfg.peak_gflop_s:
+            v["share_of_peak"] = v["train_gflop_s"] / cfg.peak_gflop_s
+        if "reference_train_flops_per_token" in v:
+            v["reference_train_gflop_s"] = v["reference_train_flops_per_token"] * v["reference_train_tok_s"] / 1e9
         log.info("%s: %.0f target tok/s", v["decoder"], v["train_tok_s"])
     record: dict[str, Any] = {
         "machine": machine(device),
