@@ -38,13 +38,17 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def step_loss(model: torch.nn.Module, logits_fn: LogitsFn, batch: TrainBatch) -> Tensor:
+    """The paper's loss of one batch (summed over each sentence, averaged over sentences), as training takes it."""
+    return translation_loss(token_nll(logits_fn(model, batch), batch.tgt, batch.tgt_mask), batch.tgt_mask, "sentence")
+
+
 def train_step(model: torch.nn.Module, logits_fn: LogitsFn, optimizer: torch.optim.Optimizer, batch: TrainBatch,
                clip: float | None) -> float:  # fmt: skip
     """One training step as :class:`~sarnmt.lit_module.TranslationModule` takes it: forward, the paper's loss,
     backward, gradient clipping, optimizer step.  :returns: the loss."""
     optimizer.zero_grad(set_to_none=True)
-    nll = token_nll(logits_fn(model, batch), batch.tgt, batch.tgt_mask)
-    loss = translation_loss(nll, batch.tgt_mask, "sentence")
+    loss = step_loss(model, logits_fn, batch)
     loss.backward()
     if clip:
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -87,8 +91,7 @@ def matmul_flops(model: torch.nn.Module, logits_fn: LogitsFn, batch: TrainBatch,
     forward, loss and backward: the work an implementation asks of the hardware, independent of how fast it runs.
     The parameters' gradients are cleared afterwards."""
     with precision_context(batch.src.device, precision), FlopCounterMode(display=False) as counter:
-        nll = token_nll(logits_fn(model, batch), batch.tgt, batch.tgt_mask)
-        translation_loss(nll, batch.tgt_mask, "sentence").backward()
+        step_loss(model, logits_fn, batch).backward()
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops()
 

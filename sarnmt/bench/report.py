@@ -51,7 +51,7 @@ def markdown(record: dict[str, Any]) -> str:
             f"| {_fmt(v.get('reference_train_tok_s'))} "
             f"| {_fmt(v.get('train_speedup_vs_reference'), '.2f')}× "
             f"| {_fmt(100 * v['train_overhead_vs_baseline'] if 'train_overhead_vs_baseline' in v else None, '+.1f')}% "
-            f"| {v['train_flops_per_token'] / 1e6:,.0f} ({_fmt(_mega(v.get('reference_train_flops_per_token')))}) "
+            f"| {_fmt(_mega(v['train_flops_per_token']))} ({_fmt(_mega(v.get('reference_train_flops_per_token')))}) "
             f"| {_gflops(v)} ({_fmt(v.get('reference_train_gflop_s'))}) "
             f"| {_fmt(v['activation_mib'], '.1f')} | {_fmt(v['greedy_batched'], '.1f')} "
             f"| {v['greedy_batched'] / v['greedy_single']:.1f}× | {_fmt(v[beam + '_batched'], '.1f')} "
