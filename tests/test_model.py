@@ -8,6 +8,7 @@ import torch
 from sarnmt.decoding.greedy import greedy_decode
 from sarnmt.loss import token_nll
 from sarnmt.models import attention as attention_module
+from sarnmt.models.gru import gru_update
 from sarnmt.params import compose_params, count
 from tests.conftest import DECODER_FORMS, decoder_cfg
 from tests.model_helpers import batch, build
@@ -199,3 +200,69 @@ def test_search_time_attention_in_cache_sized_chunks_equals_one_piece(monkeypatc
         chunked = model.decoder.attention(query, memory)
     torch.testing.assert_close(chunked[0], context.detach(), atol=1e-12, rtol=0)
     torch.testing.assert_close(chunked[1], weights.detach(), atol=1e-12, rtol=0)
+
+
+def _gru_update_plain(gates_x, gates_h, h):
+    d = h.size(-1)
+    r = torch.sigmoid(gates_x[:, :d] + gates_h[:, :d])
+    u = torch.sigmoid(gates_x[:, d : 2 * d] + gates_h[:, d : 2 * d])
+    candidate = torch.tanh(gates_x[:, 2 * d :] + r * gates_h[:, 2 * d :])
+    return u * h + (1 - u) * candidate
+
+
+def test_gru_update_and_its_hand_written_backward_match_autograd():
+    """The one-node GRU update equals the equations written as plain tensor code, values and all three gradients,
+    also for an input-side projection that is a strided view (as the loops pass it)."""
+    gen = torch.Generator().manual_seed(3)
+    wide = torch.randn(4, 2, 9, dtype=torch.float64, generator=gen, requires_grad=True)
+    gates_x = wide[:, 1]  # (4, 9), row stride 18
+    gates_h = torch.randn(4, 9, dtype=torch.float64, generator=gen, requires_grad=True)
+    h = torch.randn(4, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+    grad = torch.randn(4, 3, dtype=torch.float64, generator=gen)
+    out = gru_update(gates_x, gates_h, h)
+    expected = _gru_update_plain(gates_x, gates_h, h)
+    torch.testing.assert_close(out, expected, atol=1e-12, rtol=0)
+    got = torch.autograd.grad(out, (wide, gates_h, h), grad)
+    want = torch.autograd.grad(expected, (wide, gates_h, h), grad)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-12, rtol=0)
+    assert torch.autograd.gradcheck(gru_update, (gates_x.detach().requires_grad_(), gates_h, h))
+
+
+def test_gru_update_promotes_mixed_dtypes():
+    """Under autocast the projections may be bf16 and the state fp32: computed in fp32, gradients in each dtype."""
+    gates_x = torch.randn(2, 6, dtype=torch.bfloat16, requires_grad=True)
+    gates_h = torch.randn(2, 6, dtype=torch.bfloat16, requires_grad=True)
+    h = torch.randn(2, 2, requires_grad=True)
+    out = gru_update(gates_x, gates_h, h)
+    assert out.dtype == torch.float32
+    out.sum().backward()
+    assert (gates_x.grad.dtype, gates_h.grad.dtype, h.grad.dtype) == (torch.bfloat16, torch.bfloat16, torch.float32)
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_unrolled_encoder_equals_packed_gru(grad):
+    """The CPU loop over both directions computes what PyTorch's GRU over packed sequences computes: the same
+    annotations (zero at padding; the backward direction starting at each sentence's last real token) and, when
+    trained, the same gradients for every encoder parameter."""
+    model = build(decoder_cfg("baseline", None))
+    src, src_mask, _, _ = batch()
+    rnn = model.encoder.rnn
+    weights = torch.randn(*src.shape, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    results = []
+    for run in (rnn.packed, rnn.unrolled):
+        model.zero_grad()
+        with torch.set_grad_enabled(grad):
+            annotations = run(model.encoder.embedding(src), src_mask)
+        assert annotations.shape == (*src.shape, 16)
+        assert not annotations[~src_mask].any()
+        if grad:
+            (annotations * weights).sum().backward()
+        results.append((annotations.detach(), [p.grad for p in rnn.parameters()]))
+    (packed, packed_grads), (unrolled, unrolled_grads) = results
+    torch.testing.assert_close(unrolled, packed, atol=1e-12, rtol=0)
+    for got, want in zip(unrolled_grads, packed_grads, strict=True):
+        if grad:
+            torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+        else:
+            assert got is None and want is None

@@ -1,10 +1,11 @@
 """A plain, textbook implementation of sarnmt's model: the comparison point of the speed benchmark (issue 5).
 
-sarnmt's core (:mod:`sarnmt.models`) is written for speed: the encoder is PyTorch's fused ``nn.GRU`` over packed
-sequences, the source attention keys W_a h_j + b_a are projected once per batch, cell 1's input projections for all
-steps are one matrix product before the recurrent loop, and the variants' histories are scored for all steps at once
-with a causal mask. To say what that buys, the benchmark times the same model written the obvious way, straight from
-the equations, which is what this module is:
+sarnmt's core (:mod:`sarnmt.models`) is written for speed: the encoder projects the inputs of all positions and
+both directions as one product and runs both directions in one loop (cuDNN's fused GRU on a GPU), the source
+attention keys W_a h_j + b_a are projected once per batch, cell 1's input projections for all steps are one matrix
+product before the recurrent loop, every loop's weight gradients are formed once after it, and the variants'
+histories are scored for all steps at once with a causal mask. To say what that buys, the benchmark times the same
+model written the obvious way, straight from the equations, which is what this module is:
 
 - the encoder is a Python loop over source positions, forward then backward, of a hand-written GRU cell with
   dl4mt's masking (at a padded position the state is carried over unchanged);

@@ -1,18 +1,30 @@
 """Bidirectional GRU encoder (paper eq. 2; appendix A.1; reference note §2.2-2.3).
 
-The source embedding table is shared by both directions. Each direction is PyTorch's fused GRU with the
+The source embedding table is shared by both directions. The parameters are those of PyTorch's GRU with the
 hidden-side bias held at zero as a buffer (not a parameter), which is exactly dl4mt's cell (bias on the input side,
-outside the reset gate). Packed sequences reproduce dl4mt's masking: the backward pass starts at each sentence's
-last real token with a zero state.
+outside the reset gate). The backward direction starts at each sentence's last real token with a zero state
+(dl4mt's masking). Two ways to run it, with the same results:
+
+- on a GPU, PyTorch's fused GRU over packed sequences (cuDNN runs the whole recurrence, forward and backward);
+- on the CPU, :meth:`DL4MTBiGRU.unrolled`: both directions in one Python loop, the input projections of all positions
+  and both directions as one product before it, U h through :class:`~sarnmt.models.loop_linear.LoopLinear` and
+  the gates through :func:`~sarnmt.models.gru.gru_update`. PyTorch's CPU GRU has no fused backward (autograd
+  records every gate operation of every step and adds every step's weight gradient), so the loop trains faster
+  there (README, Performance).
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from sarnmt.models.gru import gru_update
 from sarnmt.models.init import init_linear_, normal_, orthogonal_blocks_, zeros_
+from sarnmt.models.loop_linear import LoopLinear
 
 
 class DL4MTBiGRU(nn.GRU):
@@ -34,6 +46,48 @@ class DL4MTBiGRU(nn.GRU):
                 orthogonal_blocks_(param, self.hidden_size)
             else:
                 zeros_(param)
+
+    def packed(self, emb: Tensor, src_mask: Tensor) -> Tensor:
+        """PyTorch's GRU over packed sequences.
+
+        :param emb: embedded source, shape (B, S, e).  :param src_mask: shape (B, S), True on real positions.
+        :returns: [→h_j; ←h_j], shape (B, S, 2d), zero at padding.
+        """
+        lengths = src_mask.sum(dim=1).cpu()
+        out, _ = self(pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False))
+        return pad_packed_sequence(out, batch_first=True, total_length=emb.size(1))[0]
+
+    def unrolled(self, emb: Tensor, src_mask: Tensor) -> Tensor:
+        """The same as :meth:`packed`, as one Python loop over positions running both directions.
+
+        The forward direction needs no mask (its states at padding are zeroed at the end and feed nothing real);
+        the backward direction meets the padding first and is held at zero there by multiplying with the mask.
+
+        :param emb: shape (B, S, e).  :param src_mask: shape (B, S).  :returns: shape (B, S, 2d), zero at padding.
+        """
+        batch, length, _ = emb.shape
+        d = self.hidden_size
+        weight_ih = torch.cat([self.weight_ih_l0, self.weight_ih_l0_reverse])
+        gates = F.linear(emb, weight_ih, torch.cat([self.bias_ih_l0, self.bias_ih_l0_reverse]))  # (B, S, 6d)
+        # unbind, not gates[:, t]: the backward of S slices would build S full-size zero gradients
+        gates_fwd, gates_bwd = gates[..., : 3 * d].unbind(1), gates[..., 3 * d :].unbind(1)
+        mask = src_mask.unsqueeze(-1).to(gates.dtype)  # (B, S, 1)
+        keep = mask.unbind(1)
+        if torch.is_grad_enabled():
+            proj_fwd, proj_bwd = LoopLinear(self.weight_hh_l0), LoopLinear(self.weight_hh_l0_reverse)
+        else:
+            proj_fwd = partial(F.linear, weight=self.weight_hh_l0)
+            proj_bwd = partial(F.linear, weight=self.weight_hh_l0_reverse)
+        h_fwd = h_bwd = gates.new_zeros(batch, d)
+        out_fwd: list[Tensor] = []
+        out_bwd: list[Tensor] = [h_fwd] * length
+        for t in range(length):
+            h_fwd = gru_update(gates_fwd[t], proj_fwd(h_fwd), h_fwd)
+            out_fwd.append(h_fwd)
+            j = length - 1 - t
+            h_bwd = gru_update(gates_bwd[j], proj_bwd(h_bwd), h_bwd) * keep[j]
+            out_bwd[j] = h_bwd
+        return torch.cat([torch.stack(out_fwd, dim=1), torch.stack(out_bwd, dim=1)], dim=-1) * mask
 
 
 class BiGRUEncoder(nn.Module):
@@ -66,11 +120,9 @@ class BiGRUEncoder(nn.Module):
             s_0 = tanh(W_init · mean_j h_j + b_init) of shape (B, d), the mean taken over real positions.
         """
         emb = self.dropout_embeddings(self.embedding(src))
-        lengths = src_mask.sum(dim=1)
-        packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, _ = self.rnn(packed)
-        annotations, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
-        mask = src_mask.unsqueeze(-1).to(annotations.dtype)
-        mean = (annotations * mask).sum(dim=1) / lengths.unsqueeze(-1).to(annotations.dtype)
+        run = self.rnn.packed if emb.is_cuda else self.rnn.unrolled
+        annotations = run(emb, src_mask)  # zero at padding
+        lengths = src_mask.sum(dim=1, keepdim=True).to(annotations.dtype)
+        mean = annotations.sum(dim=1) / lengths
         s0 = torch.tanh(self.init_state(mean))
         return self.dropout_hidden(annotations), s0
