@@ -28,9 +28,12 @@ def test_bench_measures_every_figure_and_plots(tmp_path):
     for v in record["variants"]:
         for key in ("train_tok_s", "reference_train_tok_s", "greedy_batched", "greedy_single", "beam5_batched",
                     "beam5_single", "reference_greedy_batched", "activation_mib", "reference_activation_mib",
-                    "train_flops_per_token", "reference_train_flops_per_token", "train_gflop_s"):
+                    "train_flops_per_token", "reference_train_flops_per_token", "train_gflop_s", "model_tok_s",
+                    "reference_model_tok_s", "optimizer_ms", "reference_optimizer_ms"):
             assert v[key] > 0, key
         assert v["train_speedup_vs_reference"] == pytest.approx(v["train_tok_s"] / v["reference_train_tok_s"])
+        assert v["model_speedup_vs_reference"] == pytest.approx(v["model_tok_s"] / v["reference_model_tok_s"])
+        assert v["model_tok_s"] > v["train_tok_s"]  # the optimizer step is part of the whole step
         assert v["peak_mib"] is None  # CPU: no allocator peak; activation memory instead
         # the textbook loop recomputes the attention keys at every step: more matrix-product work per token
         assert v["reference_train_flops_per_token"] > 1.2 * v["train_flops_per_token"]
@@ -42,7 +45,10 @@ def test_bench_measures_every_figure_and_plots(tmp_path):
     assert all(len(s["length"]) == 2 and len(s["batch"]) == 2 for s in record["series"].values())
     table = markdown(record)
     assert "| self_attentive_rnn | " in table and "target ≥ 2.0×" in table
-    assert "the matrix-product work" in table
+    assert "the matrix-product work" in table and "without the optimizer step" in table
+    # sarnmt steps with its fused Adadelta, the textbook reference with PyTorch's, both with the paper's settings
+    assert cfg.optim._target_ == "sarnmt.optim.Adadelta" and cfg.reference_optim._target_ == "torch.optim.Adadelta"
+    assert cfg.reference_optim.rho == cfg.optim.rho == 0.95
     assert any("self_attentive_rnn" in line and "≤ 15%" in line for line in checks(record))
 
 

@@ -43,17 +43,24 @@ def step_loss(model: torch.nn.Module, logits_fn: LogitsFn, batch: TrainBatch) ->
     return translation_loss(token_nll(logits_fn(model, batch), batch.tgt, batch.tgt_mask), batch.tgt_mask, "sentence")
 
 
-def train_step(model: torch.nn.Module, logits_fn: LogitsFn, optimizer: torch.optim.Optimizer, batch: TrainBatch,
-               clip: float | None) -> float:  # fmt: skip
-    """One training step as :class:`~sarnmt.lit_module.TranslationModule` takes it: forward, the paper's loss,
-    backward, gradient clipping, optimizer step.  :returns: the loss."""
-    optimizer.zero_grad(set_to_none=True)
+def gradients(model: torch.nn.Module, logits_fn: LogitsFn, batch: TrainBatch, clip: float | None) -> Tensor:
+    """A training step up to the optimizer: forward, the paper's loss, backward, gradient clipping.
+    :returns: the loss."""
+    model.zero_grad(set_to_none=True)
     loss = step_loss(model, logits_fn, batch)
     loss.backward()
     if clip:
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    return loss.detach()
+
+
+def train_step(model: torch.nn.Module, logits_fn: LogitsFn, optimizer: torch.optim.Optimizer, batch: TrainBatch,
+               clip: float | None) -> float:  # fmt: skip
+    """One training step as :class:`~sarnmt.lit_module.TranslationModule` takes it: :func:`gradients`, then the
+    optimizer step.  :returns: the loss."""
+    loss = gradients(model, logits_fn, batch, clip)
     optimizer.step()
-    return float(loss.detach())
+    return float(loss)
 
 
 def timed(fn: Callable[[], object], device: torch.device) -> float:
