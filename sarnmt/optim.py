@@ -57,19 +57,13 @@ class Adadelta(torch.optim.Adadelta):
                  compiled: bool = True) -> None:  # fmt: skip
         super().__init__(params, lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
         self.compiled = compiled
-        self._update: Callable[..., None] | None = None
-
-    def _fused(self) -> Callable[..., None] | None:
-        if not self.compiled:
-            return None
-        if self._update is None:
-            self._update = torch.compile(adadelta_update, dynamic=True)
-        return self._update
+        # torch.compile only wraps here; it compiles at the first call. None: PyTorch's own step
+        self._update: Callable[..., None] | None = torch.compile(adadelta_update, dynamic=True) if compiled else None
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """One update of every parameter that has a gradient.  :param closure: re-evaluates the loss (optional)."""
-        if self._fused() is None:
+        if self._update is None:
             return super().step(closure)
         loss = None
         if closure is not None:
