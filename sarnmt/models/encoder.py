@@ -69,8 +69,9 @@ class DL4MTBiGRU(nn.GRU):
         d = self.hidden_size
         weight_ih = torch.cat([self.weight_ih_l0, self.weight_ih_l0_reverse])
         gates = F.linear(emb, weight_ih, torch.cat([self.bias_ih_l0, self.bias_ih_l0_reverse]))  # (B, S, 6d)
-        # unbind, not gates[:, t]: the backward of S slices would build S full-size zero gradients
-        gates_fwd, gates_bwd = gates[..., : 3 * d].unbind(1), gates[..., 3 * d :].unbind(1)
+        # views by unbind, not slices (gates[:, t], gates[..., :3d]): the backward of a slice builds a full-size
+        # zero gradient and copies into it; that of unbind stacks the pieces once
+        gates_fwd, gates_bwd = (part.unbind(1) for part in gates.view(batch, length, 2, 3 * d).unbind(2))
         mask = src_mask.unsqueeze(-1).to(gates.dtype)  # (B, S, 1)
         keep = mask.unbind(1)
         if torch.is_grad_enabled():
@@ -79,15 +80,14 @@ class DL4MTBiGRU(nn.GRU):
             proj_fwd = partial(F.linear, weight=self.weight_hh_l0)
             proj_bwd = partial(F.linear, weight=self.weight_hh_l0_reverse)
         h_fwd = h_bwd = gates.new_zeros(batch, d)
-        out_fwd: list[Tensor] = []
-        out_bwd: list[Tensor] = [h_fwd] * length
+        states: list[Tensor] = [h_fwd] * (2 * length)  # position j's forward state at 2j, its backward one at 2j + 1
         for t in range(length):
             h_fwd = gru_update(gates_fwd[t], proj_fwd(h_fwd), h_fwd)
-            out_fwd.append(h_fwd)
+            states[2 * t] = h_fwd
             j = length - 1 - t
             h_bwd = gru_update(gates_bwd[j], proj_bwd(h_bwd), h_bwd) * keep[j]
-            out_bwd[j] = h_bwd
-        return torch.cat([torch.stack(out_fwd, dim=1), torch.stack(out_bwd, dim=1)], dim=-1) * mask
+            states[2 * j + 1] = h_bwd
+        return torch.stack(states, dim=1).view(batch, length, 2 * d) * mask  # one copy into (B, S, 2d)
 
 
 class BiGRUEncoder(nn.Module):
