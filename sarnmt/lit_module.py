@@ -19,7 +19,7 @@ from torch import nn
 from sarnmt.data.batching import Batch
 from sarnmt.decoding.greedy import GreedySearch
 from sarnmt.decoding.search import Search
-from sarnmt.loss import token_nll, translation_loss
+from sarnmt.loss import translation_loss
 
 
 def count_parameters(module: nn.Module) -> int:
@@ -64,8 +64,7 @@ class TranslationModule(L.LightningModule):
         return self.optimizer_factory(params=self.parameters())
 
     def _nll(self, batch: Batch) -> torch.Tensor:
-        logits = self.net(batch.src, batch.src_mask, batch.tgt, positions=batch.tgt_mask).logits  # (N, V)
-        return token_nll(logits, batch.tgt, batch.tgt_mask)
+        return self.net.nll(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         nll = self._nll(batch)

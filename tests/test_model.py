@@ -54,6 +54,28 @@ def test_logits_at_selected_positions_only(name, override):
     assert (nll[~tgt_mask] == 0).all() and (nll[tgt_mask] > 0).all()
 
 
+@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
+def test_training_nll_equals_cross_entropy_of_the_logits(name, override):
+    """``Seq2Seq.nll`` (output layer and cross-entropy fused, as training takes it) gives the cross-entropy of the
+    model's logits, and the same gradient for every parameter."""
+    model = build(decoder_cfg(name, override))
+    src, src_mask, tgt, tgt_mask = batch()
+    fused = model.nll(src, src_mask, tgt, tgt_mask)
+    logits = model(src, src_mask, tgt).logits
+    plain = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten(), reduction="none")
+    plain = plain.view_as(tgt) * tgt_mask
+    assert fused.shape == tgt.shape and (fused[~tgt_mask] == 0).all()
+    torch.testing.assert_close(fused, plain, atol=1e-12, rtol=0)
+    params = [p for p in model.parameters()]
+    weights = torch.rand(tgt.shape, dtype=fused.dtype, generator=torch.Generator().manual_seed(3))
+    got = torch.autograd.grad((fused * weights).sum(), params, allow_unused=True)
+    want = torch.autograd.grad((plain * weights).sum(), params, allow_unused=True)
+    for g, w in zip(got, want, strict=True):
+        assert (g is None) == (w is None)
+        if g is not None:
+            torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-10)
+
+
 def _step_through(model, src, src_mask, tgt):
     memory, state = model.encode(src, src_mask)
     logits, tgt_attention, prev = [], [], None

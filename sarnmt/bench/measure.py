@@ -19,18 +19,18 @@ from sarnmt.bench.workload import TrainBatch
 from sarnmt.loss import token_nll, translation_loss
 from sarnmt.utils.precision import precision_context
 
-# (model, batch) -> logits, (B, T, V) or (N, V) at the batch's N real target positions
-LogitsFn = Callable[[torch.nn.Module, TrainBatch], Tensor]
+# (model, batch) -> −log p(y_t) of the batch's gold targets, shape (B, T), zero on padding
+NllFn = Callable[[torch.nn.Module, TrainBatch], Tensor]
 
 
-def sarnmt_logits(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
-    """Logits at the real target positions only, as training computes them: shape (N, V)."""
-    return model(batch.src, batch.src_mask, batch.tgt, positions=batch.tgt_mask).logits
+def sarnmt_nll(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
+    """As training computes it: readout at the real target positions only, output layer and cross-entropy fused."""
+    return model.nll(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
 
 
-def textbook_logits(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
-    """The reference implementation's logits at every position: shape (B, T, V)."""
-    return reference_logits(model, batch.src, batch.src_mask, batch.tgt)
+def textbook_nll(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
+    """The reference implementation's logits at every position, (B, T, V), then PyTorch's cross-entropy."""
+    return token_nll(reference_logits(model, batch.src, batch.src_mask, batch.tgt), batch.tgt, batch.tgt_mask)
 
 
 def synchronize(device: torch.device) -> None:
@@ -38,27 +38,27 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def step_loss(model: torch.nn.Module, logits_fn: LogitsFn, batch: TrainBatch) -> Tensor:
+def step_loss(model: torch.nn.Module, nll_fn: NllFn, batch: TrainBatch) -> Tensor:
     """The paper's loss of one batch (summed over each sentence, averaged over sentences), as training takes it."""
-    return translation_loss(token_nll(logits_fn(model, batch), batch.tgt, batch.tgt_mask), batch.tgt_mask, "sentence")
+    return translation_loss(nll_fn(model, batch), batch.tgt_mask, "sentence")
 
 
-def gradients(model: torch.nn.Module, logits_fn: LogitsFn, batch: TrainBatch, clip: float | None) -> Tensor:
+def gradients(model: torch.nn.Module, nll_fn: NllFn, batch: TrainBatch, clip: float | None) -> Tensor:
     """A training step up to the optimizer: forward, the paper's loss, backward, gradient clipping.
     :returns: the loss."""
     model.zero_grad(set_to_none=True)
-    loss = step_loss(model, logits_fn, batch)
+    loss = step_loss(model, nll_fn, batch)
     loss.backward()
     if clip:
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     return loss.detach()
 
 
-def train_step(model: torch.nn.Module, logits_fn: LogitsFn, optimizer: torch.optim.Optimizer, batch: TrainBatch,
+def train_step(model: torch.nn.Module, nll_fn: NllFn, optimizer: torch.optim.Optimizer, batch: TrainBatch,
                clip: float | None) -> float:  # fmt: skip
     """One training step as :class:`~sarnmt.lit_module.TranslationModule` takes it: :func:`gradients`, then the
     optimizer step.  :returns: the loss."""
-    loss = gradients(model, logits_fn, batch, clip)
+    loss = gradients(model, nll_fn, batch, clip)
     optimizer.step()
     return float(loss)
 
@@ -77,7 +77,7 @@ def median_rate(samples: list[tuple[float, float]]) -> float:
     return statistics.median(amount / seconds for amount, seconds in samples)
 
 
-def activation_bytes(model: torch.nn.Module, logits_fn: LogitsFn, batch: TrainBatch, precision: str) -> int:
+def activation_bytes(model: torch.nn.Module, nll_fn: NllFn, batch: TrainBatch, precision: str) -> int:
     """Bytes of the tensors autograd saves for the backward pass of one batch (distinct storages counted once):
     the activation memory of training, measured the same way on every device."""
     seen: dict[int, int] = {}
@@ -88,17 +88,16 @@ def activation_bytes(model: torch.nn.Module, logits_fn: LogitsFn, batch: TrainBa
         return tensor
 
     with precision_context(batch.src.device, precision), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        logits = logits_fn(model, batch)
-        token_nll(logits, batch.tgt, batch.tgt_mask).sum()
+        nll_fn(model, batch).sum()
     return sum(seen.values())
 
 
-def matmul_flops(model: torch.nn.Module, logits_fn: LogitsFn, batch: TrainBatch, precision: str) -> int:
+def matmul_flops(model: torch.nn.Module, nll_fn: NllFn, batch: TrainBatch, precision: str) -> int:
     """Floating-point operations of the matrix products (``torch.utils.flop_counter``) in one training step's
     forward, loss and backward: the work an implementation asks of the hardware, independent of how fast it runs.
     The parameters' gradients are cleared afterwards."""
     with precision_context(batch.src.device, precision), FlopCounterMode(display=False) as counter:
-        step_loss(model, logits_fn, batch).backward()
+        step_loss(model, nll_fn, batch).backward()
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops()
 

@@ -29,9 +29,9 @@ from sarnmt.bench.measure import (
     matmul_flops,
     median_rate,
     peak_cuda_bytes,
-    sarnmt_logits,
+    sarnmt_nll,
     sources_of,
-    textbook_logits,
+    textbook_nll,
     timed,
     train_step,
 )
@@ -97,7 +97,7 @@ def train_rates(cfg: DictConfig, models: dict[str, Seq2Seq], batches: list[Train
         clipping only, "optimizer_ms": milliseconds per optimizer step}}}.
     """
     device = batches[0].src.device
-    impls = {"sarnmt": (sarnmt_logits, cfg.optim), **({"reference": (textbook_logits, cfg.reference_optim)}
+    impls = {"sarnmt": (sarnmt_nll, cfg.optim), **({"reference": (textbook_nll, cfg.reference_optim)}
                                                        if cfg.reference else {})}  # fmt: skip
     runs = [(name, impl) for name in models for impl in impls]
     optimizers = {(name, impl): instantiate(impls[impl][1])(params=models[name].parameters()) for name, impl in runs}
@@ -183,19 +183,19 @@ def memory_and_decoding(cfg: DictConfig, name: str, decoder: DictConfig, batches
     device = batches[0].src.device
     model = build_model(cfg, decoder, device).train()
     longest = batches[-1]
-    record: dict[str, Any] = {"activation_mib": activation_bytes(model, sarnmt_logits, longest, cfg.precision) / 2**20}
+    record: dict[str, Any] = {"activation_mib": activation_bytes(model, sarnmt_nll, longest, cfg.precision) / 2**20}
     tokens = sum(b.tokens for b in batches)
 
-    def flops_per_token(logits_fn) -> float:
-        return sum(matmul_flops(model, logits_fn, b, cfg.precision) for b in batches) / tokens
+    def flops_per_token(nll_fn) -> float:
+        return sum(matmul_flops(model, nll_fn, b, cfg.precision) for b in batches) / tokens
 
-    record["train_flops_per_token"] = flops_per_token(sarnmt_logits)
+    record["train_flops_per_token"] = flops_per_token(sarnmt_nll)
     if cfg.reference:
-        record["reference_activation_mib"] = activation_bytes(model, textbook_logits, longest, cfg.precision) / 2**20
-        record["reference_train_flops_per_token"] = flops_per_token(textbook_logits)
+        record["reference_activation_mib"] = activation_bytes(model, textbook_nll, longest, cfg.precision) / 2**20
+        record["reference_train_flops_per_token"] = flops_per_token(textbook_nll)
     optimizer = instantiate(cfg.optim)(params=model.parameters())
     with precision_context(device, cfg.precision):
-        peak = peak_cuda_bytes(partial(train_step, model, sarnmt_logits, optimizer, longest, cfg.clip), device)
+        peak = peak_cuda_bytes(partial(train_step, model, sarnmt_nll, optimizer, longest, cfg.clip), device)
     record["peak_mib"] = None if peak is None else peak / 2**20
     # decoding with fresh (random) weights: a few training steps already make EOS likely, which would end
     # single-sentence searches early; random weights make every hypothesis run to its length limit instead
@@ -218,8 +218,8 @@ def throughput_series(cfg: DictConfig, decoders: dict[str, DictConfig], device: 
         with precision_context(device, cfg.precision):
             for axis, _, batch_size, length in points:
                 batch = fixed_batch(batch_size, length, cfg.vocab, cfg.seed).to(device)
-                train_step(model, sarnmt_logits, optimizer, batch, cfg.clip)  # warm-up at this shape
-                seconds = timed(partial(train_step, model, sarnmt_logits, optimizer, batch, cfg.clip), device)
+                train_step(model, sarnmt_nll, optimizer, batch, cfg.clip)  # warm-up at this shape
+                seconds = timed(partial(train_step, model, sarnmt_nll, optimizer, batch, cfg.clip), device)
                 series[name][axis].append(batch.tokens / seconds)
                 progress.update()
     progress.close()

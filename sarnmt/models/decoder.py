@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from sarnmt.loss import linear_nll, scatter_positions
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.gru import DL4MTGRUCell
 from sarnmt.models.init import init_linear_, normal_
@@ -73,11 +74,22 @@ class Readout(nn.Module):
         self.output = init_linear_(nn.Linear(emb_dim, vocab_size), orthogonal_if_square=False)  # W_o
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, hidden: Tensor, context: Tensor, target_context: Tensor) -> Tensor:
+    def features(self, hidden: Tensor, context: Tensor, target_context: Tensor) -> Tensor:
         """:param hidden: s_t, shape (..., d).  :param context: c_t, shape (..., 2d).
-        :param target_context: R_t, shape (..., e).  :returns: logits, shape (..., V)."""
-        features = torch.tanh(self.hidden_proj(hidden) + self.context_proj(context) + target_context)
-        return self.output(self.dropout(features))
+        :param target_context: R_t, shape (..., e).  :returns: the readout after dropout, shape (..., e)."""
+        return self.dropout(torch.tanh(self.hidden_proj(hidden) + self.context_proj(context) + target_context))
+
+    def forward(self, hidden: Tensor, context: Tensor, target_context: Tensor) -> Tensor:
+        """Arguments as in :meth:`features`.  :returns: logits, shape (..., V)."""
+        return self.output(self.features(hidden, context, target_context))
+
+    def nll(self, hidden: Tensor, context: Tensor, target_context: Tensor, target: Tensor) -> Tensor:
+        """−log p(target), the output layer and the cross-entropy fused (:func:`~sarnmt.loss.linear_nll`).
+
+        :param hidden: shape (N, d).  :param context: shape (N, 2d).  :param target_context: shape (N, e).
+        :param target: ids, shape (N,).  :returns: float32, shape (N,)."""
+        return linear_nll(self.features(hidden, context, target_context), self.output.weight, self.output.bias,
+                          target)  # fmt: skip
 
 
 class ConditionalGRUDecoder(nn.Module):
@@ -183,6 +195,26 @@ class ConditionalGRUDecoder(nn.Module):
             positions), giving logits of shape (N, V) for the N selected positions in row-major order. The
             readout is the costliest part of a step (V × e per position), so padding is not paid for.
         """
+        readout_in, src_attention, tgt_attention = self.teacher_forced(tgt, memory, initial_hidden, positions)
+        return DecoderOutput(logits=self.readout(*readout_in), src_attention=src_attention,
+                             tgt_attention=tgt_attention)  # fmt: skip
+
+    def nll(self, tgt: Tensor, memory: SourceMemory, initial_hidden: Tensor, mask: Tensor) -> Tensor:
+        """−log p(y_t) of the gold targets, as training takes it: ``token_nll(forward(tgt, memory, initial_hidden,
+        positions=mask).logits, tgt, mask)``, with the output layer and the cross-entropy fused (no logits formed).
+
+        :param tgt: shape (B, T), as in :meth:`forward`.  :param mask: real target positions, shape (B, T).
+        :returns: float32, shape (B, T), zero on padding.
+        """
+        readout_in, _, _ = self.teacher_forced(tgt, memory, initial_hidden, mask)
+        return scatter_positions(self.readout.nll(*readout_in, tgt[mask]), mask)
+
+    def teacher_forced(self, tgt: Tensor, memory: SourceMemory, initial_hidden: Tensor, positions: Tensor | None):
+        """The recurrent loop over gold targets and hook 2, up to the readout; arguments as in :meth:`forward`.
+
+        :returns: the readout's inputs (s_t and c_t after dropout, R_t), each (B, T, ·) or (N, ·) at
+            ``positions``; the source attention (B, T, S); the target-side attention (B, T, T) or None.
+        """
         batch, steps = tgt.shape
         prev_embs = torch.cat(
             [initial_hidden.new_zeros(batch, 1, self.emb_dim), self.embedding(tgt[:, :-1])], dim=1
@@ -205,9 +237,10 @@ class ConditionalGRUDecoder(nn.Module):
         prev_hiddens = torch.cat([initial_hidden.unsqueeze(1), hiddens_all[:, :-1]], dim=1)
         target_context, out_weights = self.variant.readout_all(prev_embs, prev_hiddens, hiddens_all)
         readout_in = (hiddens_all, torch.stack(contexts, dim=1), target_context)
-        if positions is not None:
-            readout_in = tuple(x[positions] for x in readout_in)
+        if positions is not None:  # index_select: its backward is one index_add, not zeros and a masked index_put
+            rows = positions.flatten().nonzero().squeeze(1)
+            readout_in = tuple(x.flatten(0, 1).index_select(0, rows) for x in readout_in)
         hidden_in, context_in, target_context = readout_in
-        logits = self.readout(self.dropout_hidden(hidden_in), self.dropout_hidden(context_in), target_context)
         tgt_attention = torch.stack(rec_weights, dim=1) if rec_weights else out_weights
-        return DecoderOutput(logits=logits, src_attention=torch.stack(src_weights, dim=1), tgt_attention=tgt_attention)
+        readout_in = (self.dropout_hidden(hidden_in), self.dropout_hidden(context_in), target_context)
+        return readout_in, torch.stack(src_weights, dim=1), tgt_attention

@@ -25,6 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from sarnmt.utils.precision import autocast_dtype
+
 
 class _Record:
     """What the steps leave for the gathering node: inputs x_t and output gradients g_t, by step."""
@@ -72,13 +74,6 @@ class _Step(torch.autograd.Function):
         return grad_x, grad.new_zeros(1, dtype=ctx.token_dtype), None, None, None
 
 
-def _autocast_dtype(device: torch.device) -> torch.dtype | None:
-    """The autocast dtype in force for ``device``, or None (also on PyTorch < 2.4, which lacks the query)."""
-    if not hasattr(torch, "get_autocast_dtype") or not torch.is_autocast_enabled(device.type):
-        return None
-    return torch.get_autocast_dtype(device.type)
-
-
 class LoopLinear:
     """``x_t Wᵀ + b`` for one unrolled loop; call it once per step.
 
@@ -90,7 +85,7 @@ class LoopLinear:
     def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
         self.record = _Record()
         self.token = _Gather.apply(weight, bias, self.record)
-        self.dtype = _autocast_dtype(weight.device)
+        self.dtype = autocast_dtype(weight.device.type)
         # the steps see W without its autograd history: its only gradient path is the gathering node
         self.weight = weight.detach() if self.dtype is None else weight.detach().to(self.dtype)
         self.bias = None if bias is None else bias.detach().to(self.weight.dtype)

@@ -63,6 +63,12 @@ class Seq2Seq(nn.Module):
         memory, state = self.encode(src, src_mask)
         return self.decoder(tgt, memory, state.hidden, positions)
 
+    def nll(self, src: Tensor, src_mask: Tensor, tgt: Tensor, tgt_mask: Tensor) -> Tensor:
+        """−log p(y_t | y_<t, x) of gold targets, shape (B, T), zero on padding: the training objective's terms
+        (see :meth:`ConditionalGRUDecoder.nll`; no logits are formed).  :param tgt_mask: shape (B, T)."""
+        memory, state = self.encode(src, src_mask)
+        return self.decoder.nll(tgt, memory, state.hidden, tgt_mask)
+
     def step(self, prev_tokens: Tensor | None, state: DecoderState, memory: SourceMemory) -> StepOutput:
         """One decoding step (see :meth:`ConditionalGRUDecoder.step`)."""
         return self.decoder.step(prev_tokens, state, memory)

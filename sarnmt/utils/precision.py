@@ -22,6 +22,14 @@ def check_precision(precision: str) -> str:
     return precision
 
 
+def autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The autocast dtype in force for ``device_type`` ("cpu", "cuda"), or None (also on PyTorch < 2.4, which
+    lacks the query)."""
+    if not hasattr(torch, "get_autocast_dtype") or not torch.is_autocast_enabled(device_type):
+        return None
+    return torch.get_autocast_dtype(device_type)
+
+
 @contextmanager
 def precision_context(device: torch.device, precision: str) -> Iterator[None]:
     """Run the body in ``precision`` on ``device``.  :raises ValueError: for an unknown precision."""
