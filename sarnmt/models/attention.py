@@ -10,12 +10,12 @@ kept only so that parameter counts equal the paper's.
 Search runs without autograd, and there the energies tanh(W_a h_j + b_a + U_a s'_t) of a batch of B sentences × g
 beams (B·g·S·2d numbers, tens of megabytes) are formed a few sentences at a time in one buffer that stays in the
 CPU's cache, instead of in one tensor that goes to main memory and back at every step (batched beam-5 search on
-2 CPU cores: +4-5% sentences/s). Training keeps every step's energies for backward, so it forms them in one piece.
+2 CPU cores: +4-5% sentences/s). With autograd they are formed in one piece, kept for backward; the teacher-forced
+training loop attends through :class:`~sarnmt.models.loop_attention.LoopAttention`, the same equations with fewer
+passes in the backward.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -42,21 +42,17 @@ class SourceAttention(nn.Module):
         """:param annotations: shape (B, S, 2d).  :returns: keys W_a h + b_a, shape (B, S, 2d)."""
         return self.key_proj(annotations)
 
-    def forward(
-        self, query: Tensor, memory: SourceMemory, query_proj: Callable[[Tensor], Tensor] | None = None
-    ) -> tuple[Tensor, Tensor]:
+    def forward(self, query: Tensor, memory: SourceMemory) -> tuple[Tensor, Tensor]:
         """Attend once.
 
         :param query: s'_t, shape (B·g, d), where g = ``memory.beams``: rows b·g .. b·g + g - 1 read sentence b.
         :param memory: keys from :meth:`project_keys` and annotations, shape (B, S, 2d); mask (B, S).
-        :param query_proj: computes U_a s'_t instead of the layer (the teacher-forced loop passes a
-            :class:`~sarnmt.models.loop_linear.LoopLinear`).
         :returns: the context c_t, shape (B·g, 2d), and the weights α, shape (B·g, S) (exactly 0 on padding).
         """
         batch, length, dim = memory.keys.shape
         if query.size(0) != batch * memory.beams:
             raise ValueError(f"attention: {query.size(0)} query rows for {batch} sentences × {memory.beams} beams")
-        query = (query_proj or self.query_proj)(query).view(batch, memory.beams, 1, dim)
+        query = self.query_proj(query).view(batch, memory.beams, 1, dim)
         if torch.is_grad_enabled():
             hidden = torch.tanh_(memory.keys.unsqueeze(1) + query)  # in place: one (B, g, S, 2d) buffer
             scores = torch.matmul(hidden, self.v) + self.score_bias  # (B, g, S)

@@ -25,6 +25,7 @@ from sarnmt.loss import linear_nll, scatter_positions
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.gru import DL4MTGRUCell
 from sarnmt.models.init import init_linear_, normal_
+from sarnmt.models.loop_attention import LoopAttention
 from sarnmt.models.loop_linear import LoopLinear
 from sarnmt.models.state import DecoderState, SourceMemory
 from sarnmt.models.variants.base import DecoderVariant
@@ -44,11 +45,13 @@ class StepOutput:
 
 @dataclass
 class LoopWeights:
-    """The matrices every step of the teacher-forced loop applies, each a :class:`LoopLinear`: U of cell 1, the
-    attention's query projection U_a, cell 2's input matrix, and U of cell 2 with its hidden-side bias."""
+    """What every step of the teacher-forced loop applies, each with its gradients formed once after the loop: as
+    :class:`LoopLinear`, U of cell 1, the attention's query projection U_a, cell 2's input matrix, and U of cell 2
+    with its hidden-side bias; the attention over the batch's source as :class:`LoopAttention`."""
 
     cell1_hidden: LoopLinear
     query: LoopLinear
+    attention: LoopAttention
     cell2_input: LoopLinear
     cell2_hidden: LoopLinear
 
@@ -125,14 +128,15 @@ class ConditionalGRUDecoder(nn.Module):
         """:param initial_hidden: s_0, shape (B, d)."""
         return DecoderState(hidden=initial_hidden, variant=self.variant.init_state(initial_hidden), steps=0)
 
-    def loop_weights(self) -> LoopWeights | None:
-        """The per-step matrices as :class:`LoopLinear` maps for one teacher-forced loop (their gradients formed
-        once after it), or None when no gradient is wanted."""
+    def loop_weights(self, memory: SourceMemory) -> LoopWeights | None:
+        """The per-step maps of one teacher-forced loop over ``memory`` (their gradients formed once after it), or
+        None when no gradient is wanted."""
         if not torch.is_grad_enabled():
             return None
         return LoopWeights(
             cell1_hidden=LoopLinear(self.cell1.weight_hh, self.cell1.hidden_bias()),
             query=LoopLinear.of(self.attention.query_proj),
+            attention=LoopAttention(self.attention, memory),
             cell2_input=LoopLinear(self.cell2.weight_ih),
             cell2_hidden=LoopLinear(self.cell2.weight_hh, self.cell2.hidden_bias()),
         )
@@ -152,7 +156,7 @@ class ConditionalGRUDecoder(nn.Module):
             hidden = self.cell2(self.cell2.project_input(context), intermediate)
         else:
             intermediate = self.cell1(gates_prev, query_hidden, loop.cell1_hidden)
-            context, weights = self.attention(intermediate, memory, loop.query)
+            context, weights = loop.attention(loop.query(intermediate))
             hidden = self.cell2(loop.cell2_input(context), intermediate, loop.cell2_hidden)
         return hidden, context, weights
 
@@ -224,7 +228,7 @@ class ConditionalGRUDecoder(nn.Module):
         gates_prev = self.cell1.project_input(prev_embs).unbind(1)
         hidden, vstate = initial_hidden, self.variant.init_state(initial_hidden)
         hiddens, contexts, src_weights, rec_weights = [], [], [], []
-        loop = self.loop_weights()
+        loop = self.loop_weights(memory)
         for t in range(steps):
             query, vstate, weights = self.variant.recurrent_input(hidden, vstate)
             hidden, context, alpha = self.recurrence(gates_prev[t], query, memory, loop)

@@ -28,33 +28,44 @@ from torch import Tensor, nn
 from sarnmt.utils.precision import autocast_dtype
 
 
-class _Record:
-    """What the steps leave for the gathering node: inputs x_t and output gradients g_t, by step."""
-
-    def __init__(self) -> None:
-        self.inputs: list[Tensor] = []
-        self.grads: dict[int, Tensor] = {}
-
-
 class _Gather(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, weight: Tensor, bias: Tensor | None, record: _Record) -> Tensor:
-        ctx.record, ctx.has_bias, ctx.dtype = record, bias is not None, weight.dtype
-        return weight.new_zeros(1)
+    def forward(ctx: Any, record: Any, *tensors: Tensor | None) -> Tensor:
+        ctx.record = record
+        return tensors[0].new_zeros(1)
 
     @staticmethod
     def backward(ctx: Any, _token_grad: Tensor):
-        record: _Record = ctx.record
-        steps = sorted(record.grads)
+        return None, *ctx.record.gradients()
+
+
+def gather_token(record: Any, *tensors: Tensor | None) -> Tensor:
+    """The token of one loop: a one-element tensor whose gradient node returns ``record.gradients()`` (one per
+    tensor, or None) as the gradients of ``tensors``. Every step's node takes the token as an input and returns a
+    zero gradient for it, so autograd runs the gathering node only after every step has recorded what it leaves."""
+    return _Gather.apply(record, *tensors)
+
+
+class _Record:
+    """What the steps leave for the gathering node: inputs x_t and output gradients g_t, by step."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
+        self.dtype, self.has_bias = weight.dtype, bias is not None
+        self.inputs: list[Tensor] = []
+        self.grads: dict[int, Tensor] = {}
+
+    def gradients(self) -> tuple[Tensor | None, Tensor | None]:
+        """∂L/∂W = Gᵀ X and ∂L/∂b = Σ rows of G, in the parameters' dtype; the record is emptied."""
+        steps = sorted(self.grads)
         if not steps:
-            return None, None, None
-        grads = torch.cat([record.grads[t] for t in steps])  # (N, out)
-        inputs = torch.cat([record.inputs[t] for t in steps]).to(grads.dtype)  # (N, in)
-        weight_grad = (grads.t() @ inputs).to(ctx.dtype)
-        bias_grad = grads.sum(dim=0).to(ctx.dtype) if ctx.has_bias else None
-        record.grads.clear()
-        record.inputs.clear()
-        return weight_grad, bias_grad, None
+            return None, None
+        grads = torch.cat([self.grads[t] for t in steps])  # (N, out)
+        inputs = torch.cat([self.inputs[t] for t in steps]).to(grads.dtype)  # (N, in)
+        weight_grad = (grads.t() @ inputs).to(self.dtype)
+        bias_grad = grads.sum(dim=0).to(self.dtype) if self.has_bias else None
+        self.grads.clear()
+        self.inputs.clear()
+        return weight_grad, bias_grad
 
 
 class _Step(torch.autograd.Function):
@@ -83,8 +94,8 @@ class LoopLinear:
     """
 
     def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
-        self.record = _Record()
-        self.token = _Gather.apply(weight, bias, self.record)
+        self.record = _Record(weight, bias)
+        self.token = gather_token(self.record, weight, bias)
         self.dtype = autocast_dtype(weight.device.type)
         # the steps see W without its autograd history: its only gradient path is the gathering node
         self.weight = weight.detach() if self.dtype is None else weight.detach().to(self.dtype)
