@@ -45,3 +45,23 @@ def test_bf16_autocast_casts_the_weight_once_and_returns_fp32_gradients():
     (want,) = torch.autograd.grad(_unroll(lambda h: F.linear(h, weight), x0, inputs), (weight,))
     assert grad.dtype == torch.float32
     torch.testing.assert_close(grad, want, atol=0.1 * want.abs().max().item(), rtol=0)
+
+
+def test_a_stack_of_weights_equals_plain_autograd_per_map():
+    """K maps applied to K inputs at once (the encoder's two directions): each map's gradient as plain autograd."""
+    torch.manual_seed(1)
+    weights = [torch.randn(5, 5, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    biases = [torch.randn(5, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    x0 = torch.randn(2, 3, 5, dtype=torch.float64, requires_grad=True)
+    inputs = [torch.randn(2, 3, 5, dtype=torch.float64) for _ in range(4)]
+
+    def plain_step(h):
+        return torch.stack([F.linear(h[k], weights[k], biases[k]) for k in range(2)])
+
+    wrt = (*weights, *biases, x0)
+    plain = torch.autograd.grad(_unroll(plain_step, x0, inputs), wrt)
+    loop = LoopLinear(torch.stack(weights), torch.stack(biases))
+    deferred = torch.autograd.grad(_unroll(loop, x0, inputs), wrt)
+    for got, want in zip(deferred, plain, strict=True):
+        assert want.abs().max() > 0.1
+        torch.testing.assert_close(got, want, atol=1e-12, rtol=0)

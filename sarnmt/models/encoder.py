@@ -6,9 +6,9 @@ outside the reset gate). The backward direction starts at each sentence's last r
 (dl4mt's masking). Two ways to run it, with the same results:
 
 - on a GPU, PyTorch's fused GRU over packed sequences (cuDNN runs the whole recurrence, forward and backward);
-- on the CPU, :meth:`DL4MTBiGRU.unrolled`: both directions in one Python loop, the input projections of all positions
-  and both directions as one product before it, U h through :class:`~sarnmt.models.loop_linear.LoopLinear` and
-  the gates through :func:`~sarnmt.models.gru.gru_update`. PyTorch's CPU GRU has no fused backward (autograd
+- on the CPU, :meth:`DL4MTBiGRU.unrolled`: both directions as one batch in one Python loop, the input projections of
+  all positions and both directions as one product before it, U h through :class:`~sarnmt.models.loop_linear.LoopLinear`
+  and the gates through :func:`~sarnmt.models.gru.gru_update`. PyTorch's CPU GRU has no fused backward (autograd
   records every gate operation of every step and adds every step's weight gradient), so the loop trains faster
   there (README, Performance).
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 from functools import partial
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -58,36 +57,34 @@ class DL4MTBiGRU(nn.GRU):
         return pad_packed_sequence(out, batch_first=True, total_length=emb.size(1))[0]
 
     def unrolled(self, emb: Tensor, src_mask: Tensor) -> Tensor:
-        """The same as :meth:`packed`, as one Python loop over positions running both directions.
+        """The same as :meth:`packed`, as one Python loop over positions running both directions as one batch.
 
-        The forward direction needs no mask (its states at padding are zeroed at the end and feed nothing real);
-        the backward direction meets the padding first and is held at zero there by multiplying with the mask.
+        Step t advances the forward direction at position t and the backward one at position S-1-t: their states
+        are one (2B, d) tensor, U h is one batched product over the two directions' matrices, and the gates are one
+        :func:`~sarnmt.models.gru.gru_update`. The forward direction needs no mask (its states at padding are zeroed
+        at the end and feed nothing real); the backward direction meets the padding first and is held at zero there
+        by multiplying with the mask.
 
         :param emb: shape (B, S, e).  :param src_mask: shape (B, S).  :returns: shape (B, S, 2d), zero at padding.
         """
         batch, length, _ = emb.shape
         d = self.hidden_size
-        weight_ih = torch.cat([self.weight_ih_l0, self.weight_ih_l0_reverse])
-        gates = F.linear(emb, weight_ih, torch.cat([self.bias_ih_l0, self.bias_ih_l0_reverse]))  # (B, S, 6d)
-        # views by unbind, not slices (gates[:, t], gates[..., :3d]): the backward of a slice builds a full-size
-        # zero gradient and copies into it; that of unbind stacks the pieces once
-        gates_fwd, gates_bwd = (part.unbind(1) for part in gates.view(batch, length, 2, 3 * d).unbind(2))
-        mask = src_mask.unsqueeze(-1).to(gates.dtype)  # (B, S, 1)
-        keep = mask.unbind(1)
-        if torch.is_grad_enabled():
-            proj_fwd, proj_bwd = LoopLinear(self.weight_hh_l0), LoopLinear(self.weight_hh_l0_reverse)
-        else:
-            proj_fwd = partial(F.linear, weight=self.weight_hh_l0)
-            proj_bwd = partial(F.linear, weight=self.weight_hh_l0_reverse)
-        h_fwd = h_bwd = gates.new_zeros(batch, d)
-        states: list[Tensor] = [h_fwd] * (2 * length)  # position j's forward state at 2j, its backward one at 2j + 1
+        weight_ih = torch.stack([self.weight_ih_l0, self.weight_ih_l0_reverse])  # (2, 3d, e)
+        bias_ih = torch.stack([self.bias_ih_l0, self.bias_ih_l0_reverse]).unsqueeze(1)  # (2, 1, 3d)
+        inputs = torch.stack([emb, emb.flip(1)]).flatten(1, 2)  # (2, B·S, e): the backward direction reversed
+        gates = torch.baddbmm(bias_ih, inputs, weight_ih.mT).view(2, batch, length, 3 * d)
+        # step t's (2B, 3d) input gates as views: unbind's backward stacks them once (a slice's builds zeros)
+        steps = [g.view(2 * batch, 3 * d) for g in gates.unbind(2)]
+        keep = torch.stack([torch.ones_like(src_mask), src_mask.flip(1)], dim=1)  # (B, 2, S): 1 for forward
+        keep = keep.permute(2, 1, 0).reshape(length, 2 * batch, 1).to(gates.dtype)
+        weight_hh = torch.stack([self.weight_hh_l0, self.weight_hh_l0_reverse])  # (2, 3d, d)
+        project = LoopLinear(weight_hh) if torch.is_grad_enabled() else partial(torch.matmul, other=weight_hh.mT)
+        h = gates.new_zeros(2 * batch, d)
+        states: list[Tensor] = [h[:batch]] * (2 * length)  # position j's forward state at 2j, backward at 2j + 1
         for t in range(length):
-            h_fwd = gru_update(gates_fwd[t], proj_fwd(h_fwd), h_fwd)
-            states[2 * t] = h_fwd
-            j = length - 1 - t
-            h_bwd = gru_update(gates_bwd[j], proj_bwd(h_bwd), h_bwd) * keep[j]
-            states[2 * j + 1] = h_bwd
-        return torch.stack(states, dim=1).view(batch, length, 2 * d) * mask  # one copy into (B, S, 2d)
+            h = gru_update(steps[t], project(h.view(2, batch, d)).view(2 * batch, 3 * d), h) * keep[t]
+            states[2 * t], states[2 * (length - 1 - t) + 1] = h.view(2, batch, d).unbind(0)
+        return torch.stack(states, dim=1).view(batch, length, 2 * d) * src_mask.unsqueeze(-1).to(gates.dtype)
 
 
 class BiGRUEncoder(nn.Module):

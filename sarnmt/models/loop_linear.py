@@ -59,10 +59,10 @@ class _Record:
         steps = sorted(self.grads)
         if not steps:
             return None, None
-        grads = torch.cat([self.grads[t] for t in steps])  # (N, out)
-        inputs = torch.cat([self.inputs[t] for t in steps]).to(grads.dtype)  # (N, in)
-        weight_grad = (grads.t() @ inputs).to(self.dtype)
-        bias_grad = grads.sum(dim=0).to(self.dtype) if self.has_bias else None
+        grads = torch.cat([self.grads[t] for t in steps], dim=-2)  # ([K,] N, out)
+        inputs = torch.cat([self.inputs[t] for t in steps], dim=-2).to(grads.dtype)  # ([K,] N, in)
+        weight_grad = (grads.mT @ inputs).to(self.dtype)
+        bias_grad = grads.sum(dim=-2).to(self.dtype) if self.has_bias else None
         self.grads.clear()
         self.inputs.clear()
         return weight_grad, bias_grad
@@ -74,8 +74,8 @@ class _Step(torch.autograd.Function):
         ctx.record, ctx.step, ctx.token_dtype = record, len(record.inputs), token.dtype
         ctx.save_for_backward(weight)
         record.inputs.append(x.detach())
-        out = x @ weight.t()
-        return out if bias is None else out + bias
+        out = x @ weight.mT
+        return out if bias is None else out + bias.unsqueeze(-2)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor):
@@ -88,7 +88,8 @@ class _Step(torch.autograd.Function):
 class LoopLinear:
     """``x_t Wᵀ + b`` for one unrolled loop; call it once per step.
 
-    :param weight: W, shape (out, in).  :param bias: b, shape (out,), or None.
+    :param weight: W, shape (out, in), or a stack of K such maps applied to K inputs at once, shape (K, out, in).
+    :param bias: b, shape ([K,] out), or None.
     Build it where the loop starts (under autocast the weight is cast once, there). Meant for loops that will be
     differentiated: under ``torch.no_grad`` use the plain layer.
     """
@@ -106,7 +107,7 @@ class LoopLinear:
         return cls(layer.weight, layer.bias)
 
     def __call__(self, x: Tensor) -> Tensor:
-        """:param x: shape (B, in).  :returns: shape (B, out)."""
+        """:param x: shape ([K,] B, in).  :returns: shape ([K,] B, out)."""
         if self.dtype is None:
             return _Step.apply(x, self.token, self.weight, self.bias, self.record)
         with torch.autocast(x.device.type, enabled=False):
