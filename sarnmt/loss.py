@@ -47,10 +47,9 @@ def linear_nll(features: Tensor, weight: Tensor, bias: Tensor | None, target: Te
     (on CPU, blocks of :data:`CPU_CHUNK` numbers; on GPU, all rows at once). Only that factor P (N, V) is kept
     for the backward pass, in place of the logits' log-softmax; the backward pass is then two matrix products
     with P, the upstream gradient g scaling the N×e sides (∂x = diag(g) P W, ∂W = Pᵀ diag(g) x, ∂b = Pᵀ g), so P
-    is never read elementwise again. Under autocast
-    the products run in the autocast dtype and the softmax in float32, as ``F.linear`` followed by
-    ``.float()`` and ``F.cross_entropy`` would; P is kept in the autocast dtype, which is where the gradient of
-    the logits would be cast anyway.
+    is never read elementwise again. Under autocast the products run in the autocast dtype and the softmax in
+    float32, as ``F.linear`` followed by ``.float()`` and ``F.cross_entropy`` would; P is kept in the autocast
+    dtype, which is where the gradient of the logits would be cast anyway.
 
     :param features: shape (N, e).  :param weight: W, shape (V, e).  :param bias: b, shape (V,), or None.
     :param target: ids, shape (N,).  :param chunk_rows: rows per block (default: from the device, see above).
@@ -79,12 +78,12 @@ class _LinearNLL(torch.autograd.Function):
         for start in range(0, n, rows):
             block = slice(start, start + rows)
             picked_ids = target[block].unsqueeze(1)
-            if in_place:
-                logits = factor[block]
-                torch.mm(x[block], weight.t(), out=logits) if bias is None else \
-                    torch.addmm(bias, x[block], weight.t(), out=logits)  # fmt: skip
-            else:
+            if not in_place:
                 logits = F.linear(x[block], weight, bias).to(loss_dtype)
+            elif bias is None:
+                logits = torch.mm(x[block], weight.t(), out=factor[block])
+            else:
+                logits = torch.addmm(bias, x[block], weight.t(), out=factor[block])
             lse = torch.logsumexp(logits, dim=1, keepdim=True)
             torch.sub(lse, logits.gather(1, picked_ids), out=nll[block].unsqueeze(1))
             logits.sub_(lse).exp_().scatter_add_(1, picked_ids, logits.new_full(picked_ids.shape, -1.0))
@@ -105,7 +104,8 @@ class _LinearNLL(torch.autograd.Function):
 
 
 def translation_loss(nll: Tensor, mask: Tensor, normalization: Literal["sentence", "token"]) -> Tensor:
-    """:param nll: from :func:`token_nll`, shape (B, T).  :param mask: shape (B, T)."""
+    """:param nll: −log p(y_t), zero on padding (:func:`token_nll`, ``Seq2Seq.nll``), shape (B, T).
+    :param mask: shape (B, T)."""
     if normalization == "sentence":
         return nll.sum() / nll.size(0)
     if normalization == "token":

@@ -90,7 +90,7 @@ class Readout(nn.Module):
         """−log p(target), the output layer and the cross-entropy fused (:func:`~sarnmt.loss.linear_nll`).
 
         :param hidden: shape (N, d).  :param context: shape (N, 2d).  :param target_context: shape (N, e).
-        :param target: ids, shape (N,).  :returns: float32, shape (N,)."""
+        :param target: ids, shape (N,).  :returns: shape (N,), float32 (float64 for a float64 model)."""
         return linear_nll(self.features(hidden, context, target_context), self.output.weight, self.output.bias,
                           target)  # fmt: skip
 
@@ -208,12 +208,13 @@ class ConditionalGRUDecoder(nn.Module):
         positions=mask).logits, tgt, mask)``, with the output layer and the cross-entropy fused (no logits formed).
 
         :param tgt: shape (B, T), as in :meth:`forward`.  :param mask: real target positions, shape (B, T).
-        :returns: float32, shape (B, T), zero on padding.
+        :returns: shape (B, T), zero on padding; float32 (float64 for a float64 model).
         """
         readout_in, _, _ = self.teacher_forced(tgt, memory, initial_hidden, mask)
         return scatter_positions(self.readout.nll(*readout_in, tgt[mask]), mask)
 
-    def teacher_forced(self, tgt: Tensor, memory: SourceMemory, initial_hidden: Tensor, positions: Tensor | None):
+    def teacher_forced(self, tgt: Tensor, memory: SourceMemory, initial_hidden: Tensor, positions: Tensor | None
+                       ) -> tuple[tuple[Tensor, Tensor, Tensor], Tensor, Tensor | None]:  # fmt: skip
         """The recurrent loop over gold targets and hook 2, up to the readout; arguments as in :meth:`forward`.
 
         :returns: the readout's inputs (s_t and c_t after dropout, R_t), each (B, T, ·) or (N, ·) at

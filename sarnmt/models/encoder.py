@@ -80,7 +80,7 @@ class DL4MTBiGRU(nn.GRU):
         weight_hh = torch.stack([self.weight_hh_l0, self.weight_hh_l0_reverse])  # (2, 3d, d)
         project = LoopLinear(weight_hh) if torch.is_grad_enabled() else partial(torch.matmul, other=weight_hh.mT)
         h = gates.new_zeros(2 * batch, d)
-        states: list[Tensor] = [h[:batch]] * (2 * length)  # position j's forward state at 2j, backward at 2j + 1
+        states: list[Tensor] = [h] * (2 * length)  # set in the loop: position j's forward state at 2j, backward 2j + 1
         for t in range(length):
             h = gru_update(steps[t], project(h.view(2, batch, d)).view(2 * batch, 3 * d), h) * keep[t]
             states[2 * t], states[2 * (length - 1 - t) + 1] = h.view(2, batch, d).unbind(0)

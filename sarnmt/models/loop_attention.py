@@ -74,7 +74,7 @@ class _Step(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         hidden = torch.tanh_(loop.keys + query.unsqueeze(1))  # (B, S, 2d), kept for the backward pass
         scores = torch.matmul(hidden, loop.v).add_(loop.score_bias).to(loop.softmax_dtype)
-        weights = torch.softmax(scores.masked_fill_(~loop.mask, float("-inf")), dim=-1)  # (B, S)
+        weights = torch.softmax(scores.masked_fill_(loop.padding, float("-inf")), dim=-1)  # (B, S)
         context = torch.bmm(weights.to(hidden.dtype).unsqueeze(1), loop.annotations).squeeze(1)
         loop.record.weights.append(weights)
         ctx.save_for_backward(hidden, weights)
@@ -130,7 +130,7 @@ class LoopAttention:
         self.annotations = annotations.detach().to(dtype)
         self.v = attention.v.detach().to(dtype)
         self.score_bias = attention.score_bias.detach().to(dtype)
-        self.mask = memory.mask
+        self.padding = ~memory.mask
 
     def __call__(self, query: Tensor) -> tuple[Tensor, Tensor]:
         """:param query: U_a s'_t, shape (B, 2d).  :returns: the context c_t, shape (B, 2d), and α_t, shape (B, S)."""

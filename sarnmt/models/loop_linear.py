@@ -15,7 +15,8 @@ deferred; hooks on the parameters (DDP's gradient buckets among them) fire as us
 
 How it is ordered: every step's node also takes a one-element token made from the weight by a gathering node.
 Autograd runs the gathering node only after every step's node has passed its (zero) gradient to the token, that is
-after every g_t has been recorded.
+after every g_t has been recorded (:func:`gather_token`; :mod:`sarnmt.models.loop_attention` defers the attention's
+source-side gradients the same way).
 """
 
 from __future__ import annotations
