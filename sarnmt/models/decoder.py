@@ -95,6 +95,12 @@ class Readout(nn.Module):
                           target)  # fmt: skip
 
 
+def _rows(positions: Tensor) -> Tensor:
+    """:param positions: shape (B, T), bool.  :returns: their indices in the flattened grid, row-major, shape (N,)
+    (one host synchronisation on a GPU, taken once per batch)."""
+    return positions.flatten().nonzero().squeeze(1)
+
+
 class ConditionalGRUDecoder(nn.Module):
     """The cGRU decoder, its target embeddings and its readout.
 
@@ -199,7 +205,8 @@ class ConditionalGRUDecoder(nn.Module):
             positions), giving logits of shape (N, V) for the N selected positions in row-major order. The
             readout is the costliest part of a step (V × e per position), so padding is not paid for.
         """
-        readout_in, src_attention, tgt_attention = self.teacher_forced(tgt, memory, initial_hidden, positions)
+        rows = None if positions is None else _rows(positions)
+        readout_in, src_attention, tgt_attention = self.teacher_forced(tgt, memory, initial_hidden, rows)
         return DecoderOutput(logits=self.readout(*readout_in), src_attention=src_attention,
                              tgt_attention=tgt_attention)  # fmt: skip
 
@@ -210,15 +217,18 @@ class ConditionalGRUDecoder(nn.Module):
         :param tgt: shape (B, T), as in :meth:`forward`.  :param mask: real target positions, shape (B, T).
         :returns: shape (B, T), zero on padding; float32 (float64 for a float64 model).
         """
-        readout_in, _, _ = self.teacher_forced(tgt, memory, initial_hidden, mask)
-        return scatter_positions(self.readout.nll(*readout_in, tgt[mask]), mask)
+        rows = _rows(mask)
+        readout_in, _, _ = self.teacher_forced(tgt, memory, initial_hidden, rows)
+        return scatter_positions(self.readout.nll(*readout_in, tgt.flatten().index_select(0, rows)), mask)
 
-    def teacher_forced(self, tgt: Tensor, memory: SourceMemory, initial_hidden: Tensor, positions: Tensor | None
+    def teacher_forced(self, tgt: Tensor, memory: SourceMemory, initial_hidden: Tensor, rows: Tensor | None
                        ) -> tuple[tuple[Tensor, Tensor, Tensor], Tensor, Tensor | None]:  # fmt: skip
-        """The recurrent loop over gold targets and hook 2, up to the readout; arguments as in :meth:`forward`.
+        """The recurrent loop over gold targets and hook 2, up to the readout; ``tgt``, ``memory`` and
+        ``initial_hidden`` as in :meth:`forward`.
 
-        :returns: the readout's inputs (s_t and c_t after dropout, R_t), each (B, T, ·) or (N, ·) at
-            ``positions``; the source attention (B, T, S); the target-side attention (B, T, T) or None.
+        :param rows: the selected positions as indices into the flattened (B·T) grid, shape (N,), or None for all.
+        :returns: the readout's inputs (s_t and c_t after dropout, R_t), each (B, T, ·) or (N, ·) at ``rows``; the
+            source attention (B, T, S); the target-side attention (B, T, T) or None.
         """
         batch, steps = tgt.shape
         prev_embs = torch.cat(
@@ -242,8 +252,7 @@ class ConditionalGRUDecoder(nn.Module):
         prev_hiddens = torch.cat([initial_hidden.unsqueeze(1), hiddens_all[:, :-1]], dim=1)
         target_context, out_weights = self.variant.readout_all(prev_embs, prev_hiddens, hiddens_all)
         readout_in = (hiddens_all, torch.stack(contexts, dim=1), target_context)
-        if positions is not None:  # index_select: its backward is one index_add, not zeros and a masked index_put
-            rows = positions.flatten().nonzero().squeeze(1)
+        if rows is not None:  # index_select: its backward is one index_add, not zeros and a masked index_put
             readout_in = tuple(x.flatten(0, 1).index_select(0, rows) for x in readout_in)
         hidden_in, context_in, target_context = readout_in
         tgt_attention = torch.stack(rec_weights, dim=1) if rec_weights else out_weights
