@@ -18,22 +18,74 @@ import json
 import logging
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import hydra
+import torch
 from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
+from torch import nn
 from tqdm import tqdm
 
 from sarnmt.checkpoint import load_model
+from sarnmt.data.codecs import TextCodec
+from sarnmt.decoding.search import Search
 from sarnmt.decoding.stream import decode_stream
-from sarnmt.evaluation.bleu import corpus_bleu, corpus_chrf
+from sarnmt.evaluation.bleu import Score, corpus_bleu, corpus_chrf
 from sarnmt.translate import pick_device
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.precision import check_precision, precision_context
 
 log = logging.getLogger("sarnmt")
+
+
+@dataclass
+class SplitOutput:
+    """The translations of a split: ``plain`` (detokenised, detruecased), ``tokenized`` (the target codec's
+    tokenised form), the references in both forms, and the decoding time in seconds."""
+
+    plain: list[str]
+    tokenized: list[str]
+    references: list[str]
+    references_tokenized: list[str]
+    seconds: float
+
+    def scores(self) -> dict[str, Score]:
+        """``bleu`` (13a on plain text against the raw references: NIST mteval-v13a style, Table 3), ``bleu_tok``
+        and ``bleu_tok_lc`` (``tokenize=none`` on the tokenised text: multi-bleu.perl and its ``-lc``, Tables 1, 2,
+        4) and ``chrf``."""
+        return {
+            "bleu": corpus_bleu(self.plain, self.references, tokenize="13a"),
+            "bleu_tok": corpus_bleu(self.tokenized, self.references_tokenized, tokenize="none"),
+            "bleu_tok_lc": corpus_bleu(self.tokenized, self.references_tokenized, tokenize="none", lowercase=True),
+            "chrf": corpus_chrf(self.plain, self.references),
+        }
+
+
+def translate_split(
+    net: nn.Module, src_codec: TextCodec, tgt_codec: TextCodec, sources: list[str], references: list[str],
+    search: Search, batch_size: int, device: torch.device, precision: str = "fp32", progress: bool = True,
+    desc: str = "decode",
+) -> SplitOutput:  # fmt: skip
+    """Decode raw source lines (a blank line gives an empty translation) and pair them with their references."""
+    encoded = [src_codec.encode(line) if line.strip() else [] for line in sources]
+    start = time.perf_counter()
+    with precision_context(device, precision):
+        results = list(tqdm(decode_stream(net, search, encoded, batch_size, device), total=len(encoded), desc=desc,
+                            unit=" sent", disable=not progress, file=sys.stderr))  # fmt: skip
+    seconds = time.perf_counter() - start
+    return SplitOutput(
+        plain=[tgt_codec.decode(r.tokens) if r.tokens else "" for r in results],
+        tokenized=[tgt_codec.decode_tokenized(r.tokens) if r.tokens else "" for r in results],
+        references=list(references), references_tokenized=[tgt_codec.tokenize(line) for line in references],
+        seconds=seconds,
+    )  # fmt: skip
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
@@ -53,29 +105,22 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     search = instantiate(cfg.decoding)
     log.info("evaluating %s on %s/%s (%d sentences) with %s", ckpt_path, datamodule.name, cfg.split,
              len(sources), search)  # fmt: skip
-    encoded = [src_codec.encode(line) if line.strip() else [] for line in sources]
-    start = time.perf_counter()
-    with precision_context(device, cfg.precision):
-        results = list(tqdm(decode_stream(loaded.net, search, encoded, cfg.batch_size, device), total=len(encoded),
-                            desc=f"decode {cfg.split}", unit=" sent", disable=not cfg.progress, file=sys.stderr))
-    seconds = time.perf_counter() - start
-    plain = [tgt_codec.decode(r.tokens) if r.tokens else "" for r in results]
-    tokenized = [tgt_codec.decode_tokenized(r.tokens) if r.tokens else "" for r in results]
-    references_tok = [tgt_codec.tokenize(line) for line in references]
+    output = translate_split(loaded.net, src_codec, tgt_codec, sources, references, search, cfg.batch_size, device,
+                             cfg.precision, cfg.progress, desc=f"decode {cfg.split}")  # fmt: skip
+    scores = output.scores()
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     hyp_path, tok_path = out / f"hypotheses.{cfg.split}.txt", out / f"hypotheses.{cfg.split}.tok.txt"
-    hyp_path.write_text("".join(line + "\n" for line in plain), encoding="utf-8")
-    tok_path.write_text("".join(line + "\n" for line in tokenized), encoding="utf-8")
+    write_lines(hyp_path, output.plain)
+    write_lines(tok_path, output.tokenized)
+    seconds = output.seconds
     record = {
         "checkpoint": ckpt_path, "global_step": loaded.global_step, "parameters": loaded.parameters,
         "data": datamodule.name, "split": cfg.split, "sentences": len(sources),
         "decoding": search.settings(), "precision": cfg.precision, "device": str(device), "seconds": round(seconds, 3),
         "sentences_per_second": round(len(sources) / seconds, 2) if seconds > 0 else None,
-        "bleu": corpus_bleu(plain, references, tokenize="13a").as_dict(),
-        "bleu_tokenized": corpus_bleu(tokenized, references_tok, tokenize="none").as_dict(),
-        "bleu_tokenized_lc": corpus_bleu(tokenized, references_tok, tokenize="none", lowercase=True).as_dict(),
-        "chrf": corpus_chrf(plain, references).as_dict(),
+        "bleu": scores["bleu"].as_dict(), "bleu_tokenized": scores["bleu_tok"].as_dict(),
+        "bleu_tokenized_lc": scores["bleu_tok_lc"].as_dict(), "chrf": scores["chrf"].as_dict(),
         "hypotheses": str(hyp_path), "hypotheses_tokenized": str(tok_path),
         "model": OmegaConf.to_container(OmegaConf.create(loaded.net_config), resolve=True),
     }  # fmt: skip

@@ -27,6 +27,14 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
+def step_seed(seed: int, step: int, rank: int = 0) -> int:
+    """A 63-bit seed mixed from the run's seed, the update number and the DDP rank (splitmix64 finaliser)."""
+    z = (seed * 0x9E3779B97F4A7C15 + step * 0xBF58476D1CE4E5B9 + rank * 0x94D049BB133111EB) & (2**64 - 1)
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+    return (z ^ (z >> 31)) >> 1
+
+
 class TranslationModule(L.LightningModule):
     """:param net: the model.  :param optimizer: a partial optimizer (``optim=`` group), bound to the parameters here.
     :param loss_normalization: ``sentence`` (paper) or ``token``.
@@ -36,6 +44,9 @@ class TranslationModule(L.LightningModule):
     :param net_config: the resolved model and decoder configs, saved in checkpoints to rebuild the model.
     :param test_search: the search of the test pass (``instantiate(cfg.decoding)``, e.g. beam); validation stays
         greedy with ``max_len_a``/``max_len_b``, and so does test when this is None.
+    :param train_seed: when given, the random generators are seeded from (seed, update number, rank) before every
+        training step (as fairseq does), so dropout masks do not depend on what ran before: a run resumed from a
+        mid-epoch checkpoint trains exactly as the uninterrupted one.
     """
 
     def __init__(
@@ -48,6 +59,7 @@ class TranslationModule(L.LightningModule):
         bleu: bool = True,
         net_config: dict[str, Any] | None = None,
         test_search: Search | None = None,
+        train_seed: int | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["net", "optimizer", "test_search"])
@@ -65,6 +77,10 @@ class TranslationModule(L.LightningModule):
 
     def _nll(self, batch: Batch) -> torch.Tensor:
         return self.net.nll(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
+
+    def on_train_batch_start(self, batch: Batch, batch_idx: int) -> None:
+        if self.hparams.train_seed is not None:
+            torch.manual_seed(step_seed(self.hparams.train_seed, self.global_step, self.global_rank))
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         nll = self._nll(batch)

@@ -6,12 +6,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import hydra
 import lightning as L
 from hydra.utils import instantiate
+from lightning.pytorch.callbacks import Timer
 from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.average import average_checkpoints, last_checkpoints
@@ -20,6 +22,7 @@ from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
 
 log = logging.getLogger("sarnmt")
+AfterFit = Callable[[L.Trainer, dict[str, Any]], dict[str, Any]]
 
 
 def build_module(cfg: DictConfig, src_vocab_size: int, tgt_vocab_size: int) -> TranslationModule:
@@ -42,12 +45,18 @@ def build_module(cfg: DictConfig, src_vocab_size: int, tgt_vocab_size: int) -> T
         bleu=cfg.val_bleu,
         net_config=net_config,
         test_search=instantiate(cfg.decoding),
+        train_seed=cfg.seed,
     )
 
 
-def train(cfg: DictConfig) -> dict[str, Any]:
-    """Fit, then test the best checkpoint. :returns: metrics (floats) plus ``best_model_path``, ``test_bleu``,
-    ``bleu_signature`` and ``parameters``."""
+def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
+    """Fit, then test the best checkpoint.
+
+    :param after: called with the trainer and the result so far once training and testing are done, while the
+        loggers are still open (the table sweeps evaluate there); what it returns is added to the result.
+    :returns: metrics (floats) plus ``best_model_path``, ``test_bleu``, ``bleu_signature``, ``parameters`` and
+        ``train_seconds`` (training and validation time, summed over resumed runs, when a Timer callback ran).
+    """
     quiet_known_warnings()
     with finish_wandb():
         check_averaging(cfg)
@@ -67,6 +76,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         metrics = {key: float(value) for key, value in trainer.callback_metrics.items()}
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         result: dict[str, Any] = {**metrics, "best_model_path": best, "parameters": parameters}
+        timers = [cb for cb in trainer.callbacks if isinstance(cb, Timer)]
+        if timers:
+            result["train_seconds"] = timers[0].time_elapsed("train") + timers[0].time_elapsed("validate")
         if cfg.test and datamodule.has_split("test"):
             trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)
             result.update({key: float(value) for key, value in trainer.callback_metrics.items()})
@@ -74,6 +86,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             result["bleu_signature"] = module.bleu_signature
         if cfg.average_last > 1:
             result.update(evaluate_average(cfg, trainer, module, datamodule))
+        if after is not None:
+            result.update(after(trainer, result))
     return result
 
 

@@ -155,6 +155,13 @@ MULTI30K_EN_DE = Corpus(
     },
     note="Multi30K task 1 (https://github.com/multi30k/dataset, data/task1/raw/), files as multi30k-en-de/*.gz",
 )
+MULTI30K_DE_EN = Corpus(
+    "multi30k_de_en",
+    pair=("de", "en"),
+    splits={name: tuple(Part(part.tgt, part.src, part.lines) for part in parts)
+            for name, parts in MULTI30K_EN_DE.splits.items()},  # fmt: skip
+    note="Multi30K task 1 in the other direction (German to English), the same files as multi30k_en_de",
+)
 MINI_ES_EN = Corpus(
     "mini_es_en",
     pair=("es", "en"),
@@ -188,7 +195,7 @@ MINI_EN_ZH = Corpus(
 )
 
 CORPORA: dict[str, Corpus] = {
-    c.name: c for c in (ES_EN, EN_DE, EN_ZH, MULTI30K_EN_DE, MINI_ES_EN, MINI_EN_DE, MINI_EN_ZH)
+    c.name: c for c in (ES_EN, EN_DE, EN_ZH, MULTI30K_EN_DE, MULTI30K_DE_EN, MINI_ES_EN, MINI_EN_DE, MINI_EN_ZH)
 }
 
 

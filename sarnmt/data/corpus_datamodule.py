@@ -40,12 +40,13 @@ class CorpusDataModule(TranslationDataModule):
     def __init__(
         self, *, corpus: str, root: str, cache_dir: str, src: dict[str, Any], tgt: dict[str, Any],
         vocab_size: int, joint_vocab: bool = False, url_base: str | None = None,
-        checksums: dict[str, str] | None = None, workers: int = 1, max_len: int = 50, max_tokens: int,
+        checksums: dict[str, str] | None = None, workers: int = 1, max_len: int = 50, max_tokens: int | None,
+        max_sentences: int | None = None,
         eval_batch_size: int, num_workers: int = 0, seed: int = 1234, maxi_batch: int = 0,
     ) -> None:  # fmt: skip
         super().__init__(
             max_len=max_len, max_tokens=max_tokens, eval_batch_size=eval_batch_size, num_workers=num_workers,
-            maxi_batch=maxi_batch, seed=seed,
+            maxi_batch=maxi_batch, seed=seed, max_sentences=max_sentences,
         )  # fmt: skip
         self.corpus = get_corpus(corpus)
         self.name = corpus

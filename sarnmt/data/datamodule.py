@@ -61,7 +61,8 @@ class TranslationDataModule(L.LightningDataModule):
     """Base class: subclasses implement :meth:`_read_splits` and :meth:`_train_codecs`.
 
     :param max_len: training pairs with a side of ``>= max_len`` ids (EOS not counted) are removed.
-    :param max_tokens: token budget of a training batch (padded, EOS included).
+    :param max_tokens: token budget of a training batch (padded, EOS included); None: no token budget.
+    :param max_sentences: sentences per training batch at most (dl4mt's batch_size); None: no such limit.
     :param eval_batch_size: sentences per validation/test batch.
     :param num_workers: DataLoader worker processes.
     :param maxi_batch: sorting window of the training sampler in batches (0: sort the whole split).
@@ -71,17 +72,21 @@ class TranslationDataModule(L.LightningDataModule):
     name = "base"
 
     def __init__(
-        self, *, max_len: int, max_tokens: int, eval_batch_size: int, num_workers: int, maxi_batch: int,
-        seed: int,
+        self, *, max_len: int, max_tokens: int | None, eval_batch_size: int, num_workers: int, maxi_batch: int,
+        seed: int, max_sentences: int | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
-        positive = {"max_len": max_len, "max_tokens": max_tokens, "eval_batch_size": eval_batch_size}
+        positive = {"max_len": max_len, "max_tokens": max_tokens, "eval_batch_size": eval_batch_size,
+                    "max_sentences": max_sentences}  # fmt: skip
         for key, value in positive.items():
-            if value < 1:
+            if value is not None and value < 1:
                 raise ValueError(f"{type(self).__name__}: {key} must be >= 1, got {value}")
+        if max_tokens is None and max_sentences is None:
+            raise ValueError(f"{type(self).__name__}: give max_tokens, max_sentences or both (both are null)")
         if num_workers < 0 or maxi_batch < 0:
             raise ValueError(f"{type(self).__name__}: num_workers and maxi_batch must be >= 0")
         self.max_len, self.max_tokens, self.eval_batch_size = max_len, max_tokens, eval_batch_size
+        self.max_sentences = max_sentences
         self.num_workers, self.maxi_batch, self.seed = num_workers, maxi_batch, seed
         self.src_codec: TextCodec | None = None
         self.tgt_codec: TextCodec | None = None
@@ -90,6 +95,19 @@ class TranslationDataModule(L.LightningDataModule):
         self._raw: dict[str, tuple[list[str], list[str]]] = {}
         self._origin: dict[str, str] = {}
         self._data: dict[str, EncodedSplit] = {}
+        self._resume: dict[str, int] = {}
+
+    # --- mid-epoch resumption: Lightning stores this in checkpoints and gives it back before train_dataloader() ---
+    def state_dict(self) -> dict[str, int]:
+        """``{"epoch", "batches_done"}``: the training batches of the current epoch whose update is done."""
+        trainer = self.trainer
+        if trainer is None:
+            return {}
+        return {"epoch": trainer.current_epoch,
+                "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed}  # fmt: skip
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        self._resume = dict(state_dict)
 
     def _read_splits(self) -> dict[str, tuple[list[str], list[str], str]]:
         """``{split: (source lines, target lines, origin for messages)}``; "train" and "val" are required."""
@@ -214,8 +232,13 @@ class TranslationDataModule(L.LightningDataModule):
         sampler = TokenBatchSampler(
             [len(s) for s in data.src], [len(t) for t in data.tgt], max_tokens=self.max_tokens, shuffle=True,
             seed=self.seed, maxi_batch=self.maxi_batch, num_replicas=world, rank=rank,
+            max_sentences=self.max_sentences,
         )  # fmt: skip
         sampler.set_epoch(epoch)
+        resume, self._resume = self._resume, {}
+        if resume.get("epoch") == epoch and 0 < resume.get("batches_done", 0) < len(sampler):
+            sampler.skip_next(resume["batches_done"])
+            _info(f"resuming epoch {epoch} after its first {resume['batches_done']} of {len(sampler)} batches")
         return self._loader(data, sampler)
 
     def _eval_loader(self, split: str) -> DataLoader:

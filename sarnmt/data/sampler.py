@@ -98,6 +98,14 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.epoch = 0
         self.sampler = _EpochForwarder(self)  # so that Lightning's per-epoch set_epoch reaches this object
         self._cache: tuple[int, list[list[int]]] | None = None
+        self._skip = 0
+
+    def skip_next(self, batches: int) -> None:
+        """The next ``iter()`` starts after the first ``batches`` batches of its epoch (a resumed mid-epoch run);
+        ``len()`` stays the whole epoch's, as Lightning counts the skipped batches as done."""
+        if batches < 0:
+            raise ValueError(f"TokenBatchSampler: cannot skip {batches} batches")
+        self._skip = batches
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose shuffle the next ``iter()`` and ``len()`` use.
@@ -158,7 +166,9 @@ class TokenBatchSampler(Sampler[list[int]]):
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
-        yield from self._plan()
+        plan, skip = self._plan(), self._skip
+        self._skip = 0
+        yield from plan[skip:]
 
     def __len__(self) -> int:
         return len(self._plan())

@@ -25,12 +25,13 @@ class ToyDataModule(TranslationDataModule):
     name = "toy"
 
     def __init__(
-        self, *, seed: int = 1234, n_train: int, n_dev: int, n_test: int, max_len: int = 50, max_tokens: int,
+        self, *, seed: int = 1234, n_train: int, n_dev: int, n_test: int, max_len: int = 50, max_tokens: int | None,
+        max_sentences: int | None = None,
         eval_batch_size: int, num_workers: int = 0, maxi_batch: int = 0,
     ) -> None:  # fmt: skip
         super().__init__(
             max_len=max_len, max_tokens=max_tokens, eval_batch_size=eval_batch_size, num_workers=num_workers,
-            maxi_batch=maxi_batch, seed=seed,
+            maxi_batch=maxi_batch, seed=seed, max_sentences=max_sentences,
         )  # fmt: skip
         if n_train < 1 or n_dev < 1 or n_test < 0:
             sizes = (n_train, n_dev, n_test)
@@ -70,11 +71,12 @@ class FilesDataModule(TranslationDataModule):
     def __init__(
         self, *, train_src: str, train_tgt: str, dev_src: str, dev_tgt: str, test_src: str | None = None,
         test_tgt: str | None = None, vocab_size: int = 8000, joint_vocab: bool = False, max_len: int = 50,
-        max_tokens: int, eval_batch_size: int, num_workers: int = 0, seed: int = 1234, maxi_batch: int = 0,
+        max_tokens: int | None, max_sentences: int | None = None, eval_batch_size: int, num_workers: int = 0,
+        seed: int = 1234, maxi_batch: int = 0,
     ) -> None:  # fmt: skip
         super().__init__(
             max_len=max_len, max_tokens=max_tokens, eval_batch_size=eval_batch_size, num_workers=num_workers,
-            maxi_batch=maxi_batch, seed=seed,
+            maxi_batch=maxi_batch, seed=seed, max_sentences=max_sentences,
         )  # fmt: skip
         if (test_src is None) != (test_tgt is None):
             raise ValueError(f"FilesDataModule: give both test files or neither: {test_src=} {test_tgt=}")

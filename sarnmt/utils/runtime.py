@@ -17,6 +17,9 @@ def quiet_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
+    # sarnmt's DataModule does resume mid-epoch (it keeps the epoch's position in checkpoints), which Lightning's
+    # check for a stateful dataloader cannot see
+    warnings.filterwarnings("ignore", message=".*resuming from a checkpoint that ended before the epoch ended.*")
 
 
 @contextmanager

@@ -1,0 +1,314 @@
+"""One job of a table sweep: train (resuming when it can), evaluate the selected checkpoint the paper's way, write
+the record last.
+
+Folders (named from the job, never from the time):
+
+- ``<runs_dir>/<job id>/``: the training run (checkpoints, logs). ``job.json`` there holds the config hash the folder
+  belongs to: a folder of another hash (the config changed) is moved aside as ``<job id>.stale-<hash>``, never
+  resumed. ``fit.json`` is written once training has ended (early stopping, or the step/epoch limit), so a job
+  killed during evaluation does not train again.
+- ``<results_dir>/records/<job id>.json`` (+ ``.sentences.json.gz``): the record; ``<results_dir>/hypotheses/<job
+  id>/<test>.txt.gz`` and ``.tok.txt.gz``: the test translations (detokenised and tokenised).
+
+Running a job again: a complete record with the current hash means nothing to do; otherwise training resumes from
+``checkpoints/last.ckpt`` (written every few minutes, mid-epoch included; see :mod:`sarnmt.resume`) or starts.
+
+**The selected checkpoint** is the best by the validation rule of the scale (``validation=cost``: the lowest dev
+cost, dl4mt's rule; ``validation=bleu``: the highest greedy dev BLEU). It is decoded with beam search (beam 5, scores
+divided by the length with EOS: dl4mt's ``translate.py -n``) on every test set of the job's language pair and
+scored with sacrebleu: ``bleu_tok`` / ``bleu_tok_lc`` (multi-bleu on tokenised text, cased / lowercased), ``bleu``
+(NIST mteval-v13a style on detokenised text) and ``chrf``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from sarnmt.checkpoint import load_model
+from sarnmt.evaluate import translate_split
+from sarnmt.sweep import stats as sentence_stats
+from sarnmt.sweep.records import (
+    RECORD_VERSION,
+    config_hash,
+    git_commit,
+    gzip_bytes,
+    hardware,
+    read_record,
+    write_atomic,
+    write_json,
+    write_lines_gz,
+)
+from sarnmt.sweep.spec import SWEEPS_DIR, Job
+from sarnmt.train import train
+from sarnmt.translate import pick_device
+from sarnmt.utils.compose import compose
+from sarnmt.utils.instantiate import instantiate_dict
+from sarnmt.utils.runtime import finish_wandb
+
+log = logging.getLogger("sarnmt")
+REPO = SWEEPS_DIR.parent
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """Where a job writes and how it logs.
+
+    :param runs_dir: training runs, one folder per job (checkpoints: keep out of git).
+    :param results_dir: records and hypotheses (small text files: publishable).
+    :param logger: a ``logger=`` option of the train config (``csv``, ``wandb``, ...).
+    :param eval_batch_size: sentences per beam-search batch.
+    :param device: decoding device (``auto``: CUDA when available).
+    """
+
+    runs_dir: Path
+    results_dir: Path
+    logger: str = "csv"
+    eval_batch_size: int = 64
+    device: str = "auto"
+    progress: bool = True
+
+    def record_path(self, job: Job) -> Path:
+        return self.results_dir / "records" / f"{job.id}.json"
+
+
+def wandb_overrides(job: Job, settings: JobSettings, digest: str) -> list[str]:
+    """One W&B run per job: group (the tables it serves and the scale, e.g. ``table1+4-mini``), job type, tags, and
+    an id from the cell and its config hash, so that a resumed job continues its run and a changed config starts
+    another."""
+    group = f"table{'+'.join(str(t) for t in job.tables)}-{job.scale}" if job.tables else job.scale
+    tags = [job.scale, job.pair, job.row, f"seed{job.seed}", *(f"table{t}" for t in job.tables)]
+    run_id = f"{job.scale}-{job.pair}-{job.row}-s{job.seed}-{digest[:8]}".replace("_", "-")
+    return [
+        f"logger.wandb.group={group}",
+        "logger.wandb.job_type=train",
+        f"logger.wandb.tags=[{','.join(tags)}]",
+        f"logger.wandb.name={job.id}",
+        f"logger.wandb.id={run_id}",
+        "logger.wandb.resume=allow",
+    ]
+
+
+def job_config(job: Job, settings: JobSettings) -> tuple[DictConfig, str]:
+    """The job's resolved train config and its config hash."""
+    folder = (settings.runs_dir / job.id).resolve()
+    base = [*job.train, f"paths.output_dir={folder}", "test=false", f"logger={settings.logger}"]
+    cfg = compose("train", base)
+    digest = config_hash(cfg, job.tests)
+    if settings.logger in ("wandb", "many"):
+        cfg = compose("train", [*base, *wandb_overrides(job, settings, digest)])
+    return cfg, digest
+
+
+def claim_folder(folder: Path, job: Job, digest: str) -> None:
+    """Make ``folder`` this job's, for this config hash; a folder of another hash is moved aside."""
+    marker = folder / "job.json"
+    if folder.exists():
+        try:
+            owner = json.loads(marker.read_text())["config_hash"]
+        except (OSError, ValueError, KeyError):
+            owner = "unknown"
+        if owner == digest:
+            return
+        aside = folder.with_name(f"{folder.name}.stale-{owner}")
+        k = 1
+        while aside.exists():
+            aside, k = folder.with_name(f"{folder.name}.stale-{owner}-{k}"), k + 1
+        log.warning("%s holds a run of config %s, not %s: moved to %s", folder, owner, digest, aside)
+        folder.rename(aside)
+    folder.mkdir(parents=True)
+    write_json(marker, {"job": job.id, "config_hash": digest, "created": _now()})
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def run_job(job: Job, settings: JobSettings) -> dict[str, Any] | None:
+    """Run (or skip, or resume) one job. :returns: its record (None on a DDP rank other than 0)."""
+    cfg, digest = job_config(job, settings)
+    status = read_record(settings.record_path(job), digest)
+    if status.state == "complete":
+        log.info("%s: complete record %s, skipped", job.id, status.path)
+        return status.record
+    if status.state in ("broken", "stale"):
+        log.warning("%s; job %s runs again", status.reason, job.id)
+    folder = settings.runs_dir / job.id
+    if _rank() == 0:
+        claim_folder(folder, job, digest)
+    else:
+        _wait_for_claim(folder, digest)
+    fit_path = folder / "fit.json"
+    if fit_path.is_file():
+        log.info("%s: training had ended (%s); evaluating", job.id, fit_path)
+        with finish_wandb():
+            return finish_job(
+                job, cfg, digest, json.loads(fit_path.read_text()), instantiate_dict(cfg.logger), settings
+            )
+    last = folder / "checkpoints" / "last.ckpt"
+    if last.is_file():
+        log.info("%s: resuming from %s", job.id, last)
+        with open_dict(cfg):
+            cfg.ckpt_path = str(last)
+    outcome: dict[str, Any] = {}
+
+    def after(trainer: L.Trainer, result: dict[str, Any]) -> dict[str, Any]:
+        if not trainer.is_global_zero:
+            return {}
+        fit = fit_summary(trainer, result, last)
+        write_json(fit_path, fit)
+        outcome["record"] = finish_job(job, cfg, digest, fit, trainer.loggers, settings)
+        return {}
+
+    train(cfg, after=after)
+    return outcome.get("record")
+
+
+def _rank() -> int:
+    return int(os.environ.get("SLURM_PROCID", os.environ.get("RANK", "0")))
+
+
+def _wait_for_claim(folder: Path, digest: str, timeout: float = 600.0) -> None:
+    """DDP ranks > 0 (one process per SLURM task) wait until rank 0 has claimed the folder."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if json.loads((folder / "job.json").read_text())["config_hash"] == digest:
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(2.0)
+    raise TimeoutError(f"{folder}: rank 0 did not claim the job folder within {timeout:.0f} s")
+
+
+def fit_summary(trainer: L.Trainer, result: dict[str, Any], last: Path) -> dict[str, Any]:
+    """What training ended with: the selected checkpoint, steps, epochs, time."""
+    callback = trainer.checkpoint_callback
+    best = callback.best_model_path if callback is not None else ""
+    steps, epochs = trainer.global_step, trainer.current_epoch
+    if (steps == 0 or not best) and last.is_file():  # ddp_spawn leaves the parent's trainer at step 0
+        checkpoint = torch.load(last, map_location="cpu", weights_only=True)
+        steps, epochs = checkpoint["global_step"], checkpoint["epoch"] + 1
+    if not best:
+        log.warning("no validation selected a checkpoint; evaluating the last one, %s", last)
+        best = str(last)
+    score = callback.best_model_score if callback is not None else None
+    return {
+        "best_model_path": str(Path(best).resolve()),
+        "monitor": getattr(callback, "monitor", None),
+        "best_model_score": None if score is None else float(score),
+        "steps": int(steps),
+        "epochs": int(epochs),
+        "train_seconds": round(float(result.get("train_seconds", 0.0)), 1),
+        "parameters": result["parameters"],
+        "stopped_early": bool(getattr(trainer, "should_stop", False)),
+        "ended": _now(),
+    }
+
+
+def finish_job(
+    job: Job, cfg: DictConfig, digest: str, fit: dict[str, Any], loggers: list, settings: JobSettings
+) -> dict[str, Any]:
+    """Decode every test set with the selected checkpoint, score it, write hypotheses and statistics, log the
+    scores, and write the record (last)."""
+    start = time.perf_counter()
+    device = pick_device(settings.device)
+    loaded = load_model(fit["best_model_path"], device)
+    datamodule = instantiate(cfg.data)
+    datamodule.prepare_data()
+    datamodule.setup("test")
+    search = instantiate(cfg.decoding)
+    hyp_dir = settings.results_dir / "hypotheses" / job.id
+    tests, stats = {}, {}
+    for name, split in job.tests.items():
+        output = translate_split(
+            loaded.net,
+            loaded.src_codec or datamodule.src_codec,
+            loaded.tgt_codec or datamodule.tgt_codec,
+            datamodule.sources(split),
+            datamodule.references(split),
+            search,
+            settings.eval_batch_size,
+            device,
+            progress=settings.progress,
+            desc=f"{job.id} {name}",
+        )
+        plain, tokenized = hyp_dir / f"{name}.txt.gz", hyp_dir / f"{name}.tok.txt.gz"
+        write_lines_gz(plain, output.plain)
+        write_lines_gz(tokenized, output.tokenized)
+        stats[name] = {
+            metric: sentence_stats.sentence_statistics(
+                output.plain if metric == "bleu" else output.tokenized,
+                output.references if metric == "bleu" else output.references_tokenized,
+                metric,
+            )
+            for metric in sentence_stats.METRIC_SETTINGS
+        }
+        tests[name] = {
+            "split": split,
+            "sentences": len(output.plain),
+            "decoding_seconds": round(output.seconds, 1),
+            "scores": {k: v.as_dict() for k, v in output.scores().items()},
+            "hypotheses": str(plain.relative_to(settings.results_dir)),
+            "hypotheses_tokenized": str(tokenized.relative_to(settings.results_dir)),
+        }
+    final = {f"final/{t}/{m}": v["scores"][m]["score"] for t, v in tests.items() for m in v["scores"]}
+    for logger in loggers:
+        logger.log_metrics(final, step=fit["steps"])
+        if hasattr(logger, "experiment") and hasattr(logger.experiment, "summary"):
+            logger.experiment.summary.update(final)
+    evaluate_seconds = round(time.perf_counter() - start, 1)
+    record = {
+        "version": RECORD_VERSION,
+        "job": job.id,
+        "scale": job.scale,
+        "pair": job.pair,
+        "row": job.row,
+        "seed": job.seed,
+        "tables": list(job.tables),
+        "config_hash": digest,
+        "overrides": list(job.train),
+        "data": datamodule.name,
+        "parameters": fit["parameters"],
+        **git_commit(REPO),
+        "hardware": hardware(),
+        "steps": fit["steps"],
+        "epochs": fit["epochs"],
+        "stopped_early": fit["stopped_early"],
+        "selected_checkpoint": {
+            "file": Path(fit["best_model_path"]).name,
+            "monitor": fit["monitor"],
+            "score": fit["best_model_score"],
+        },
+        "wall_seconds": {
+            "train": fit["train_seconds"],
+            "evaluate": evaluate_seconds,
+            "total": round(fit["train_seconds"] + evaluate_seconds, 1),
+        },
+        "decoding": search.settings(),
+        "tests": tests,
+        "finished": _now(),
+        "config": OmegaConf.to_container(cfg, resolve=True),
+    }
+    path = settings.record_path(job)
+    sentences = path.with_name(f"{job.id}.sentences.json.gz")
+    write_atomic(sentences, gzip_bytes(json.dumps(stats, separators=(",", ":")).encode()))
+    write_json(path, record)  # last: a record exists only when everything it points at does
+    log.info(
+        "%s: record %s (%s)",
+        job.id,
+        path,
+        ", ".join(f"{k} {v:.2f}" for k, v in final.items() if k.endswith("/bleu_tok") or k.endswith("/bleu")),
+    )
+    return record

@@ -1,0 +1,160 @@
+"""Planning and launching a sweep: which jobs a table needs, which are done, the corpora checked before any job
+starts, and the Hydra multirun of :mod:`sarnmt.sweep_job` that runs the rest with the chosen launcher.
+
+Launchers (``launcher=``):
+
+- ``local``: Hydra's basic launcher, one job after another in one process;
+- ``joblib``: ``hydra/launcher=joblib``, ``n_jobs`` jobs at once (default: one per visible GPU, job k on GPU
+  k mod #GPUs; on a machine without GPUs, ``n_jobs`` CPU jobs);
+- ``slurm``: ``hydra/launcher=slurm`` (``conf/hydra/launcher/slurm.yaml``, submitit): one SLURM job per sweep job,
+  ``trainer=slurm`` inside it (DDP over the SLURM tasks, no relaunch), requeued on preemption.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from sarnmt.data.fetch import FetchError
+from sarnmt.sweep.job import JobSettings, job_config
+from sarnmt.sweep.records import read_record
+from sarnmt.sweep.spec import Job
+from sarnmt.utils.compose import compose
+
+LAUNCHERS = ("local", "joblib", "slurm")
+
+
+class SweepError(RuntimeError):
+    """A sweep that cannot start (a corpus missing, a bad launcher); the message says what to do."""
+
+
+@dataclass
+class JobState:
+    """``state``: ``complete`` (skipped), ``evaluate`` (trained, not evaluated), ``resume`` (has a checkpoint),
+    ``new``; ``note`` says why a record was not taken (stale, broken)."""
+
+    job: Job
+    digest: str
+    state: str
+    note: str = ""
+
+
+def job_states(jobs: list[Job], settings: JobSettings) -> list[JobState]:
+    states = []
+    for job in jobs:
+        _, digest = job_config(job, settings)
+        status = read_record(settings.record_path(job), digest)
+        note = status.reason if status.state in ("broken", "stale") else ""
+        folder = settings.runs_dir / job.id
+        same_config = _folder_hash(folder) == digest
+        if status.state == "complete":
+            state = "complete"
+        elif same_config and (folder / "fit.json").is_file():
+            state = "evaluate"
+        elif same_config and (folder / "checkpoints" / "last.ckpt").is_file():
+            state = "resume"
+        else:
+            state = "new"
+        states.append(JobState(job, digest, state, note))
+    return states
+
+
+def _folder_hash(folder: Path) -> str | None:
+    import json
+
+    try:
+        return json.loads((folder / "job.json").read_text())["config_hash"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def check_corpora(jobs: list[Job], settings: JobSettings) -> list[str]:
+    """Prepare (fetch, preprocess, cache) the corpus of every language pair the jobs need, before any job starts.
+
+    :returns: one line per corpus. :raises SweepError: naming the pair and saying what to download and where.
+    """
+    lines, seen = [], set()
+    for job in jobs:
+        if job.pair in seen:
+            continue
+        seen.add(job.pair)
+        cfg, _ = job_config(job, settings)
+        name = cfg.data.get("corpus", cfg.data.get("_target_", "").rsplit(".", 1)[-1])
+        try:
+            datamodule = instantiate(cfg.data)
+            datamodule.prepare_data()
+        except (FetchError, FileNotFoundError, ValueError, OSError) as err:
+            raise SweepError(
+                f"language pair {job.pair} of scale {job.scale} needs corpus {name}, which is not available: {err}"
+            ) from err
+        report = getattr(datamodule, "report", None) or {}
+        lines.append(f"{job.pair}: {name}" + (f" (cache {report['cache']})" if report.get("cache") else ""))
+    return lines
+
+
+def launcher_overrides(launcher: str, n_jobs: int | None) -> tuple[list[str], list[str]]:
+    """``(Hydra overrides of the multirun, extra train overrides of every job)`` for a launcher."""
+    if launcher == "local":
+        return ["hydra/launcher=basic"], []
+    if launcher == "joblib":
+        import torch
+
+        gpus = torch.cuda.device_count()
+        jobs = n_jobs or max(gpus, 1)
+        return ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}", f"gpu_per_job={str(gpus > 0).lower()}"], []
+    if launcher == "slurm":
+        return ["hydra/launcher=slurm"], ["trainer=slurm"]
+    raise SweepError(f"unknown launcher {launcher!r}; valid launchers: {list(LAUNCHERS)}")
+
+
+def _list(values: list[str]) -> str:
+    """A Hydra list of quoted strings (an override such as ``trainer=gpu`` holds a ``=``)."""
+    return "[" + ",".join("'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" for v in values) + "]"
+
+
+def multirun_command(
+    jobs: list[Job],
+    scale: str,
+    settings: JobSettings,
+    launcher: str,
+    n_jobs: int | None = None,
+    train_overrides: list[str] | None = None,
+    hydra_overrides: list[str] | None = None,
+) -> list[str]:
+    """The ``python -m sarnmt.sweep_job --multirun ...`` command that runs ``jobs``."""
+    hydra_args, extra_train = launcher_overrides(launcher, n_jobs)
+    if not settings.progress:  # no progress bars in the jobs' logs either
+        extra_train = [*extra_train, "trainer.enable_progress_bar=false", "callbacks.progress_bar=null"]
+    return [
+        sys.executable,
+        "-m",
+        "sarnmt.sweep_job",
+        "--multirun",
+        f"scale={scale}",
+        "job=" + ",".join(j.id for j in jobs),
+        f"overrides={_list([*(train_overrides or []), *extra_train])}",
+        f"logger={settings.logger}",
+        f"runs_dir={settings.runs_dir}",
+        f"results_dir={settings.results_dir}",
+        f"eval_batch_size={settings.eval_batch_size}",
+        f"progress={str(settings.progress).lower()}",
+        *hydra_args,
+        *(hydra_overrides or []),
+    ]
+
+
+def launcher_settings(command: list[str]) -> dict[str, Any]:
+    """The launcher config the multirun would use (``hydra.launcher``), composed without running anything."""
+    overrides = [a for a in command[command.index("--multirun") + 1 :] if not a.startswith("job=")]
+    cfg = compose("sweep_job", [*overrides, "job=dry-run", "hydra.job.name=sweep_job"], return_hydra_config=True)
+    return OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+
+
+def format_command(command: list[str]) -> str:
+    return " ".join(shlex.quote(a) for a in ["python", *command[1:]])

@@ -1,0 +1,247 @@
+"""A table's cells as Markdown, LaTeX, CSV and a PNG of the per-seed scores, beside the paper's numbers.
+
+A cell reads ``mean ± sd (n)``: the mean corpus BLEU over the row's seeds, their sample standard deviation and how
+many seeds ran; ``missing``, ``stale`` and ``broken`` runs are counted in the cell, never averaged in. Markers after
+a cell compare it with the baseline row of its column: ``*``/``**`` the paper's one-tailed paired t-test
+(p < 0.05 / 0.01), ``†``/``‡`` the paired bootstrap (p < 0.05 / 0.01). The footer says what each test runs over.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from sarnmt.sweep.cells import Cell
+from sarnmt.sweep.spec import METRICS, Scale, Table
+
+TESTS_NOTE = (
+    "Significance against the baseline row of the same column: * p < 0.05, ** p < 0.01 by the paper's one-tailed "
+    "paired t-test over test sentences (each sentence's BLEU averaged over the cell's seeds, paired with the "
+    "baseline's); † p < 0.05, ‡ p < 0.01 by the paired bootstrap (1,000 resamples of the test sentences; in each, "
+    "both cells' BLEU is the mean over their seeds of the resampled corpus BLEU). Cells: mean ± sample sd of corpus "
+    "BLEU over seeds (the seed sets the initialisation and the dropout masks; the data order is the same), and the "
+    "number of seeds."
+)
+
+
+def markers(cell: Cell) -> str:
+    score = cell.score
+    if score is None or score.p_t_test is None:
+        return ""
+    t = "**" if score.p_t_test < 0.01 else "*" if score.p_t_test < 0.05 else ""
+    b = "‡" if score.p_bootstrap < 0.01 else "†" if score.p_bootstrap < 0.05 else ""
+    return t + b
+
+
+def cell_text(cell: Cell, latex: bool = False) -> str:
+    parts = []
+    if cell.score is not None:
+        sd = cell.score.sd
+        pm = r"$\pm$" if latex else "±"
+        value = f"{cell.score.mean:.2f}" + (f" {pm} {sd:.2f}" if sd is not None else "")
+        mark = markers(cell)
+        if latex and mark:
+            mark = mark.replace("†", r"$^\dagger$").replace("‡", r"$^\ddagger$")
+        parts.append(f"{value}{mark} ({len(cell.records)})")
+    if cell.missing:
+        parts.append(f"{cell.missing} missing")
+    if cell.stale:
+        parts.append(f"{len(cell.stale)} stale")
+    if cell.broken:
+        parts.append(f"{len(cell.broken)} broken")
+    if cell.records and len(cell.records) < cell.expected:
+        parts[0] = parts[0].replace(f"({len(cell.records)})", f"({len(cell.records)} of {cell.expected})")
+    return "; ".join(parts) if parts else "—"
+
+
+def _parameters(table: Table, cells: dict, row_key: str) -> str:
+    counts = [cells[row_key, c.key].parameters for c in table.columns]
+    shown = list(dict.fromkeys(f"{n / 1e6:.2f}M" if n else "?" for n in counts))
+    return " / ".join(shown)
+
+
+def _paper(table: Table, row_key: str, column_key: str) -> str:
+    value = table.paper.get(row_key, {}).get(column_key)
+    return "–" if value is None else f"{value:.1f}" if value < 100 else str(value)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def _hardware(info: dict) -> str:
+    text = str(info.get("cpu", "?")) + (f" ({info['cpu_count']} cores)" if info.get("cpu_count") else "")
+    return text + (f", {info['gpu']}" if info.get("gpu") else "")
+
+
+def footer(table: Table, scale: Scale, cells: dict) -> list[str]:
+    lines = [f"Scale {scale.name}: {scale.description}."]
+    for pair in dict.fromkeys(c.pair for c in table.columns):
+        p = scale.pairs[pair]
+        tests = ", ".join(f"{c.label} = split {p.tests[c.test]}" for c in table.columns if c.pair == pair)
+        lines.append(f"{pair}: {p.label}; {tests}." + (f" {p.note}" if p.note else ""))
+    for metric in dict.fromkeys(c.metric for c in table.columns):
+        lines.append(f"{', '.join(c.label for c in table.columns if c.metric == metric)}: {METRICS[metric]}.")
+    lines.append(TESTS_NOTE)
+    records = [r for cell in cells.values() for r in cell.records]
+    if records:
+        seconds = sorted({r["job"]: r.get("wall_seconds", {}).get("total", 0.0) for r in records}.values())
+        commits = sorted({(r.get("commit") or "?")[:10] + ("+dirty" if r.get("dirty") else "") for r in records})
+        hardware = sorted({_hardware(r.get("hardware", {})) for r in records})
+        lines.append(
+            f"{len(seconds)} runs, wall time per job {_duration(min(seconds))}-{_duration(max(seconds))} "
+            f"(total {sum(seconds) / 3600:.2f} h); hardware: {'; '.join(hardware)}; "
+            f"commits: {', '.join(commits)}."
+        )
+    problems = [reason for cell in cells.values() for reason in (*cell.stale, *cell.broken)]
+    for reason in dict.fromkeys(problems):
+        lines.append(f"Not counted: {reason}.")
+    lines.append("Paper: the paper's number for the cell (its own corpora and scale).")
+    return lines
+
+
+def markdown(table: Table, scale: Scale, cells: dict) -> str:
+    head = ["model", "|Θ|"] + [h for c in table.columns for h in (f"{c.label} ({c.pair})", "paper")]
+    lines = [
+        f"**{table.title}** — scale `{scale.name}`",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|---|---:|" + "---|---:|" * len(table.columns),
+    ]
+    for row in table.rows:
+        values = [v for c in table.columns for v in (cell_text(cells[row.key, c.key]), _paper(table, row.key, c.key))]
+        lines.append("| " + " | ".join([row.label, _parameters(table, cells, row.key), *values]) + " |")
+    lines += [""] + [f"- {line}" for line in footer(table, scale, cells)]
+    return "\n".join(lines) + "\n"
+
+
+def _tex(text: str) -> str:
+    return text.replace("&", r"\&").replace("_", r"\_").replace("%", r"\%").replace("#", r"\#")
+
+
+def latex(table: Table, scale: Scale, cells: dict) -> str:
+    columns = "lr" + "lr" * len(table.columns)
+    head = ["Model", r"$|\Theta|$"] + [h for c in table.columns for h in (_tex(c.label), "paper")]
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering\small",
+        rf"\begin{{tabular}}{{{columns}}}",
+        r"\toprule",
+        " & ".join(head) + r" \\",
+        r"\midrule",
+    ]
+    for row in table.rows:
+        values = [
+            v
+            for c in table.columns
+            for v in (_tex(cell_text(cells[row.key, c.key], latex=True)), _paper(table, row.key, c.key))
+        ]
+        lines.append(" & ".join([_tex(row.label), _parameters(table, cells, row.key), *values]) + r" \\")
+    lines += [
+        r"\bottomrule",
+        r"\end{tabular}",
+        rf"\caption{{{_tex(table.title)} (sarnmt, scale {scale.name}). {_tex(TESTS_NOTE)}}}",
+        r"\end{table}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(table: Table, scale: Scale, cells: dict) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(
+        [
+            "table",
+            "scale",
+            "row",
+            "column",
+            "pair",
+            "test",
+            "metric",
+            "seeds_expected",
+            "seeds_done",
+            "mean",
+            "sd",
+            "scores",
+            "p_t_test",
+            "p_bootstrap",
+            "paper",
+            "parameters",
+            "stale",
+            "broken",
+            "missing",
+        ]
+    )
+    for row in table.rows:
+        for column in table.columns:
+            cell = cells[row.key, column.key]
+            s = cell.score
+            writer.writerow(
+                [
+                    table.number,
+                    scale.name,
+                    row.key,
+                    column.key,
+                    column.pair,
+                    column.test,
+                    column.metric,
+                    cell.expected,
+                    len(cell.records),
+                    "" if s is None else f"{s.mean:.4f}",
+                    "" if s is None or s.sd is None else f"{s.sd:.4f}",
+                    "" if s is None else ";".join(f"{v:.4f}" for v in s.scores),
+                    "" if s is None or s.p_t_test is None else f"{s.p_t_test:.6f}",
+                    "" if s is None or s.p_bootstrap is None else f"{s.p_bootstrap:.6f}",
+                    table.paper.get(row.key, {}).get(column.key, ""),
+                    cell.parameters or "",
+                    len(cell.stale),
+                    len(cell.broken),
+                    cell.missing,
+                ]
+            )
+    return buffer.getvalue()
+
+
+def plot(table: Table, scale: Scale, cells: dict, path: Path) -> None:
+    """One panel per column: every seed's BLEU as a dot per row, the mean as a bar, markers above."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(
+        1,
+        len(table.columns),
+        figsize=(4.2 * len(table.columns), 0.55 * len(table.rows) + 1.6),
+        squeeze=False,
+        sharey=True,
+    )
+    labels = [r.label for r in table.rows]
+    for ax, column in zip(axes[0], table.columns, strict=True):
+        for y, row in enumerate(table.rows):
+            cell = cells[row.key, column.key]
+            if cell.score is None:
+                ax.text(0.02, y, "no runs", va="center", transform=ax.get_yaxis_transform(), color="0.5")
+                continue
+            colour = "C3" if row.key == table.baseline else "C0"
+            ax.barh(y, cell.score.mean, color=colour, alpha=0.25, height=0.6)
+            ax.plot(cell.score.scores, [y] * len(cell.score.scores), "o", color=colour, ms=5)
+            ax.text(
+                cell.score.mean, y + 0.33, f"{cell.score.mean:.2f}{markers(cell)}", ha="center", va="bottom", fontsize=8
+            )
+        values = [v for row in table.rows if (s := cells[row.key, column.key].score) for v in s.scores]
+        if values:
+            low, high = min(values), max(values)
+            pad = max(0.5, 0.15 * (high - low))
+            ax.set_xlim(max(0.0, low - 3 * pad), high + pad)
+        ax.set_title(f"{column.label}: {scale.pairs[column.pair].label}", fontsize=9)
+        ax.set_xlabel(METRICS[column.metric].split(" on ")[0])
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(labels)), labels)
+    axes[0][0].invert_yaxis()
+    fig.suptitle(f"{table.title} — scale {scale.name} (dots: seeds; bars: mean)", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,313 @@
+"""What a table is and what a sweep runs: the table files ``sweeps/table<N>.yaml`` and the scale files
+``sweeps/scales/<scale>.yaml``, read into plain dataclasses, and the list of jobs they imply.
+
+- A **table** has rows (a model: a key, a label, its train overrides, which seed list it runs) and columns (a
+  language pair, a test set and a metric), the paper's numbers and the baseline row its significance markers
+  compare with.
+- A **scale** (``smoke``, ``mini``, ``paper``) says how big every job is (train overrides for all jobs), which
+  corpus stands for each language pair (train overrides, and which split is each logical test set), and the seed
+  lists.
+- A **job** is one training run and its evaluation: (scale, pair, row, seed). Its id ``<pair>.<row>.s<seed>`` names
+  its folders; a run that several tables need (Tables 2 and 3, Table 4's content row) is one job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+SWEEPS_DIR = Path(__file__).resolve().parents[2] / "sweeps"
+METRICS = {
+    "bleu_tok": "BLEU (multi-bleu) on tokenised text, cased",
+    "bleu_tok_lc": "BLEU (multi-bleu -lc) on tokenised text, lowercased",
+    "bleu": "NIST BLEU (mteval-v13a tokenisation) on detokenised, de-truecased text, cased",
+}
+
+
+class SpecError(ValueError):
+    """A table or scale file that is missing or malformed, or a name that is not defined; the message lists the
+    valid ones."""
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    label: str
+    train: tuple[str, ...]
+    seeds: str
+    paper_parameters: str | None = None
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    pair: str
+    test: str
+    metric: str
+
+
+@dataclass(frozen=True)
+class Table:
+    number: int
+    title: str
+    baseline: str
+    rows: tuple[Row, ...]
+    columns: tuple[Column, ...]
+    paper: dict[str, dict[str, float]]
+    path: str
+
+    def row(self, key: str) -> Row:
+        for row in self.rows:
+            if row.key == key:
+                return row
+        raise SpecError(f"table {self.number} has no row {key!r}; its rows: {[r.key for r in self.rows]}")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A language pair at a scale: the corpus that stands for it and its test sets."""
+
+    key: str
+    label: str
+    train: tuple[str, ...]
+    tests: dict[str, str]  # logical test name (nt14) -> split of the corpus (test_nt2015 ...)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    description: str
+    train: tuple[str, ...]
+    seeds: dict[str, tuple[int, ...]]
+    pairs: dict[str, Pair]
+    path: str
+    hardware: str = ""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One training run and its evaluation on every test set of its pair.
+
+    :param train: the train overrides, in order: scale, pair, row, seed (later ones win), then the user's extras.
+    """
+
+    scale: str
+    pair: str
+    row: str
+    seed: int
+    train: tuple[str, ...]
+    tests: dict[str, str]
+    tables: tuple[int, ...] = field(default=(), compare=False)
+
+    @property
+    def id(self) -> str:
+        return job_id(self.pair, self.row, self.seed)
+
+
+def job_id(pair: str, row: str, seed: int) -> str:
+    return f"{pair}.{row}.s{seed}"
+
+
+def parse_job_id(text: str) -> tuple[str, str, int]:
+    parts = text.split(".")
+    if len(parts) != 3 or not parts[2].startswith("s") or not parts[2][1:].isdigit():
+        raise SpecError(f"job id {text!r} is not <pair>.<row>.s<seed> (e.g. es_en.baseline.s1)")
+    return parts[0], parts[1], int(parts[2][1:])
+
+
+def _load_yaml(path: Path, what: str, valid: list[str]) -> DictConfig:
+    if not path.is_file():
+        raise SpecError(f"no {what} file {path}; valid: {valid}")
+    try:
+        node = OmegaConf.load(path)
+    except Exception as err:  # yaml's and OmegaConf's errors both name the line
+        raise SpecError(f"{path}: not a valid YAML file: {err}") from err
+    if not isinstance(node, DictConfig):
+        raise SpecError(f"{path}: expected a mapping at the top level")
+    return node
+
+
+def _get(node: DictConfig, key: str, where: str) -> Any:
+    if key not in node or node[key] is None:
+        raise SpecError(f"{where}: missing key {key!r}")
+    value = node[key]
+    return OmegaConf.to_container(value) if isinstance(value, DictConfig | ListConfig) else value
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{where}: expected a list of overrides (strings), got {value!r}")
+    return tuple(value)
+
+
+def available_tables(sweeps_dir: Path = SWEEPS_DIR) -> list[int]:
+    names = (p.stem.removeprefix("table") for p in sweeps_dir.glob("table*.yaml"))
+    return sorted(int(n) for n in names if n.isdigit())
+
+
+def available_scales(sweeps_dir: Path = SWEEPS_DIR) -> list[str]:
+    return sorted(p.stem for p in (sweeps_dir / "scales").glob("*.yaml"))
+
+
+def load_table(number: int | str, sweeps_dir: Path = SWEEPS_DIR) -> Table:
+    valid = available_tables(sweeps_dir)
+    if not str(number).isdigit() or int(number) not in valid:
+        raise SpecError(f"unknown table {str(number)!r}; valid tables: {valid}")
+    path = sweeps_dir / f"table{int(number)}.yaml"
+    node = _load_yaml(path, "table", valid)
+    rows, columns = [], []
+    for k, item in enumerate(_get(node, "rows", str(path))):
+        where = f"{path}: rows[{k}]"
+        if not isinstance(item, dict):
+            raise SpecError(f"{where}: expected a mapping")
+        unknown = set(item) - {"key", "label", "train", "seeds", "paper_parameters"}
+        if unknown:
+            raise SpecError(f"{where}: unknown keys {sorted(unknown)}")
+        rows.append(
+            Row(
+                key=str(_get(node.rows[k], "key", where)),
+                label=str(_get(node.rows[k], "label", where)),
+                train=_strings(item.get("train"), f"{where}.train"),
+                seeds=str(_get(node.rows[k], "seeds", where)),
+                paper_parameters=item.get("paper_parameters"),
+            )
+        )
+    for k, item in enumerate(_get(node, "columns", str(path))):
+        where = f"{path}: columns[{k}]"
+        if not isinstance(item, dict):
+            raise SpecError(f"{where}: expected a mapping")
+        missing = {"key", "label", "pair", "test", "metric"} - set(item)
+        if missing or set(item) - {"key", "label", "pair", "test", "metric"}:
+            raise SpecError(f"{where}: needs exactly the keys key, label, pair, test, metric; got {sorted(item)}")
+        if item["metric"] not in METRICS:
+            raise SpecError(f"{where}: unknown metric {item['metric']!r}; valid: {sorted(METRICS)}")
+        columns.append(Column(**{k2: str(v) for k2, v in item.items()}))
+    keys = [r.key for r in rows]
+    if len(set(keys)) != len(keys):
+        raise SpecError(f"{path}: row keys repeat: {keys}")
+    baseline = str(_get(node, "baseline", str(path)))
+    if baseline not in keys:
+        raise SpecError(f"{path}: baseline {baseline!r} is not a row; rows: {keys}")
+    paper = _get(node, "paper", str(path)) if "paper" in node else {}
+    for row_key, cells in paper.items():
+        if row_key not in keys or not set(cells) <= {c.key for c in columns}:
+            raise SpecError(f"{path}: paper.{row_key} names a row or column the table does not have")
+    return Table(
+        int(number), str(_get(node, "title", str(path))), baseline, tuple(rows), tuple(columns), paper, str(path)
+    )
+
+
+def load_scale(name: str, sweeps_dir: Path = SWEEPS_DIR) -> Scale:
+    valid = available_scales(sweeps_dir)
+    if name not in valid:
+        raise SpecError(f"unknown scale {name!r}; valid scales: {valid}")
+    path = sweeps_dir / "scales" / f"{name}.yaml"
+    node = _load_yaml(path, "scale", valid)
+    seeds = _get(node, "seeds", str(path))
+    if not isinstance(seeds, dict) or not all(isinstance(v, list) and v for v in seeds.values()):
+        raise SpecError(f"{path}: seeds must map a list name to a non-empty list of ints, got {seeds!r}")
+    pairs = {}
+    for key, item in _get(node, "pairs", str(path)).items():
+        where = f"{path}: pairs.{key}"
+        if not isinstance(item, dict) or set(item) - {"label", "train", "tests", "note"}:
+            raise SpecError(f"{where}: expected the keys label, train, tests, note; got {item!r}")
+        tests = item.get("tests")
+        if not isinstance(tests, dict) or not tests:
+            raise SpecError(f"{where}.tests: expected a mapping of test name to split")
+        pairs[key] = Pair(
+            key,
+            str(item.get("label", key)),
+            _strings(item.get("train"), f"{where}.train"),
+            {str(k): str(v) for k, v in tests.items()},
+            str(item.get("note", "")),
+        )
+    return Scale(
+        name,
+        str(node.get("description", "")),
+        _strings(_get(node, "train", str(path)), f"{path}: train"),
+        {k: tuple(int(s) for s in v) for k, v in seeds.items()},
+        pairs,
+        str(path),
+        str(node.get("hardware", "")),
+    )
+
+
+def row_registry(tables: list[Table]) -> dict[str, Row]:
+    """Every row key of the given tables with its definition; one key must mean one model everywhere."""
+    rows: dict[str, Row] = {}
+    for table in tables:
+        for row in table.rows:
+            if row.key in rows and (rows[row.key].train, rows[row.key].seeds) != (row.train, row.seeds):
+                raise SpecError(
+                    f"row {row.key!r} is defined differently in {table.path} and another table "
+                    f"({row.train}, {row.seeds} vs {rows[row.key].train}, {rows[row.key].seeds})"
+                )
+            rows.setdefault(row.key, row)
+    return rows
+
+
+def make_job(
+    scale: Scale, pair: str, row: Row, seed: int, extra: tuple[str, ...] = (), tables: tuple[int, ...] = ()
+) -> Job:
+    if pair not in scale.pairs:
+        raise SpecError(f"scale {scale.name} has no language pair {pair!r}; its pairs: {sorted(scale.pairs)}")
+    p = scale.pairs[pair]
+    train = (*scale.train, *p.train, *row.train, f"seed={seed}", *extra)
+    return Job(scale.name, pair, row.key, seed, train, dict(p.tests), tuple(tables))
+
+
+def seeds_of(scale: Scale, row: Row) -> tuple[int, ...]:
+    if row.seeds not in scale.seeds:
+        raise SpecError(
+            f"row {row.key!r} asks for seed list {row.seeds!r}; scale {scale.name} has {sorted(scale.seeds)}"
+        )
+    return scale.seeds[row.seeds]
+
+
+def plan_jobs(tables: list[Table], scale: Scale, extra: tuple[str, ...] = ()) -> list[Job]:
+    """Every job the tables need at this scale, each once, in table order (baseline rows first)."""
+    registry = row_registry(tables)
+    jobs: dict[str, Job] = {}
+    for table in tables:
+        for column in table.columns:
+            if column.pair not in scale.pairs:
+                raise SpecError(
+                    f"table {table.number} needs language pair {column.pair!r}, which scale "
+                    f"{scale.name} does not define ({scale.path}); its pairs: {sorted(scale.pairs)}"
+                )
+            if column.test not in scale.pairs[column.pair].tests:
+                raise SpecError(
+                    f"table {table.number} needs test set {column.test!r} of {column.pair}, which "
+                    f"{scale.path} does not map to a split"
+                )
+        order = sorted(table.rows, key=lambda r: r.key != table.baseline)
+        for pair in dict.fromkeys(c.pair for c in table.columns):
+            for seed_index in range(max(len(seeds_of(scale, r)) for r in table.rows)):
+                for row in order:
+                    seeds = seeds_of(scale, registry[row.key])
+                    if seed_index >= len(seeds):
+                        continue
+                    job = make_job(scale, pair, registry[row.key], seeds[seed_index], extra)
+                    known = jobs.get(job.id)
+                    jobs[job.id] = Job(
+                        **{**vars(job), "tables": tuple(sorted({*(known.tables if known else ()), table.number}))}
+                    )
+    return list(jobs.values())
+
+
+def job_from_id(scale: Scale, text: str, extra: tuple[str, ...] = (), sweeps_dir: Path = SWEEPS_DIR) -> Job:
+    """The job of an id at a scale (the row's definition comes from whichever table has it)."""
+    pair, row_key, seed = parse_job_id(text)
+    tables = [load_table(n, sweeps_dir) for n in available_tables(sweeps_dir)]
+    registry = row_registry(tables)
+    if row_key not in registry:
+        raise SpecError(f"job {text!r}: no table has a row {row_key!r}; rows: {sorted(registry)}")
+    serves = [
+        t.number for t in tables if any(r.key == row_key for r in t.rows) and any(c.pair == pair for c in t.columns)
+    ]
+    return make_job(scale, pair, registry[row_key], seed, extra, tables=tuple(serves))

@@ -1,0 +1,59 @@
+"""Run one job of a table sweep: ``python -m sarnmt.sweep_job scale=mini job=en_de.baseline.s1``.
+
+The multirun target of ``python -m sarnmt.reproduce`` (a Hydra launcher runs one of these per job: one after another,
+in parallel with joblib, or as SLURM jobs with submitit). :func:`sweep_job` is a pure function of the config; what a
+job does is :func:`sarnmt.sweep.job.run_job`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import to_absolute_path
+from omegaconf import DictConfig
+
+from sarnmt.sweep.job import JobSettings, run_job
+from sarnmt.sweep.spec import job_from_id, load_scale
+from sarnmt.utils.choices import group_choice
+
+log = logging.getLogger("sarnmt")
+
+
+def sweep_job(cfg: DictConfig) -> dict[str, Any] | None:
+    """:returns: the job's record (None on DDP ranks other than 0)."""
+    extra = [str(o) for o in cfg.overrides]
+    device = cfg.device
+    if cfg.gpu_per_job:
+        import torch
+
+        count = torch.cuda.device_count()
+        if count == 0:
+            raise ValueError("gpu_per_job=true but no CUDA device is visible")
+        index = (HydraConfig.get().job.num if HydraConfig.initialized() else 0) % count
+        extra, device = [*extra, f"trainer.devices=[{index}]"], f"cuda:{index}"
+    job = job_from_id(load_scale(cfg.scale), cfg.job, tuple(extra))
+    settings = JobSettings(
+        runs_dir=Path(to_absolute_path(cfg.runs_dir)),
+        results_dir=Path(to_absolute_path(cfg.results_dir)),
+        logger=group_choice(cfg, "logger"),
+        eval_batch_size=cfg.eval_batch_size,
+        device=device,
+        progress=cfg.progress,
+    )
+    return run_job(job, settings)
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="sweep_job")
+def main(cfg: DictConfig) -> None:
+    record = sweep_job(cfg)
+    if record is not None:
+        scores = ", ".join(f"{t} {v['scores']['bleu_tok']['score']:.2f}" for t, v in record["tests"].items())
+        print(f"{record['job']}: tokenised BLEU {scores}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

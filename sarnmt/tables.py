@@ -1,0 +1,98 @@
+"""Render the paper's tables from the sweep's records: ``python -m sarnmt.tables table=1 scale=mini``.
+
+Prints each table as Markdown and writes ``<results_dir>/tables/table<N>.{md,tex,csv,png}``; with ``wandb.log=true``
+also logs it as a W&B Table in a summary run (group ``table<N>-<scale>``, job type ``summary``). The cells, the
+significance tests and the formats are :mod:`sarnmt.sweep.cells` and :mod:`sarnmt.sweep.render`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.utils import to_absolute_path
+from omegaconf import DictConfig
+
+from sarnmt.sweep import render
+from sarnmt.sweep.cells import collect
+from sarnmt.sweep.records import write_atomic
+from sarnmt.sweep.spec import SpecError, available_tables, load_scale, load_table
+
+
+def render_tables(
+    numbers: list[int],
+    scale_name: str,
+    results_dir: Path,
+    write: bool = True,
+    plot: bool = True,
+    out=sys.stdout,
+    wandb_settings: dict | None = None,
+) -> dict[int, str]:
+    """:returns: ``{table number: Markdown}``; writes the files when ``write``."""
+    scale = load_scale(scale_name)
+    rendered = {}
+    for number in numbers:
+        table = load_table(number)
+        cells = collect(table, scale, results_dir)
+        text = render.markdown(table, scale, cells)
+        print(text, file=out, flush=True)
+        if write:
+            folder = results_dir / "tables"
+            write_atomic(folder / f"table{number}.md", text.encode())
+            write_atomic(folder / f"table{number}.tex", render.latex(table, scale, cells).encode())
+            write_atomic(folder / f"table{number}.csv", render.csv_text(table, scale, cells).encode())
+            if plot:
+                render.plot(table, scale, cells, folder / f"table{number}.png")
+            print(f"written: {folder}/table{number}.{{md,tex,csv{',png' if plot else ''}}}", file=out)
+        if wandb_settings is not None:
+            log_wandb(table.number, scale.name, render.csv_text(table, scale, cells), text, wandb_settings)
+        rendered[number] = text
+    return rendered
+
+
+def log_wandb(number: int, scale: str, csv_text: str, markdown: str, settings: dict) -> None:
+    """One summary run per table: the cells as a W&B Table, the Markdown as a text artifact of the run."""
+    import csv
+
+    import wandb
+
+    rows = list(csv.reader(csv_text.splitlines()))
+    run = wandb.init(
+        project=settings["project"],
+        group=f"table{number}-{scale}",
+        job_type="summary",
+        name=f"table{number}-{scale}",
+        tags=[scale, f"table{number}"],
+        mode="offline" if settings.get("offline", True) else "online",
+        dir=settings["save_dir"],
+        reinit="finish_previous",
+    )
+    run.log({f"table{number}": wandb.Table(columns=rows[0], data=rows[1:])})
+    run.summary["markdown"] = markdown
+    run.finish()
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="tables")
+def main(cfg: DictConfig) -> None:
+    try:
+        numbers = available_tables() if str(cfg.table) == "all" else [load_table(cfg.table).number]
+        wandb_settings = None
+        if cfg.wandb.log:
+            wandb_settings = {**cfg.wandb, "save_dir": to_absolute_path(cfg.wandb.save_dir)}
+            Path(wandb_settings["save_dir"]).mkdir(parents=True, exist_ok=True)
+        render_tables(
+            numbers,
+            cfg.scale,
+            Path(to_absolute_path(cfg.results_dir)),
+            cfg.write,
+            cfg.plot,
+            wandb_settings=wandb_settings,
+        )
+    except SpecError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

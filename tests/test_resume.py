@@ -1,0 +1,89 @@
+"""Surviving interruptions: atomic checkpoint writes, the resume checkpoint, and a run resumed from a mid-epoch
+checkpoint that trains exactly as the uninterrupted one."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+import torch
+
+from sarnmt.data.sampler import TokenBatchSampler
+from sarnmt.resume import AtomicCheckpointIO, ResumeCheckpoint
+from sarnmt.train import train
+from tests.conftest import compose_train
+from tests.test_train import SMALL_TOY
+
+RESUMABLE = [
+    *SMALL_TOY,
+    "data.max_tokens=300",
+    "model.dropout_readout=0.3",
+    "optim=adam",
+    "optim.lr=0.003",
+    "validation=cost",
+    "trainer.val_check_interval=5",
+    "callbacks.resume_checkpoint.train_time_interval=null",
+    "callbacks.resume_checkpoint.every_n_train_steps=3",
+    "test=false",
+    "trainer.enable_progress_bar=false",
+    "~callbacks.progress_bar",
+    "~callbacks.model_summary",
+    "trainer.max_epochs=100",
+]
+
+
+def _weights(path):
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def test_mid_epoch_resume_trains_as_the_uninterrupted_run(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="sarnmt.data.datamodule")
+    full = train(compose_train([*RESUMABLE, "trainer.max_steps=22"], output_dir=tmp_path / "full"))
+    # stopped after 8 updates: as if killed there, the resume point is the last checkpoint (every 3 updates)
+    train(compose_train([*RESUMABLE, "trainer.max_steps=8"], output_dir=tmp_path / "cut"))
+    last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
+    cut = _weights(last)
+    assert cut["global_step"] == 6 and cut["epoch"] == 0
+    per_epoch = cut["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["processed"]
+    resumed = train(
+        compose_train([*RESUMABLE, "trainer.max_steps=22", f"ckpt_path={last}"], output_dir=tmp_path / "cut")
+    )
+    assert any("resuming epoch" in r.getMessage() for r in caplog.records), "the checkpoint was not mid-epoch"
+    assert 0 < per_epoch
+    a, b = _weights(full["best_model_path"]), _weights(resumed["best_model_path"])  # selected at step 20
+    assert a["global_step"] == b["global_step"] == 20
+    for name, tensor in a["state_dict"].items():
+        assert torch.equal(tensor, b["state_dict"][name]), name  # same batches, same dropout masks, same updates
+    assert resumed["val/loss"] == pytest.approx(full["val/loss"], abs=0)
+
+
+def test_sampler_skips_only_the_next_iteration():
+    sampler = TokenBatchSampler([3] * 40, [4] * 40, max_tokens=30, shuffle=True, seed=5)
+    whole = list(sampler)
+    sampler.skip_next(3)
+    assert len(sampler) == len(whole) and list(sampler) == whole[3:]
+    assert list(sampler) == whole
+    with pytest.raises(ValueError, match="cannot skip -1"):
+        sampler.skip_next(-1)
+
+
+def test_atomic_checkpoint_io_never_leaves_a_partial_file(tmp_path, monkeypatch):
+    io, path = AtomicCheckpointIO(), tmp_path / "a" / "last.ckpt"
+    io.save_checkpoint({"x": torch.arange(3)}, path)
+    assert torch.equal(torch.load(path, weights_only=True)["x"], torch.arange(3))
+
+    def crash(obj, handle):
+        handle.write(b"half a checkpoint")
+        raise KeyboardInterrupt  # killed mid-write
+
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(KeyboardInterrupt):
+        io.save_checkpoint({"x": torch.arange(5)}, path)
+    assert torch.equal(torch.load(path, weights_only=True)["x"], torch.arange(3))  # the previous file, intact
+    assert os.listdir(path.parent) == ["last.ckpt"]  # no temporary file left behind
+
+
+def test_resume_checkpoint_needs_exactly_one_interval(tmp_path):
+    with pytest.raises(ValueError, match="exactly one of train_time_interval and every_n_train_steps"):
+        ResumeCheckpoint(str(tmp_path))

@@ -1,0 +1,458 @@
+"""The table sweeps: specs, plans, jobs, records, resumption after SIGKILL, tables, launchers, W&B, errors.
+
+The smoke scale (toy corpus, seconds per job) runs the real machinery: Hydra multiruns of ``sarnmt.sweep_job``
+started by ``reproduce``, each job training, checkpointing, evaluating with beam search and writing its record.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from sarnmt.evaluation.bleu import read_lines
+from sarnmt.reproduce import reproduce
+from sarnmt.sweep import stats
+from sarnmt.sweep.job import JobSettings, job_config
+from sarnmt.sweep.launch import SweepError
+from sarnmt.sweep.records import gzip_bytes, read_record, write_atomic, write_json
+from sarnmt.sweep.spec import SpecError, job_from_id, load_scale, load_table, plan_jobs
+from sarnmt.tables import render_tables
+from sarnmt.utils.compose import compose
+from tests.conftest import ROOT
+
+VOLATILE_RECORD_KEYS = ("wall_seconds", "finished", "hardware", "config", "commit", "dirty")
+
+
+def reproduce_cfg(tmp: Path, *overrides: str):
+    return compose(
+        "reproduce",
+        [f"runs_dir={tmp / 'runs'}", f"results_dir={tmp / 'results'}", "progress=false", *overrides],
+        return_hydra_config=True,
+    )
+
+
+def comparable(record: dict) -> dict:
+    out = {k: v for k, v in record.items() if k not in VOLATILE_RECORD_KEYS}
+    out["tests"] = {
+        t: {k: v for k, v in test.items() if k != "decoding_seconds"} for t, test in record["tests"].items()
+    }
+    return out
+
+
+def run_sweep(tmp: Path, table: str = "3", *overrides: str) -> dict:
+    return reproduce(reproduce_cfg(tmp, f"table={table}", "scale=smoke", *overrides), out=open(os.devnull, "w"))
+
+
+@pytest.fixture(scope="module")
+def smoke_table3(tmp_path_factory) -> Path:
+    """An uninterrupted smoke sweep of Table 3 (6 jobs)."""
+    tmp = tmp_path_factory.mktemp("smoke3")
+    result = run_sweep(tmp)
+    assert result["returncode"] == 0
+    return tmp
+
+
+# --- specs and plans -----------------------------------------------------------------------------------------------
+def test_every_table_plans_at_every_scale_and_shared_runs_train_once():
+    tables = [load_table(n) for n in (1, 2, 3, 4)]
+    for scale in ("smoke", "mini", "paper"):
+        jobs = plan_jobs(tables, load_scale(scale))
+        ids = [j.id for j in jobs]
+        assert len(ids) == len(set(ids))
+        # Table 1: 2 pairs x (3 main rows x 3 seeds + 2 extra rows) ... at mini/paper; Table 4 adds content+scope
+        main = len(load_scale(scale).seeds["main"])
+        assert len(jobs) == 3 * (3 * main + 2) + 2
+    jobs = {j.id: j for j in plan_jobs(tables, load_scale("mini"))}
+    assert jobs["en_de.baseline.s1"].tables == (2, 3)  # Tables 2 and 3 share their En-De runs
+    assert jobs["es_en.self_attentive_content.s1"].tables == (1, 4)  # Table 4's content row is Table 1's
+    assert jobs["es_en.self_attentive_content_scope.s1"].tables == (4,)
+    assert "decoder=self_attentive_content" in jobs["es_en.self_attentive_content.s1"].train
+    assert jobs["en_de.baseline.s1"].tests == {"nt14": "test", "nt15": "test_2017", "nt16": "test_2018"}
+
+
+def test_bad_names_list_the_valid_ones():
+    with pytest.raises(SpecError, match=r"unknown table '7'; valid tables: \[1, 2, 3, 4\]"):
+        load_table(7)
+    with pytest.raises(SpecError, match=r"unknown scale 'huge'; valid scales: \['mini', 'paper', 'smoke'\]"):
+        load_scale("huge")
+    with pytest.raises(SpecError, match=r"no table has a row 'transformer'; rows: \['baseline', .*\]"):
+        job_from_id(load_scale("smoke"), "es_en.transformer.s1")
+    with pytest.raises(SpecError, match="is not <pair>.<row>.s<seed>"):
+        job_from_id(load_scale("smoke"), "es_en-baseline")
+    with pytest.raises(SweepError, match=r"unknown launcher 'pbs'; valid launchers: \['local', 'joblib', 'slurm'\]"):
+        reproduce(reproduce_cfg(Path("/nonexistent"), "table=1", "launcher=pbs"))
+
+
+def test_reproduce_command_reports_bad_names_in_one_line(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "sarnmt.reproduce", "table=9", "scale=smoke"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: unknown table '9'; valid tables: [1, 2, 3, 4]"
+
+
+def test_config_hash_ignores_paths_and_devices_but_not_the_model():
+    scale = load_scale("smoke")
+    job = job_from_id(scale, "es_en.baseline.s1")
+    settings = JobSettings(Path("/a"), Path("/b"))
+    digest = job_config(job, settings)[1]
+    assert job_config(job, JobSettings(Path("/elsewhere"), Path("/b"), logger="wandb"))[1] == digest
+    assert (
+        job_config(job_from_id(scale, "es_en.baseline.s1", ("trainer.devices=2", "data.eval_batch_size=7")), settings)[
+            1
+        ]
+        == digest
+    )
+    assert job_config(job_from_id(scale, "es_en.baseline.s1", ("model.hidden_dim=64",)), settings)[1] != digest
+    assert job_config(job_from_id(scale, "es_en.baseline.s2"), settings)[1] != digest
+
+
+# --- the smoke sweep -----------------------------------------------------------------------------------------------
+def test_smoke_sweep_writes_records_tables_and_skips_finished_jobs(smoke_table3):
+    results = smoke_table3 / "results"
+    records = sorted((results / "records").glob("*.json"))
+    assert [p.name for p in records] == sorted(
+        f"en_de.{r}.s{s}.json" for r in ("baseline", "mean_residual", "self_attentive_content") for s in (1, 2)
+    )
+    record = json.loads(records[0].read_text())
+    assert record["steps"] == 60 and record["selected_checkpoint"]["monitor"] == "val/loss"
+    assert record["decoding"]["beam_size"] == 5 and record["decoding"]["length_penalty"]["alpha"] == 1.0
+    for test in ("nt14", "nt15", "nt16"):
+        scores = record["tests"][test]["scores"]
+        assert "tok:13a" in scores["bleu"]["signature"] and "tok:none" in scores["bleu_tok"]["signature"]
+        hyps = gzip.decompress((results / record["tests"][test]["hypotheses"]).read_bytes()).decode().splitlines()
+        assert len(hyps) == record["tests"][test]["sentences"] == 40
+    table = (results / "tables" / "table3.md").read_text()
+    assert "| NMT baseline |" in table and "(2)" in table and "21.0" in table  # the paper's number beside
+    for suffix in ("tex", "csv", "png"):
+        assert (results / "tables" / f"table3.{suffix}").stat().st_size > 0
+    again = run_sweep(smoke_table3)
+    assert {j["state"] for j in again["jobs"]} == {"complete"} and again["returncode"] is None
+
+
+def test_broken_and_stale_records_are_reported_never_averaged(smoke_table3, tmp_path):
+    tmp = tmp_path / "copy"
+    shutil.copytree(smoke_table3, tmp)
+    records = tmp / "results" / "records"
+    broken = records / "en_de.mean_residual.s2.json"
+    broken.write_text(broken.read_text()[:200])  # truncated
+    stale = records / "en_de.self_attentive_content.s1.json"
+    data = json.loads(stale.read_text())
+    stale.write_text(json.dumps({**data, "config_hash": "0123456789abcdef"}))
+    plan = run_sweep(tmp, "3", "dry_run=true")
+    states = {j["job"]: j for j in plan["jobs"]}
+    assert states["en_de.mean_residual.s2"]["state"] == "evaluate"  # trained already: only evaluated again
+    assert (
+        str(broken) in states["en_de.mean_residual.s2"]["note"]
+        and "truncated" in states["en_de.mean_residual.s2"]["note"]
+    )
+    assert "config hash 0123456789abcdef" in states["en_de.self_attentive_content.s1"]["note"]
+    text = render_tables([3], "smoke", tmp / "results", write=False, out=open(os.devnull, "w"))[3]
+    row = next(line for line in text.splitlines() if line.startswith("| + Self-attentive residual"))
+    assert "(1 of 2); 1 stale" in row
+    assert "(1 of 2); 1 broken" in next(line for line in text.splitlines() if line.startswith("| + Mean residual"))
+    assert f"Not counted: record {stale} has config hash 0123456789abcdef" in text
+    rerun = run_sweep(tmp)  # the broken record's job is evaluated again; the stale one is retrained
+    assert rerun["returncode"] == 0
+    assert read_record(broken).state == "complete"
+    assert comparable(json.loads(broken.read_text())) == comparable(
+        json.loads((smoke_table3 / "results" / "records" / broken.name).read_text())
+    )
+
+
+def test_sigkill_mid_job_then_rerun_resumes_and_equals_the_uninterrupted_sweep(smoke_table3, tmp_path):
+    cfg = reproduce_cfg(tmp_path, "table=3", "scale=smoke", "render=false")
+    killed_job = "en_de.self_attentive_content.s1"  # the third job of the plan
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sarnmt.reproduce", *(a for a in _args(cfg))],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    last = tmp_path / "runs" / killed_job / "checkpoints" / "last.ckpt"
+    deadline, step = time.monotonic() + 240, None
+    while time.monotonic() < deadline and process.poll() is None:
+        if last.is_file():
+            try:
+                step = torch.load(last, map_location="cpu", weights_only=True)["global_step"]
+            except Exception:  # noqa: BLE001 - being replaced right now: look again
+                step = None
+            if step is not None and 10 <= step < 50 and step % 8:  # mid-epoch (8 batches an epoch)
+                os.killpg(process.pid, signal.SIGKILL)
+                break
+        time.sleep(0.02)
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL, "the sweep was not killed in the middle of a job"
+    assert not (tmp_path / "results" / "records" / f"{killed_job}.json").exists()
+    log = tmp_path / "resumed.log"
+    with open(log, "w") as handle:
+        rerun = reproduce(cfg, out=handle)
+    states = {j["job"]: j["state"] for j in rerun["jobs"]}
+    assert states["en_de.baseline.s1"] == states["en_de.mean_residual.s1"] == "complete"  # skipped
+    assert states[killed_job] == "resume"
+    assert rerun["returncode"] == 0
+    for record in sorted((smoke_table3 / "results" / "records").glob("*.json")):
+        mine = tmp_path / "results" / "records" / record.name
+        assert comparable(json.loads(mine.read_text())) == comparable(json.loads(record.read_text())), record.name
+        assert (
+            mine.with_name(mine.name[:-5] + ".sentences.json.gz").read_bytes()
+            == record.with_name(record.name[:-5] + ".sentences.json.gz").read_bytes()
+        )
+    for hyps in (smoke_table3 / "results" / "hypotheses").rglob("*.gz"):
+        assert (tmp_path / "results" / hyps.relative_to(smoke_table3 / "results")).read_bytes() == hyps.read_bytes()
+
+
+def _args(cfg) -> list[str]:
+    return [
+        f"table={cfg.table}",
+        f"scale={cfg.scale}",
+        f"runs_dir={cfg.runs_dir}",
+        f"results_dir={cfg.results_dir}",
+        "progress=false",
+        "render=false",
+    ]
+
+
+# --- tables from the paper's released outputs ----------------------------------------------------------------------
+def test_table1_from_the_released_outputs_gives_the_papers_numbers(shared_data, tmp_path):
+    released = {
+        "es_en": ("es-en/newstest2013", "en", "bleu_tok_lc"),
+        "en_zh": ("en-zh/unCorpus.test", "zh", "bleu_tok"),
+    }
+    scale = load_scale("paper")
+    settings = JobSettings(tmp_path / "runs", tmp_path / "results")
+    for pair, (stem, lang, metric) in released.items():
+        refs = read_lines(shared_data / "released-outputs" / f"{stem}.{lang}.gz")
+        for row, system in (
+            ("baseline", "baseline"),
+            ("mean_residual", "average"),
+            ("self_attentive_content", "attentive"),
+        ):
+            hyps = read_lines(shared_data / "released-outputs" / f"{stem}.{system}.{lang}.gz")
+            job = job_from_id(scale, f"{pair}.{row}.s1")
+            _, digest = job_config(job, settings)
+            sentence = stats.sentence_statistics(hyps, refs, metric)
+            score = stats.corpus_score(sentence, metric)
+            path = settings.record_path(job)
+            write_atomic(
+                path.with_name(f"{job.id}.sentences.json.gz"),
+                gzip_bytes(json.dumps({"test": {metric: sentence}}).encode()),
+            )
+            write_json(
+                path,
+                {
+                    "version": 1,
+                    "job": job.id,
+                    "scale": "paper",
+                    "pair": pair,
+                    "row": row,
+                    "seed": 1,
+                    "config_hash": digest,
+                    "parameters": 108_725_885,
+                    "finished": "released",
+                    "hardware": {"cpu": "K40"},
+                    "wall_seconds": {"total": 0.0},
+                    "tests": {"test": {"scores": {metric: {"score": score}}}},
+                },
+            )
+    text = render_tables([1], "paper", settings.results_dir, write=True, out=open(os.devnull, "w"))[1]
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    assert "25.43 (1 of 3)" in rows["NMT baseline"] and "22.43 (1 of 3)" in rows["NMT baseline"]
+    assert "25.70 (1 of 3)" in rows["+ Mean residual connections"]
+    assert "26.26**‡ (1 of 3)" in rows["+ Self-attentive residual connections"]  # t-test p = 0.0054, bootstrap 0.001
+    assert "23.86‡ (1 of 3)" in rows["+ Self-attentive residual connections"]  # bootstrap only, not the t-test
+    assert "3 missing" in rows["+ Memory RNN"] or "1 missing" in rows["+ Memory RNN"]
+    assert "| 25.4 |" in rows["NMT baseline"] and "| 26.3 |" in rows["+ Self-attentive residual connections"]
+    csv_rows = (settings.results_dir / "tables" / "table1.csv").read_text().splitlines()
+    assert any(
+        r.startswith("1,paper,self_attentive_content,es_en,es_en,test,bleu_tok_lc,3,1,26.2566") for r in csv_rows
+    )
+
+
+# --- launchers -----------------------------------------------------------------------------------------------------
+def test_slurm_dry_run_prints_the_jobs_and_the_submitit_settings(tmp_path):
+    cfg = reproduce_cfg(
+        tmp_path,
+        "table=1",
+        "scale=paper",
+        "launcher=slurm",
+        "dry_run=true",
+        "launcher_overrides=['hydra.launcher.gpus_per_node=4','hydra.launcher.partition=gpu']",
+    )
+    log = tmp_path / "out.txt"
+    with open(log, "w") as handle:
+        result = reproduce(cfg, out=handle)
+    text = log.read_text()
+    assert len(result["jobs"]) == 22 and "en_zh.baseline.s1" in text and "dry run: nothing is run" in text
+    command = result["command"]
+    assert "hydra/launcher=slurm" in command
+    assert any(a.startswith("overrides=['trainer=slurm'") for a in command)
+    launcher = result["launcher"]
+    assert launcher["_target_"].endswith("SlurmLauncher")
+    assert launcher["gpus_per_node"] == 4 and launcher["tasks_per_node"] == 4  # one DDP rank per GPU
+    assert launcher["partition"] == "gpu" and launcher["timeout_min"] == 2880 and launcher["max_num_timeout"] == 20
+    assert '"max_num_timeout": 20' in text and '"gpus_per_node": 4' in text
+    trainer = compose("train", ["trainer=slurm"]).trainer
+    assert trainer.strategy == "ddp" and trainer.accelerator == "gpu"
+    assert trainer.plugins[1]._target_.endswith("SLURMEnvironment") and trainer.plugins[1].auto_requeue is False
+    os.environ["SLURM_NTASKS_PER_NODE"], os.environ["SLURM_JOB_NUM_NODES"] = "4", "2"
+    try:
+        trainer = compose("train", ["trainer=slurm"]).trainer
+        assert (trainer.devices, trainer.num_nodes) == (4, 2)  # SLURM's tasks are the DDP ranks
+    finally:
+        del os.environ["SLURM_NTASKS_PER_NODE"], os.environ["SLURM_JOB_NUM_NODES"]
+
+
+def test_multirun_of_ddp_sim_jobs_runs_each_job_once(tmp_path):
+    command = [
+        sys.executable,
+        "-m",
+        "sarnmt.sweep_job",
+        "--multirun",
+        "scale=smoke",
+        "job=en_de.baseline.s1,en_de.mean_residual.s1",
+        f"runs_dir={tmp_path / 'runs'}",
+        f"results_dir={tmp_path / 'results'}",
+        "progress=false",
+        "overrides=['trainer=ddp_sim','trainer.enable_progress_bar=false','callbacks.progress_bar=null']",
+    ]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "results" / "records").glob("*.json")) == [
+        "en_de.baseline.s1.json",
+        "en_de.mean_residual.s1.json",
+    ]
+    assert sorted(p.name for p in (tmp_path / "runs" / ".launch").iterdir() if p.is_dir()) == [
+        "en_de.baseline.s1",
+        "en_de.mean_residual.s1",
+    ]  # one multirun, not relaunched by a second rank
+    assert not (tmp_path / "multirun").exists()
+    record = json.loads((tmp_path / "results" / "records" / "en_de.baseline.s1.json").read_text())
+    assert record["config"]["trainer"]["strategy"] == "ddp_spawn" and record["steps"] > 0
+
+
+# --- corpora checked before any job --------------------------------------------------------------------------------
+def test_missing_corpus_fails_before_any_job(tmp_path):
+    closed = "http://127.0.0.1:9"  # nothing listens: the download fails at once
+    cfg = reproduce_cfg(
+        tmp_path,
+        "table=2",
+        "scale=paper",
+        f"overrides=['data.root={tmp_path / 'corpora'}','paths.cache_dir={tmp_path / 'cache'}',"
+        f"'data.url_base={closed}']",
+    )
+    with pytest.raises(SweepError, match=r"language pair en_de of scale paper needs corpus en_de.*download") as err:
+        reproduce(cfg, out=open(os.devnull, "w"))
+    assert "europarl-v7-de-en" in str(err.value) and "\n" not in str(err.value).strip()
+    assert not (tmp_path / "runs").exists()  # no job started
+    cfg = reproduce_cfg(tmp_path, "table=1", "scale=paper", f"overrides=['data.root={tmp_path / 'corpora'}']")
+    with pytest.raises(SweepError, match=r"en_zh .*un-en-zh/train.en.*UN Parallel Corpus"):
+        reproduce(cfg, out=open(os.devnull, "w"))
+    assert not (tmp_path / "runs").exists()
+
+
+# --- W&B ---------------------------------------------------------------------------------------------------------
+def _wandb_records(path: Path):
+    """The protobuf records of an offline run file (LevelDB log format: 32 KiB blocks, 7-byte record headers)."""
+    from wandb.proto import wandb_internal_pb2
+
+    data, pos, buffer = path.read_bytes(), 7, b""
+    while pos + 7 <= len(data):
+        if 32768 - pos % 32768 < 7:
+            pos += 32768 - pos % 32768
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
+        if kind == 0:
+            break
+        buffer = chunk if kind in (1, 2) else buffer + chunk
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(buffer)
+            yield record
+
+
+def test_wandb_offline_run_per_job_with_group_tags_and_scores(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    command = [
+        sys.executable,
+        "-m",
+        "sarnmt.sweep_job",
+        "scale=smoke",
+        "job=es_en.mean_residual.s1",
+        "logger=wandb",
+        f"runs_dir={tmp_path / 'runs'}",
+        f"results_dir={tmp_path / 'results'}",
+        "progress=false",
+    ]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((tmp_path / "results" / "records" / "es_en.mean_residual.s1.json").read_text())
+    (run_file,) = (tmp_path / "runs" / "es_en.mean_residual.s1" / "wandb").glob("offline-run-*/run-*.wandb")
+    runs, summary = [], {}
+    for item in _wandb_records(run_file):
+        kind = item.WhichOneof("record_type")
+        if kind == "run":
+            runs.append(item.run)
+        elif kind == "summary":
+            summary.update({u.key: json.loads(u.value_json) for u in item.summary.update})
+    assert runs[0].run_group == "table1+4-smoke" and runs[0].job_type == "train"
+    assert runs[0].run_id == f"smoke-es-en-mean-residual-s1-{record['config_hash'][:8]}"
+    assert set(runs[0].tags) == {"smoke", "es_en", "mean_residual", "seed1", "table1", "table4"}
+    assert summary["final/test/bleu_tok"] == pytest.approx(record["tests"]["test"]["scores"]["bleu_tok"]["score"])
+    assert "final/test/bleu" in summary and "final/test/chrf" in summary
+
+
+def test_concurrent_preparation_of_one_corpus_builds_it_once(tmp_path):
+    """Two jobs that need the same corpus at once: one prepares it, the other waits for it and uses its cache."""
+    script = tmp_path / "prepare.py"
+    script.write_text(PREPARE_SCRIPT)
+    for name in ("train", "val"):
+        for lang, word in (("en", "cat"), ("de", "Katze")):
+            (tmp_path / f"{name}.{lang}").write_text("".join(f"the {word} {i}\n" for i in range(300)))
+    procs = [
+        subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
+    assert sorted(o["cached"] for o in outputs) == [False, True]  # built once; the other process waited
+    assert outputs[0]["cache"] == outputs[1]["cache"]
+    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")] == [
+        Path(outputs[0]["cache"]).name
+    ]
+
+
+PREPARE_SCRIPT = """
+import json, sys
+from pathlib import Path
+from sarnmt.data.corpora import Corpus, Part
+from sarnmt.data.pipeline import SideSettings
+from sarnmt.data.preparation import prepare_corpus
+root = Path(sys.argv[1])
+corpus = Corpus("tiny", {s: (Part(f"{s}.en", f"{s}.de", 300),) for s in ("train", "val")}, pair=("en", "de"))
+side = dict(normalize=True, aggressive_dash_splits=True, case="lowercase", segmenter="moses")
+report = prepare_corpus(corpus, root=root, cache_dir=root / "cache", src=SideSettings(lang="en", **side),
+                        tgt=SideSettings(lang="de", **side), vocab_size=100, joint_vocab=False, max_len=50)
+print(json.dumps({"cached": report["cached"], "cache": report["cache"]}))
+"""
+
+
+def test_smoke_scale_yaml_is_valid_omegaconf():
+    assert OmegaConf.load(ROOT / "sweeps" / "scales" / "smoke.yaml").pairs.en_de.tests.nt16 == "test"
