@@ -1,7 +1,8 @@
 # sarnmt: run `make help` for the targets.
 VENV      ?= .venv
 PY        := $(VENV)/bin/python
-EXTRAS    ?= dev
+EXTRAS    ?= dev,slurm
+SCALE     ?= smoke
 PIP_FLAGS ?= -c constraints-cpu.txt
 
 .DEFAULT_GOAL := help
@@ -34,7 +35,26 @@ params:  ## Table 1 parameter counts at paper size
 bench:  ## speed of every decoder beside the textbook reference (ARGS="plot=true device=cuda ...")
 	$(PY) -m sarnmt.bench $(ARGS)
 
+reproduce-table1:  ## Table 1: make reproduce-table1 SCALE=smoke|mini|paper [ARGS="launcher=joblib|slurm logger=wandb ..."]
+	$(PY) -m sarnmt.reproduce table=1 scale=$(SCALE) $(ARGS)
+
+reproduce-table2:  ## Table 2 (En-De, tokenised BLEU), same runs as Table 3
+	$(PY) -m sarnmt.reproduce table=2 scale=$(SCALE) $(ARGS)
+
+reproduce-table3:  ## Table 3 (En-De, NIST BLEU on detokenised text)
+	$(PY) -m sarnmt.reproduce table=3 scale=$(SCALE) $(ARGS)
+
+reproduce-table4:  ## Table 4 (content vs content+scope), its content row is Table 1's
+	$(PY) -m sarnmt.reproduce table=4 scale=$(SCALE) $(ARGS)
+
+reproduce-tables:  ## Tables 1-4, every run once
+	$(PY) -m sarnmt.reproduce table=all scale=$(SCALE) $(ARGS)
+
+tables:  ## render Tables 1-4 from the records: make tables SCALE=mini
+	$(PY) -m sarnmt.tables table=all scale=$(SCALE) $(ARGS)
+
 clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
-.PHONY: help install test test-full lint train params bench clean-logs
+.PHONY: help install test test-full lint train params bench reproduce-table1 reproduce-table2 reproduce-table3 \
+	reproduce-table4 reproduce-tables tables clean-logs

@@ -8,12 +8,13 @@ import pytest
 import torch
 from hydra.errors import ConfigCompositionException, InstantiationException, MissingConfigException
 from hydra.utils import instantiate
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig
 
 from sarnmt.utils.instantiate import instantiate_dict
 from tests.conftest import CONF_DIR, compose_train
 
-GROUPS = ["data", "model", "decoder", "optim", "decoding", "trainer", "callbacks", "logger", "debug"]
+GROUPS = ["data", "model", "decoder", "optim", "decoding", "trainer", "callbacks", "validation", "logger", "debug"]
 OPTIONS = [(group, path.stem) for group in GROUPS for path in sorted((CONF_DIR / group).glob("*.yaml"))]
 
 
@@ -28,8 +29,16 @@ def _tiny_files(tmp_path) -> list[str]:
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
-def test_every_option_composes_and_instantiates(group, option, tmp_path):
+def test_every_option_composes_and_instantiates(group, option, tmp_path, monkeypatch):
     overrides = [f"{group}={option}"]
+    if option == "slurm":  # as inside task 1 of a 2-task SLURM job: Lightning takes ranks from SLURM's variables
+        slurm = {"SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0",
+                 "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_NODELIST": "node1", "SLURM_JOB_ID": "7",
+                 "SLURM_JOB_NAME": "sweep_job"}  # fmt: skip
+        for key, value in slurm.items():
+            monkeypatch.setenv(key, value)
+        # the Trainer sets the process-wide rank_zero_only.rank to its rank (1): put 0 back after the test
+        monkeypatch.setattr(rank_zero_only, "rank", getattr(rank_zero_only, "rank", 0))
     if option == "files":
         overrides += _tiny_files(tmp_path)
     cfg = compose_train(overrides, output_dir=tmp_path)
@@ -56,12 +65,19 @@ def test_every_option_composes_and_instantiates(group, option, tmp_path):
     elif group in ("callbacks", "logger"):
         built = instantiate_dict(cfg[group])
         assert len(built) == len([v for v in cfg[group].values() if v is not None])
+    elif group == "validation":
+        monitor = {"bleu": ("val/bleu", "max"), "cost": ("val/loss", "min")}[option]
+        for callback in ("model_checkpoint", "early_stopping"):
+            assert (cfg.callbacks[callback].monitor, cfg.callbacks[callback].mode) == monitor
+        assert (cfg.trainer.val_check_interval is None) == (option == "bleu")
     if group in ("trainer", "debug"):
         trainer_cfg = cfg.trainer
         if trainer_cfg.accelerator == "gpu" and not torch.cuda.is_available():
             trainer_cfg.accelerator, trainer_cfg.devices = "cpu", 2 if trainer_cfg.get("strategy") else 1
         trainer = instantiate(trainer_cfg, logger=False, callbacks=[])
         assert trainer.max_epochs is not None
+        if option == "slurm":
+            assert (trainer.num_devices, trainer.global_rank, trainer.world_size) == (2, 1, 2)
 
 
 def test_unknown_decoder_names_the_choices():

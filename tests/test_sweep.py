@@ -67,19 +67,23 @@ def smoke_table3(tmp_path_factory) -> Path:
 # --- specs and plans -----------------------------------------------------------------------------------------------
 def test_every_table_plans_at_every_scale_and_shared_runs_train_once():
     tables = [load_table(n) for n in (1, 2, 3, 4)]
-    for scale in ("smoke", "mini", "paper"):
+    # per corpus: 3 main rows x the main seeds + 2 one-seed rows; Table 4 adds content+scope on its two pairs.
+    # mini: Multi30K En->De serves En-Zh and En-De (same_as), so two corpora instead of three
+    for scale, corpora in (("smoke", 3), ("mini", 2), ("paper", 3)):
         jobs = plan_jobs(tables, load_scale(scale))
         ids = [j.id for j in jobs]
         assert len(ids) == len(set(ids))
-        # Table 1: 2 pairs x (3 main rows x 3 seeds + 2 extra rows) ... at mini/paper; Table 4 adds content+scope
         main = len(load_scale(scale).seeds["main"])
-        assert len(jobs) == 3 * (3 * main + 2) + 2
-    jobs = {j.id: j for j in plan_jobs(tables, load_scale("mini"))}
+        assert len(jobs) == corpora * (3 * main + 2) + 2, scale
+    jobs = {j.id: j for j in plan_jobs(tables, load_scale("paper"))}
     assert jobs["en_de.baseline.s1"].tables == (2, 3)  # Tables 2 and 3 share their En-De runs
     assert jobs["es_en.self_attentive_content.s1"].tables == (1, 4)  # Table 4's content row is Table 1's
     assert jobs["es_en.self_attentive_content_scope.s1"].tables == (4,)
-    assert "decoder=self_attentive_content" in jobs["es_en.self_attentive_content.s1"].train
-    assert jobs["en_de.baseline.s1"].tests == {"nt14": "test", "nt15": "test_2017", "nt16": "test_2018"}
+    mini = {j.id: j for j in plan_jobs(tables, load_scale("mini"))}
+    assert mini["en_de.baseline.s1"].tables == (1, 2, 3, 4) and "en_zh.baseline.s1" not in mini
+    assert "decoder=self_attentive_content" in mini["es_en.self_attentive_content.s1"].train
+    assert mini["en_de.baseline.s1"].tests == {"nt14": "test", "nt15": "test_2017", "nt16": "test_2018"}
+    assert load_scale("mini").job_test("en_zh", "test") == "nt14"
 
 
 def test_bad_names_list_the_valid_ones():
@@ -320,6 +324,14 @@ def test_slurm_dry_run_prints_the_jobs_and_the_submitit_settings(tmp_path):
         del os.environ["SLURM_NTASKS_PER_NODE"], os.environ["SLURM_JOB_NUM_NODES"]
 
 
+def test_joblib_dry_run_runs_jobs_in_parallel_processes(tmp_path):
+    result = reproduce(reproduce_cfg(tmp_path, "table=3", "launcher=joblib", "n_jobs=3", "dry_run=true"),
+                       out=open(os.devnull, "w"))  # fmt: skip
+    assert "hydra/launcher=joblib" in result["command"] and "hydra.launcher.n_jobs=3" in result["command"]
+    assert "gpu_per_job=false" in result["command"]  # no GPU here: CPU jobs side by side
+    assert result["launcher"]["_target_"].endswith("JoblibLauncher") and result["launcher"]["n_jobs"] == 3
+
+
 def test_multirun_of_ddp_sim_jobs_runs_each_job_once(tmp_path):
     command = [
         sys.executable,
@@ -413,11 +425,26 @@ def test_wandb_offline_run_per_job_with_group_tags_and_scores(tmp_path, monkeypa
             runs.append(item.run)
         elif kind == "summary":
             summary.update({u.key: json.loads(u.value_json) for u in item.summary.update})
-    assert runs[0].run_group == "table1+4-smoke" and runs[0].job_type == "train"
+    assert runs[0].run_group == "table1-smoke" and runs[0].job_type == "train"  # mean residual: Table 1 only
     assert runs[0].run_id == f"smoke-es-en-mean-residual-s1-{record['config_hash'][:8]}"
-    assert set(runs[0].tags) == {"smoke", "es_en", "mean_residual", "seed1", "table1", "table4"}
+    assert set(runs[0].tags) == {"smoke", "es_en", "mean_residual", "seed1", "table1"}
     assert summary["final/test/bleu_tok"] == pytest.approx(record["tests"]["test"]["scores"]["bleu_tok"]["score"])
     assert "final/test/bleu" in summary and "final/test/chrf" in summary
+
+
+def test_rendered_table_logged_as_a_wandb_table_in_a_summary_run(smoke_table3, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    settings = {"project": "sarnmt", "offline": True, "save_dir": str(tmp_path)}
+    render_tables([3], "smoke", smoke_table3 / "results", write=False, out=open(os.devnull, "w"),
+                  wandb_settings=settings)  # fmt: skip
+    (run_file,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
+    kinds = {}
+    for item in _wandb_records(run_file):
+        kinds.setdefault(item.WhichOneof("record_type"), []).append(item)
+    run = kinds["run"][0].run
+    assert (run.run_group, run.job_type) == ("table3-smoke", "summary")
+    logged = {u.key: json.loads(u.value_json) for h in kinds["history"] for u in h.history.item}
+    assert logged["table3"]["_type"] == "table-file" and logged["table3"]["nrows"] == 9  # 3 rows x 3 columns
 
 
 def test_concurrent_preparation_of_one_corpus_builds_it_once(tmp_path):

@@ -29,11 +29,20 @@ class Download:
 
 @dataclass(frozen=True)
 class Part:
-    """A parallel piece of a split: source and target paths under the data root, and the expected line count."""
+    """A parallel piece of a split: source and target paths under the data root, the expected line count of the
+    files, and optionally which of their lines the split takes: ``rows = (m, (r, ...))`` keeps line i (0-based) iff
+    ``i % m`` is one of the ``r`` (a strided share of a file, unbiased by the file's order)."""
 
     src: str
     tgt: str
     lines: int | None = None
+    rows: tuple[int, tuple[int, ...]] | None = None
+
+    def select(self, lines: list[str]) -> list[str]:
+        if self.rows is None:
+            return lines
+        modulus, residues = self.rows
+        return [line for i, line in enumerate(lines) if i % modulus in residues]
 
 
 @dataclass(frozen=True)
@@ -51,8 +60,8 @@ def _news(pair_dir: str, names: list[str], src: str, tgt: str) -> tuple[Part, ..
     return tuple(Part(f"{pair_dir}/{n}.{src}.gz", f"{pair_dir}/{n}.{tgt}.gz") for n in names)
 
 
-def _p(src: str, tgt: str, lines: int, stem: str) -> Part:
-    return Part(stem.format(lang=src), stem.format(lang=tgt), lines)
+def _p(src: str, tgt: str, lines: int | None, stem: str, rows: tuple[int, tuple[int, ...]] | None = None) -> Part:
+    return Part(stem.format(lang=src), stem.format(lang=tgt), lines, rows)
 
 
 # --- official archives -------------------------------------------------------------------------------------------
@@ -162,6 +171,31 @@ MULTI30K_DE_EN = Corpus(
             for name, parts in MULTI30K_EN_DE.splits.items()},  # fmt: skip
     note="Multi30K task 1 in the other direction (German to English), the same files as multi30k_en_de",
 )
+_TATOEBA_ES = "tatoeba-test-v2021-08-07"
+TATOEBA_ES_EN = Corpus(
+    "tatoeba_es_en",
+    pair=("es", "en"),
+    splits={
+        "train": (*_news("es-en", [*_OLD_NEWS, "europarl-sample-train", "europarl-sample-dev", "europarl-sample-test"],
+                         "es", "en"),
+                  _p("es", "en", 16583, f"es-en/{_TATOEBA_ES}.{{lang}}.gz", rows=(10, (2, 3, 4, 5, 6, 7, 8, 9)))),
+        "val": (_p("es", "en", 16583, f"es-en/{_TATOEBA_ES}.{{lang}}.gz", rows=(10, (0,))),),
+        "test": (_p("es", "en", 16583, f"es-en/{_TATOEBA_ES}.{{lang}}.gz", rows=(10, (1,))),),
+    },  # fmt: skip
+    note="Es->En from ../shared/data: old WMT news tests, a Europarl sample and 80% of the Tatoeba test set for "
+    "training; the Tatoeba lines i % 10 == 0 for dev, i % 10 == 1 for test (1,658 pairs each)",
+)
+TATOEBA_EN_ZH = Corpus(
+    "tatoeba_en_zh",
+    pair=("en", "zh"),
+    splits={
+        "train": _news("en-zh", ["anki-tatoeba-cmn", "newstest2017", "newstest2018"], "en", "zh"),
+        "val": (_p("en", "zh", 4450, "en-zh/tatoeba-test-v2021-08-07.{lang}.gz", rows=(2, (0,))),),
+        "test": (_p("en", "zh", 4450, "en-zh/tatoeba-test-v2021-08-07.{lang}.gz", rows=(2, (1,))),),
+    },
+    note="En->Zh from ../shared/data: Anki/Tatoeba pairs (deduplicated against the Tatoeba test set) and WMT news "
+    "2017-18 for training; the Tatoeba test set's even lines for dev, its odd lines for test",
+)
 MINI_ES_EN = Corpus(
     "mini_es_en",
     pair=("es", "en"),
@@ -195,7 +229,9 @@ MINI_EN_ZH = Corpus(
 )
 
 CORPORA: dict[str, Corpus] = {
-    c.name: c for c in (ES_EN, EN_DE, EN_ZH, MULTI30K_EN_DE, MULTI30K_DE_EN, MINI_ES_EN, MINI_EN_DE, MINI_EN_ZH)
+    c.name: c
+    for c in (ES_EN, EN_DE, EN_ZH, MULTI30K_EN_DE, MULTI30K_DE_EN, MINI_ES_EN, MINI_EN_DE, MINI_EN_ZH, TATOEBA_ES_EN,
+              TATOEBA_EN_ZH)
 }
 
 

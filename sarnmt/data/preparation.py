@@ -100,9 +100,10 @@ def read_split(corpus: Corpus, root: Path, split: str) -> tuple[list[str], list[
         a, b = read_pair(root / part.src, root / part.tgt)
         if part.lines is not None and len(a) != part.lines:
             raise ValueError(f"{root / part.src} / {root / part.tgt}: {len(a)} pairs, expected {part.lines}")
-        src += a
-        tgt += b
-        origins.append(f"{part.src} / {part.tgt}")
+        src += part.select(a)
+        tgt += part.select(b)
+        origins.append(f"{part.src} / {part.tgt}" + (f" (lines i % {part.rows[0]} in {list(part.rows[1])})"
+                                                     if part.rows else ""))  # fmt: skip
     return src, tgt, f"{root}: " + "; ".join(origins)
 
 

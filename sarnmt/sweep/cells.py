@@ -61,12 +61,12 @@ def collect(table: Table, scale: Scale, results_dir: Path) -> dict[tuple[str, st
                 elif status.state == "broken":
                     cell.broken.append(status.reason)
                 elif status.state == "complete":
-                    test = status.record["tests"].get(column.test)
-                    if test is None:
-                        cell.broken.append(f"{status.path} has no test set {column.test!r}")
+                    name = scale.job_test(column.pair, column.test)
+                    if name not in status.record["tests"]:
+                        cell.broken.append(f"{status.path} has no test set {name!r}")
                         continue
                     try:
-                        sentence = read_sentence_stats(status.path)[column.test][column.metric]
+                        sentence = read_sentence_stats(status.path)[name][column.metric]
                     except (ValueError, KeyError) as err:
                         cell.broken.append(f"{status.path}: sentence statistics unusable ({err})")
                         continue

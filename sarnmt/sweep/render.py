@@ -79,8 +79,11 @@ def footer(table: Table, scale: Scale, cells: dict) -> list[str]:
     lines = [f"Scale {scale.name}: {scale.description}."]
     for pair in dict.fromkeys(c.pair for c in table.columns):
         p = scale.pairs[pair]
-        tests = ", ".join(f"{c.label} = split {p.tests[c.test]}" for c in table.columns if c.pair == pair)
-        lines.append(f"{pair}: {p.label}; {tests}." + (f" {p.note}" if p.note else ""))
+        runs = scale.pairs[scale.job_pair(pair)]
+        tests = ", ".join(f"{c.label} = split {runs.tests[scale.job_test(pair, c.test)]}"
+                          for c in table.columns if c.pair == pair)  # fmt: skip
+        shared = f" (the runs of {runs.key})" if p.same_as else ""
+        lines.append(f"{pair}: {p.label}{shared}; {tests}." + (f" {p.note}" if p.note else ""))
     for metric in dict.fromkeys(c.metric for c in table.columns):
         lines.append(f"{', '.join(c.label for c in table.columns if c.metric == metric)}: {METRICS[metric]}.")
     lines.append(TESTS_NOTE)

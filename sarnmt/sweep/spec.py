@@ -69,13 +69,16 @@ class Table:
 
 @dataclass(frozen=True)
 class Pair:
-    """A language pair at a scale: the corpus that stands for it and its test sets."""
+    """A language pair at a scale: the corpus that stands for it and its test sets (logical test name, e.g.
+    ``nt14`` → split of the corpus, e.g. ``test``). With ``same_as``, the pair's jobs are another pair's (trained
+    once for both) and ``tests`` maps its test names to that pair's test names instead."""
 
     key: str
     label: str
     train: tuple[str, ...]
-    tests: dict[str, str]  # logical test name (nt14) -> split of the corpus (test_nt2015 ...)
+    tests: dict[str, str]
     note: str = ""
+    same_as: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,19 @@ class Scale:
     pairs: dict[str, Pair]
     path: str
     hardware: str = ""
+
+    def job_pair(self, pair: str) -> str:
+        """The pair whose jobs serve ``pair`` (itself, or its ``same_as``)."""
+        if pair not in self.pairs:
+            raise SpecError(f"scale {self.name} has no language pair {pair!r}; its pairs: {sorted(self.pairs)}")
+        return self.pairs[pair].same_as or pair
+
+    def job_test(self, pair: str, test: str) -> str:
+        """The name, in the job's record, of ``pair``'s test set ``test``."""
+        p = self.pairs[pair]
+        if test not in p.tests:
+            raise SpecError(f"{self.path}: pair {pair} has no test set {test!r}; its test sets: {sorted(p.tests)}")
+        return p.tests[test] if p.same_as else test
 
 
 @dataclass(frozen=True)
@@ -214,11 +230,15 @@ def load_scale(name: str, sweeps_dir: Path = SWEEPS_DIR) -> Scale:
     pairs = {}
     for key, item in _get(node, "pairs", str(path)).items():
         where = f"{path}: pairs.{key}"
-        if not isinstance(item, dict) or set(item) - {"label", "train", "tests", "note"}:
-            raise SpecError(f"{where}: expected the keys label, train, tests, note; got {item!r}")
+        if not isinstance(item, dict) or set(item) - {"label", "train", "tests", "note", "same_as"}:
+            raise SpecError(f"{where}: expected the keys label, train, tests, note, same_as; got {item!r}")
         tests = item.get("tests")
         if not isinstance(tests, dict) or not tests:
             raise SpecError(f"{where}.tests: expected a mapping of test name to split")
+        if item.get("same_as"):
+            pairs[key] = Pair(key, str(item.get("label", key)), (), {str(k): str(v) for k, v in tests.items()},
+                              str(item.get("note", "")), str(item["same_as"]))
+            continue
         pairs[key] = Pair(
             key,
             str(item.get("label", key)),
@@ -254,11 +274,9 @@ def row_registry(tables: list[Table]) -> dict[str, Row]:
 def make_job(
     scale: Scale, pair: str, row: Row, seed: int, extra: tuple[str, ...] = (), tables: tuple[int, ...] = ()
 ) -> Job:
-    if pair not in scale.pairs:
-        raise SpecError(f"scale {scale.name} has no language pair {pair!r}; its pairs: {sorted(scale.pairs)}")
-    p = scale.pairs[pair]
+    p = scale.pairs[scale.job_pair(pair)]
     train = (*scale.train, *p.train, *row.train, f"seed={seed}", *extra)
-    return Job(scale.name, pair, row.key, seed, train, dict(p.tests), tuple(tables))
+    return Job(scale.name, p.key, row.key, seed, train, dict(p.tests), tuple(tables))
 
 
 def seeds_of(scale: Scale, row: Row) -> tuple[int, ...]:
@@ -308,6 +326,6 @@ def job_from_id(scale: Scale, text: str, extra: tuple[str, ...] = (), sweeps_dir
     if row_key not in registry:
         raise SpecError(f"job {text!r}: no table has a row {row_key!r}; rows: {sorted(registry)}")
     serves = [
-        t.number for t in tables if any(r.key == row_key for r in t.rows) and any(c.pair == pair for c in t.columns)
+        t.number for t in tables if any(r.key == row_key for r in t.rows) and any(scale.job_pair(c.pair) == pair for c in t.columns if c.pair in scale.pairs)
     ]
     return make_job(scale, pair, registry[row_key], seed, extra, tables=tuple(serves))
