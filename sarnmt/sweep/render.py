@@ -80,8 +80,9 @@ def footer(table: Table, scale: Scale, cells: dict) -> list[str]:
     for pair in dict.fromkeys(c.pair for c in table.columns):
         p = scale.pairs[pair]
         runs = scale.pairs[scale.job_pair(pair)]
-        tests = ", ".join(f"{c.label} = split {runs.tests[scale.job_test(pair, c.test)]}"
-                          for c in table.columns if c.pair == pair)  # fmt: skip
+        tests = ", ".join(
+            f"{c.label} = split {runs.tests[scale.job_test(pair, c.test)]}" for c in table.columns if c.pair == pair
+        )
         shared = f" (the runs of {runs.key})" if p.same_as else ""
         lines.append(f"{pair}: {p.label}{shared}; {tests}." + (f" {p.note}" if p.note else ""))
     for metric in dict.fromkeys(c.metric for c in table.columns):

@@ -236,8 +236,14 @@ def load_scale(name: str, sweeps_dir: Path = SWEEPS_DIR) -> Scale:
         if not isinstance(tests, dict) or not tests:
             raise SpecError(f"{where}.tests: expected a mapping of test name to split")
         if item.get("same_as"):
-            pairs[key] = Pair(key, str(item.get("label", key)), (), {str(k): str(v) for k, v in tests.items()},
-                              str(item.get("note", "")), str(item["same_as"]))
+            pairs[key] = Pair(
+                key,
+                str(item.get("label", key)),
+                (),
+                {str(k): str(v) for k, v in tests.items()},
+                str(item.get("note", "")),
+                str(item["same_as"]),
+            )
             continue
         pairs[key] = Pair(
             key,
@@ -326,6 +332,9 @@ def job_from_id(scale: Scale, text: str, extra: tuple[str, ...] = (), sweeps_dir
     if row_key not in registry:
         raise SpecError(f"job {text!r}: no table has a row {row_key!r}; rows: {sorted(registry)}")
     serves = [
-        t.number for t in tables if any(r.key == row_key for r in t.rows) and any(scale.job_pair(c.pair) == pair for c in t.columns if c.pair in scale.pairs)
+        t.number
+        for t in tables
+        if any(r.key == row_key for r in t.rows)
+        and any(scale.job_pair(c.pair) == pair for c in t.columns if c.pair in scale.pairs)
     ]
     return make_job(scale, pair, registry[row_key], seed, extra, tables=tuple(serves))
