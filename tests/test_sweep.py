@@ -443,8 +443,12 @@ def test_rendered_table_logged_as_a_wandb_table_in_a_summary_run(smoke_table3, t
         kinds.setdefault(item.WhichOneof("record_type"), []).append(item)
     run = kinds["run"][0].run
     assert (run.run_group, run.job_type) == ("table3-smoke", "summary")
-    logged = {u.key: json.loads(u.value_json) for h in kinds["history"] for u in h.history.item}
-    assert logged["table3"]["_type"] == "table-file" and logged["table3"]["nrows"] == 9  # 3 rows x 3 columns
+    logged = {
+        ".".join(u.nested_key) or u.key: json.loads(u.value_json) for h in kinds["history"] for u in h.history.item
+    }
+    assert logged["table3._type"] == "table-file" and logged["table3.nrows"] == 9  # 3 rows x 3 columns
+    table = json.loads(next(run_file.parent.glob("files/media/table/table3_*.table.json")).read_text())
+    assert table["columns"][:4] == ["table", "scale", "row", "column"] and len(table["data"]) == 9
 
 
 def test_concurrent_preparation_of_one_corpus_builds_it_once(tmp_path):
