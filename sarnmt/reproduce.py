@@ -29,7 +29,8 @@ from sarnmt.sweep.launch import (
     launcher_settings,
     multirun_command,
 )
-from sarnmt.sweep.spec import SpecError, available_tables, load_scale, load_table, plan_jobs
+from sarnmt.sweep.plan import plan_jobs
+from sarnmt.sweep.spec import SpecError, available_tables, load_scale, load_table
 from sarnmt.utils.choices import group_choice
 
 log = logging.getLogger("sarnmt")

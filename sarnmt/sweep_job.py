@@ -17,7 +17,8 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
 from sarnmt.sweep.job import JobSettings, run_job
-from sarnmt.sweep.spec import job_from_id, load_scale
+from sarnmt.sweep.plan import job_from_id
+from sarnmt.sweep.spec import load_scale
 from sarnmt.utils.choices import group_choice
 
 log = logging.getLogger("sarnmt")

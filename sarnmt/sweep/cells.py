@@ -17,8 +17,9 @@ import numpy as np
 
 from sarnmt.sweep import stats
 from sarnmt.sweep.job import JobSettings, job_config
+from sarnmt.sweep.plan import make_job, row_registry, seeds_of
 from sarnmt.sweep.records import read_record, read_sentence_stats
-from sarnmt.sweep.spec import Column, Row, Scale, Table, make_job, row_registry, seeds_of
+from sarnmt.sweep.spec import Column, Row, Scale, Table
 
 
 @dataclass

@@ -1,0 +1,95 @@
+"""The jobs a set of tables needs at a scale: one per (language pair, row, seed), each trained once for every
+table that needs it, and a job rebuilt from its id (``<pair>.<row>.s<seed>``) by the sweep's job entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sarnmt.sweep.spec import (
+    SWEEPS_DIR,
+    Job,
+    Row,
+    Scale,
+    SpecError,
+    Table,
+    available_tables,
+    load_table,
+    parse_job_id,
+)
+
+
+def row_registry(tables: list[Table]) -> dict[str, Row]:
+    """Every row key of the given tables with its definition; one key must mean one model everywhere."""
+    rows: dict[str, Row] = {}
+    for table in tables:
+        for row in table.rows:
+            if row.key in rows and (rows[row.key].train, rows[row.key].seeds) != (row.train, row.seeds):
+                raise SpecError(
+                    f"row {row.key!r} is defined differently in {table.path} and another table "
+                    f"({row.train}, {row.seeds} vs {rows[row.key].train}, {rows[row.key].seeds})"
+                )
+            rows.setdefault(row.key, row)
+    return rows
+
+
+def make_job(
+    scale: Scale, pair: str, row: Row, seed: int, extra: tuple[str, ...] = (), tables: tuple[int, ...] = ()
+) -> Job:
+    p = scale.pairs[scale.job_pair(pair)]
+    train = (*scale.train, *p.train, *row.train, f"seed={seed}", *extra)
+    return Job(scale.name, p.key, row.key, seed, train, dict(p.tests), tuple(tables))
+
+
+def seeds_of(scale: Scale, row: Row) -> tuple[int, ...]:
+    if row.seeds not in scale.seeds:
+        raise SpecError(
+            f"row {row.key!r} asks for seed list {row.seeds!r}; scale {scale.name} has {sorted(scale.seeds)}"
+        )
+    return scale.seeds[row.seeds]
+
+
+def plan_jobs(tables: list[Table], scale: Scale, extra: tuple[str, ...] = ()) -> list[Job]:
+    """Every job the tables need at this scale, each once, in table order (baseline rows first)."""
+    registry = row_registry(tables)
+    jobs: dict[str, Job] = {}
+    for table in tables:
+        for column in table.columns:
+            if column.pair not in scale.pairs:
+                raise SpecError(
+                    f"table {table.number} needs language pair {column.pair!r}, which scale "
+                    f"{scale.name} does not define ({scale.path}); its pairs: {sorted(scale.pairs)}"
+                )
+            if column.test not in scale.pairs[column.pair].tests:
+                raise SpecError(
+                    f"table {table.number} needs test set {column.test!r} of {column.pair}, which "
+                    f"{scale.path} does not map to a split"
+                )
+        order = sorted(table.rows, key=lambda r: r.key != table.baseline)
+        for pair in dict.fromkeys(c.pair for c in table.columns):
+            for seed_index in range(max(len(seeds_of(scale, r)) for r in table.rows)):
+                for row in order:
+                    seeds = seeds_of(scale, registry[row.key])
+                    if seed_index >= len(seeds):
+                        continue
+                    job = make_job(scale, pair, registry[row.key], seeds[seed_index], extra)
+                    known = jobs.get(job.id)
+                    jobs[job.id] = Job(
+                        **{**vars(job), "tables": tuple(sorted({*(known.tables if known else ()), table.number}))}
+                    )
+    return list(jobs.values())
+
+
+def job_from_id(scale: Scale, text: str, extra: tuple[str, ...] = (), sweeps_dir: Path = SWEEPS_DIR) -> Job:
+    """The job of an id at a scale (the row's definition comes from whichever table has it)."""
+    pair, row_key, seed = parse_job_id(text)
+    tables = [load_table(n, sweeps_dir) for n in available_tables(sweeps_dir)]
+    registry = row_registry(tables)
+    if row_key not in registry:
+        raise SpecError(f"job {text!r}: no table has a row {row_key!r}; rows: {sorted(registry)}")
+    serves = [
+        t.number
+        for t in tables
+        if any(r.key == row_key for r in t.rows)
+        and any(scale.job_pair(c.pair) == pair for c in t.columns if c.pair in scale.pairs)
+    ]
+    return make_job(scale, pair, registry[row_key], seed, extra, tables=tuple(serves))
