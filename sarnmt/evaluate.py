@@ -51,13 +51,14 @@ class SplitOutput:
     references: list[str]
     references_tokenized: list[str]
     seconds: float
+    bleu_tokenize: str = "13a"
 
     def scores(self) -> dict[str, Score]:
         """``bleu`` (13a on plain text against the raw references: NIST mteval-v13a style, Table 3), ``bleu_tok``
         and ``bleu_tok_lc`` (``tokenize=none`` on the tokenised text: multi-bleu.perl and its ``-lc``, Tables 1, 2,
         4) and ``chrf``."""
         return {
-            "bleu": corpus_bleu(self.plain, self.references, tokenize="13a"),
+            "bleu": corpus_bleu(self.plain, self.references, tokenize=self.bleu_tokenize),
             "bleu_tok": corpus_bleu(self.tokenized, self.references_tokenized, tokenize="none"),
             "bleu_tok_lc": corpus_bleu(self.tokenized, self.references_tokenized, tokenize="none", lowercase=True),
             "chrf": corpus_chrf(self.plain, self.references),
@@ -67,7 +68,7 @@ class SplitOutput:
 def translate_split(
     net: nn.Module, src_codec: TextCodec, tgt_codec: TextCodec, sources: list[str], references: list[str],
     search: Search, batch_size: int, device: torch.device, precision: str = "fp32", progress: bool = True,
-    desc: str = "decode",
+    desc: str = "decode", bleu_tokenize: str = "13a",
 ) -> SplitOutput:  # fmt: skip
     """Decode raw source lines (a blank line gives an empty translation) and pair them with their references."""
     encoded = [src_codec.encode(line) if line.strip() else [] for line in sources]
@@ -80,7 +81,7 @@ def translate_split(
         plain=[tgt_codec.decode(r.tokens) if r.tokens else "" for r in results],
         tokenized=[tgt_codec.decode_tokenized(r.tokens) if r.tokens else "" for r in results],
         references=list(references), references_tokenized=[tgt_codec.tokenize(line) for line in references],
-        seconds=seconds,
+        seconds=seconds, bleu_tokenize=bleu_tokenize,
     )  # fmt: skip
 
 
@@ -106,7 +107,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     log.info("evaluating %s on %s/%s (%d sentences) with %s", ckpt_path, datamodule.name, cfg.split,
              len(sources), search)  # fmt: skip
     output = translate_split(loaded.net, src_codec, tgt_codec, sources, references, search, cfg.batch_size, device,
-                             cfg.precision, cfg.progress, desc=f"decode {cfg.split}")  # fmt: skip
+                             cfg.precision, cfg.progress, desc=f"decode {cfg.split}",
+                             bleu_tokenize=datamodule.bleu_tokenize)  # fmt: skip
     scores = output.scores()
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)

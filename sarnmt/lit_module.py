@@ -120,7 +120,7 @@ class TranslationModule(L.LightningModule):
         order = sorted(self._outputs)  # corpus order; a limited pass (limit_val_batches) scores what it decoded
         hyps = [self._outputs[i] for i in order]
         references = [references[i] for i in order]
-        metric = BLEU()
+        metric = BLEU(tokenize=datamodule.bleu_tokenize)
         score = metric.corpus_score(hyps, [references])
         self.bleu_signature = str(metric.get_signature())
         self.hypotheses[split] = hyps

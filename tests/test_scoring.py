@@ -85,3 +85,18 @@ def test_released_es_en_outputs_give_table1(shared_data):
     assert [f"{b:.1f}" for b in bleu] == ["25.4", "25.7", "26.3"]
     assert "25.4 / 25.7 / 26.3" in record["table"]
     assert record["systems"][2]["p_t_test"] < 0.01  # the attentive model's gain is significant
+
+
+def test_plain_text_bleu_of_chinese_splits_characters():
+    """Chinese plain text has no spaces: 13a would see one token per sentence; the corpus DataModule asks for zh."""
+    from hydra.utils import instantiate
+
+    from sarnmt.evaluate import SplitOutput
+    from tests.conftest import compose_train
+
+    assert instantiate(compose_train(["data=mini_en_zh"]).data).bleu_tokenize == "zh"
+    assert instantiate(compose_train(["data=multi30k_en_de"]).data).bleu_tokenize == "13a"
+    hyps, refs = ["我们今天去北京。", "他很高兴"], ["我们明天去北京。", "他很高兴"]
+    zh = SplitOutput(hyps, hyps, refs, refs, 0.0, bleu_tokenize="zh").scores()["bleu"]
+    plain = SplitOutput(hyps, hyps, refs, refs, 0.0).scores()["bleu"]
+    assert "tok:zh" in zh.signature and zh.score > 40 > plain.score

@@ -104,6 +104,12 @@ class CorpusDataModule(TranslationDataModule):
             raise ValueError(f"train data {origin}: no pair left after filtering (max_len={self.max_len})")
         return EncodedSplit(index.tolist(), src_ids.subset(index), tgt_ids.subset(index))
 
+    @property
+    def bleu_tokenize(self) -> str:
+        """``zh`` (sacrebleu's Chinese tokenizer: one token per CJK character) for Chinese targets, whose plain text
+        has no spaces for 13a to split on; ``13a`` otherwise."""
+        return "zh" if self.tgt_settings.lang == "zh" else "13a"
+
     def tokenized_references(self, split: str) -> list[str]:
         """The tokenised (truecased) target lines of ``split``, the form tokenised BLEU compares with."""
         self._split(split)

@@ -180,6 +180,11 @@ class TranslationDataModule(L.LightningDataModule):
         self._need_setup()
         return self.tgt_codec.vocab_size
 
+    @property
+    def bleu_tokenize(self) -> str:
+        """sacrebleu's tokenizer for BLEU on the target side's plain text: ``13a`` (NIST mteval-v13a)."""
+        return "13a"
+
     def has_split(self, split: str) -> bool:
         self._need_setup()
         return split in self._raw

@@ -243,6 +243,7 @@ def finish_job(
             device,
             progress=settings.progress,
             desc=f"{job.id} {name}",
+            bleu_tokenize=datamodule.bleu_tokenize,
         )
         plain, tokenized = hyp_dir / f"{name}.txt.gz", hyp_dir / f"{name}.tok.txt.gz"
         write_lines_gz(plain, output.plain)
@@ -252,6 +253,7 @@ def finish_job(
                 output.plain if metric == "bleu" else output.tokenized,
                 output.references if metric == "bleu" else output.references_tokenized,
                 metric,
+                tokenize=output.bleu_tokenize if metric == "bleu" else None,
             )
             for metric in sentence_stats.METRIC_SETTINGS
         }

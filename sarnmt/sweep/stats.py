@@ -36,12 +36,16 @@ def _metric(name: str, effective_order: bool = False) -> BLEU:
     return BLEU(tokenize=tokenize, lowercase=lowercase, force=True, effective_order=effective_order)
 
 
-def sentence_statistics(hyps: Sequence[str], refs: Sequence[str], metric: str) -> list[list[int]]:
+def sentence_statistics(
+    hyps: Sequence[str], refs: Sequence[str], metric: str, tokenize: str | None = None
+) -> list[list[int]]:
     """Per sentence: ``[hyp_len, ref_len, correct_1..4, total_1..4]`` under ``metric`` (a key of
-    :data:`METRIC_SETTINGS`)."""
+    :data:`METRIC_SETTINGS`); ``tokenize`` replaces the metric's tokenizer (``zh`` for ``bleu`` on Chinese)."""
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
-    stats = _metric(metric)._extract_corpus_statistics(list(hyps), [list(refs)])
+    settings = METRIC_SETTINGS[metric]
+    bleu = BLEU(tokenize=tokenize or settings[0], lowercase=settings[1], force=True)
+    stats = bleu._extract_corpus_statistics(list(hyps), [list(refs)])
     return [[int(x) for x in row] for row in stats]
 
 
