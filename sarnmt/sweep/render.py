@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import textwrap
 from pathlib import Path
 
 from sarnmt.sweep.cells import Cell
@@ -239,7 +240,7 @@ def plot(table: Table, scale: Scale, cells: dict, path: Path) -> None:
             low, high = min(values), max(values)
             pad = max(0.5, 0.15 * (high - low))
             ax.set_xlim(max(0.0, low - 3 * pad), high + pad)
-        ax.set_title(f"{column.label}: {scale.pairs[column.pair].label}", fontsize=9)
+        ax.set_title(textwrap.fill(f"{column.label}: {scale.pairs[column.pair].label}", 38), fontsize=8)
         ax.set_xlabel(METRICS[column.metric].split(" on ")[0])
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(range(len(labels)), labels)
