@@ -12,7 +12,7 @@ Splits: ``train``, ``val``, ``test``; extra test sets are named ``test_<name>`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ MULTI30K_EN_DE = Corpus(
 MULTI30K_DE_EN = Corpus(
     "multi30k_de_en",
     pair=("de", "en"),
-    splits={name: tuple(Part(part.tgt, part.src, part.lines) for part in parts)
+    splits={name: tuple(replace(part, src=part.tgt, tgt=part.src) for part in parts)
             for name, parts in MULTI30K_EN_DE.splits.items()},  # fmt: skip
     note="Multi30K task 1 in the other direction (German to English), the same files as multi30k_en_de",
 )

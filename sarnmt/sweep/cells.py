@@ -44,6 +44,7 @@ class Cell:
 
 def collect(table: Table, scale: Scale, results_dir: Path) -> dict[tuple[str, str], Cell]:
     """Every cell of ``table`` at ``scale``, filled from ``results_dir/records``."""
+    # runs_dir only names paths.output_dir, which the config hash leaves out
     settings = JobSettings(runs_dir=Path("/nonexistent"), results_dir=results_dir)
     registry = row_registry([table])
     cells: dict[tuple[str, str], Cell] = {}

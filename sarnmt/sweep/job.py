@@ -3,10 +3,10 @@ the record last.
 
 Folders (named from the job, never from the time):
 
-- ``<runs_dir>/<job id>/``: the training run (checkpoints, logs). ``job.json`` there holds the config hash the folder
-  belongs to: a folder of another hash (the config changed) is moved aside as ``<job id>.stale-<hash>``, never
-  resumed. ``fit.json`` is written once training has ended (early stopping, or the step/epoch limit), so a job
-  killed during evaluation does not train again.
+- ``<runs_dir>/<job id>/``: the training run (checkpoints, logs), claimed for the job's config hash
+  (:mod:`sarnmt.sweep.folders`: a folder of another hash is moved aside, never resumed). ``fit.json`` is written
+  once training has ended (early stopping, or the step/epoch limit), so a job killed during evaluation does not
+  train again.
 - ``<results_dir>/records/<job id>.json`` (+ ``.sentences.json.gz``): the record; ``<results_dir>/hypotheses/<job
   id>/<test>.txt.gz`` and ``.tok.txt.gz``: the test translations (detokenised and tokenised).
 
@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from sarnmt.checkpoint import load_model
 from sarnmt.evaluate import translate_split
 from sarnmt.sweep import stats as sentence_stats
+from sarnmt.sweep.folders import now, take_folder
 from sarnmt.sweep.records import (
     RECORD_VERSION,
     config_hash,
@@ -111,30 +110,6 @@ def job_config(job: Job, settings: JobSettings) -> tuple[DictConfig, str]:
     return cfg, digest
 
 
-def claim_folder(folder: Path, job: Job, digest: str) -> None:
-    """Make ``folder`` this job's, for this config hash; a folder of another hash is moved aside."""
-    marker = folder / "job.json"
-    if folder.exists():
-        try:
-            owner = json.loads(marker.read_text())["config_hash"]
-        except (OSError, ValueError, KeyError):
-            owner = "unknown"
-        if owner == digest:
-            return
-        aside = folder.with_name(f"{folder.name}.stale-{owner}")
-        k = 1
-        while aside.exists():
-            aside, k = folder.with_name(f"{folder.name}.stale-{owner}-{k}"), k + 1
-        log.warning("%s holds a run of config %s, not %s: moved to %s", folder, owner, digest, aside)
-        folder.rename(aside)
-    folder.mkdir(parents=True)
-    write_json(marker, {"job": job.id, "config_hash": digest, "created": _now()})
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 def run_job(job: Job, settings: JobSettings) -> dict[str, Any] | None:
     """Run (or skip, or resume) one job. :returns: its record (None on a DDP rank other than 0)."""
     cfg, digest = job_config(job, settings)
@@ -145,10 +120,7 @@ def run_job(job: Job, settings: JobSettings) -> dict[str, Any] | None:
     if status.state in ("broken", "stale"):
         log.warning("%s; job %s runs again", status.reason, job.id)
     folder = settings.runs_dir / job.id
-    if _rank() == 0:
-        claim_folder(folder, job, digest)
-    else:
-        _wait_for_claim(folder, digest)
+    take_folder(folder, job.id, digest)
     fit_path = folder / "fit.json"
     if fit_path.is_file():
         log.info("%s: training had ended (%s); evaluating", job.id, fit_path)
@@ -175,23 +147,6 @@ def run_job(job: Job, settings: JobSettings) -> dict[str, Any] | None:
     return outcome.get("record")
 
 
-def _rank() -> int:
-    return int(os.environ.get("SLURM_PROCID", os.environ.get("RANK", "0")))
-
-
-def _wait_for_claim(folder: Path, digest: str, timeout: float = 600.0) -> None:
-    """DDP ranks > 0 (one process per SLURM task) wait until rank 0 has claimed the folder."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if json.loads((folder / "job.json").read_text())["config_hash"] == digest:
-                return
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(2.0)
-    raise TimeoutError(f"{folder}: rank 0 did not claim the job folder within {timeout:.0f} s")
-
-
 def fit_summary(trainer: L.Trainer, result: dict[str, Any], last: Path) -> dict[str, Any]:
     """What training ended with: the selected checkpoint, steps, epochs, time."""
     callback = trainer.checkpoint_callback
@@ -213,7 +168,7 @@ def fit_summary(trainer: L.Trainer, result: dict[str, Any], last: Path) -> dict[
         "train_seconds": round(float(result.get("train_seconds", 0.0)), 1),
         "parameters": result["parameters"],
         "stopped_early": bool(getattr(trainer, "should_stop", False)),
-        "ended": _now(),
+        "ended": now(),
     }
 
 
@@ -300,7 +255,7 @@ def finish_job(
         },
         "decoding": search.settings(),
         "tests": tests,
-        "finished": _now(),
+        "finished": now(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
     path = settings.record_path(job)

@@ -15,13 +15,13 @@ from __future__ import annotations
 import shlex
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from sarnmt.data.fetch import FetchError
+from sarnmt.sweep.folders import folder_hash
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.records import read_record
 from sarnmt.sweep.spec import Job
@@ -52,7 +52,7 @@ def job_states(jobs: list[Job], settings: JobSettings) -> list[JobState]:
         status = read_record(settings.record_path(job), digest)
         note = status.reason if status.state in ("broken", "stale") else ""
         folder = settings.runs_dir / job.id
-        same_config = _folder_hash(folder) == digest
+        same_config = folder_hash(folder) == digest
         if status.state == "complete":
             state = "complete"
         elif same_config and (folder / "fit.json").is_file():
@@ -63,15 +63,6 @@ def job_states(jobs: list[Job], settings: JobSettings) -> list[JobState]:
             state = "new"
         states.append(JobState(job, digest, state, note))
     return states
-
-
-def _folder_hash(folder: Path) -> str | None:
-    import json
-
-    try:
-        return json.loads((folder / "job.json").read_text())["config_hash"]
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 def check_corpora(jobs: list[Job], settings: JobSettings) -> list[str]:

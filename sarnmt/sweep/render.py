@@ -44,15 +44,15 @@ def cell_text(cell: Cell, latex: bool = False) -> str:
         mark = markers(cell)
         if latex and mark:
             mark = mark.replace("†", r"$^\dagger$").replace("‡", r"$^\ddagger$")
-        parts.append(f"{value}{mark} ({len(cell.records)})")
+        done = len(cell.records)
+        count = str(done) if done == cell.expected else f"{done} of {cell.expected}"
+        parts.append(f"{value}{mark} ({count})")
     if cell.missing:
         parts.append(f"{cell.missing} missing")
     if cell.stale:
         parts.append(f"{len(cell.stale)} stale")
     if cell.broken:
         parts.append(f"{len(cell.broken)} broken")
-    if cell.records and len(cell.records) < cell.expected:
-        parts[0] = parts[0].replace(f"({len(cell.records)})", f"({len(cell.records)} of {cell.expected})")
     return "; ".join(parts) if parts else "—"
 
 
