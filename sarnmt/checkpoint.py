@@ -10,8 +10,9 @@ text codecs::
                             "parameters": int}
     checkpoint["state_dict"] = {"net.<parameter name>": tensor, ...}
 
-The model is rebuilt by Hydra-instantiating the stored ``model`` and ``decoder`` configs (``_target_`` is the
-registry), so loading never needs to know the decoder variant.
+The model is rebuilt from the stored ``model`` and ``decoder`` configs by the model factory
+(:func:`sarnmt.models.factory.build_model`; ``_target_`` is the registry), so loading never needs to know the model
+or the decoder variant.
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.utils import instantiate
-from omegaconf import OmegaConf
+from torch import nn
 
 from sarnmt.data.codecs import TextCodec
 from sarnmt.data.datamodule import codecs_from_state
-from sarnmt.models.seq2seq import Seq2Seq
+from sarnmt.models.factory import ModelConfigError, build_model
 
 NET_PREFIX = "net."
 
@@ -43,7 +43,7 @@ class LoadedModel:
     checkpoint was written without a datamodule).  :param path: where it came from.  :param parameters: the count.
     :param net_config: the stored model/decoder configs.  :param global_step: the training step it was saved at."""
 
-    net: Seq2Seq
+    net: nn.Module
     src_codec: TextCodec | None
     tgt_codec: TextCodec | None
     path: str
@@ -79,17 +79,17 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return checkpoint
 
 
-def build_net(net_config: dict[str, Any]) -> Seq2Seq:
-    """A freshly initialised model from a stored ``net_config``. The variant is always built as a partial that the
-    model completes with its own e and d (early checkpoints stored the decoder config resolved, without
-    ``_partial_`` and with ``emb_dim``/``hidden_dim``)."""
-    decoder = {k: v for k, v in net_config["decoder"].items() if k not in ("emb_dim", "hidden_dim")}
-    return instantiate(
-        OmegaConf.create(net_config["model"]),
-        src_vocab_size=net_config["src_vocab_size"],
-        tgt_vocab_size=net_config["tgt_vocab_size"],
-        variant=instantiate(OmegaConf.create({**decoder, "_partial_": True})),
-    )
+def build_net(net_config: dict[str, Any], path: str | Path = "<checkpoint>") -> nn.Module:
+    """A freshly initialised model from a stored ``net_config`` (:func:`~sarnmt.models.factory.build_model`).
+
+    :raises CheckpointError: naming the checkpoint and the model it holds, when this installation has no such model
+        or the stored model and decoder do not go together."""
+    try:
+        return build_model(net_config["model"], net_config["decoder"], net_config["src_vocab_size"],
+                           net_config["tgt_vocab_size"])  # fmt: skip
+    except ModelConfigError as err:
+        held = f"model {net_config['model'].get('_target_')!r} with decoder {net_config['decoder'].get('_target_')!r}"
+        raise CheckpointError(f"checkpoint {path} holds {held}, which cannot be built: {err}") from err
 
 
 def net_state_dict(checkpoint: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -104,7 +104,7 @@ def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedMo
     """
     checkpoint = read_checkpoint(path)
     info = checkpoint["sarnmt"]
-    net = build_net(info["net_config"])
+    net = build_net(info["net_config"], path)
     try:
         net.load_state_dict(net_state_dict(checkpoint), strict=True)
     except RuntimeError as err:

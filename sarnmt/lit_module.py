@@ -1,7 +1,7 @@
 """The LightningModule: training, validation and test around a plain :class:`~sarnmt.models.seq2seq.Seq2Seq`.
 
 Metrics: ``train/loss``, ``train/nll_token``; ``val/loss`` (per-sentence NLL, dl4mt's validation cost), ``val/ppl``,
-``val/bleu`` (greedy, sacrebleu against the raw references); the same under ``test/``. BLEU needs the datamodule's
+``val/bleu`` (the ``val_decoding=`` search, greedy by default; sacrebleu against the raw references); the same under ``test/``. BLEU needs the datamodule's
 ``decode_target`` and ``references``; the sacrebleu signature is kept in :attr:`TranslationModule.bleu_signature`.
 """
 
@@ -38,12 +38,11 @@ def step_seed(seed: int, step: int, rank: int = 0) -> int:
 class TranslationModule(L.LightningModule):
     """:param net: the model.  :param optimizer: a partial optimizer (``optim=`` group), bound to the parameters here.
     :param loss_normalization: ``sentence`` (paper) or ``token``.
-    :param max_len_a: greedy decoding length limit ``a·|src| + b`` for validation/test BLEU.
-    :param max_len_b: see ``max_len_a``.
-    :param bleu: compute greedy BLEU during validation and test.
+    :param val_search: the search of validation BLEU (``instantiate(cfg.val_decoding)``; default: greedy).
+    :param bleu: compute BLEU during validation and test.
     :param net_config: the resolved model and decoder configs, saved in checkpoints to rebuild the model.
-    :param test_search: the search of the test pass (``instantiate(cfg.decoding)``, e.g. beam); validation stays
-        greedy with ``max_len_a``/``max_len_b``, and so does test when this is None.
+    :param test_search: the search of the test pass (``instantiate(cfg.decoding)``, e.g. beam); the validation
+        search when None.
     :param train_seed: when given, the random generators are seeded from (seed, update number, rank) before every
         training step (as fairseq does), so dropout masks do not depend on what ran before: a run resumed from a
         mid-epoch checkpoint trains exactly as the uninterrupted one.
@@ -54,16 +53,15 @@ class TranslationModule(L.LightningModule):
         net: nn.Module,
         optimizer: Callable[..., torch.optim.Optimizer],
         loss_normalization: Literal["sentence", "token"] = "sentence",
-        max_len_a: float = 2.0,
-        max_len_b: int = 10,
+        val_search: Search | None = None,
         bleu: bool = True,
         net_config: dict[str, Any] | None = None,
         test_search: Search | None = None,
         train_seed: int | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["net", "optimizer", "test_search"])
-        self.val_search: Search = GreedySearch(max_len_a, max_len_b)
+        self.save_hyperparameters(ignore=["net", "optimizer", "val_search", "test_search"])
+        self.val_search: Search = val_search if val_search is not None else GreedySearch()
         self.test_search: Search = test_search if test_search is not None else self.val_search
         self.net = net
         self.optimizer_factory = optimizer

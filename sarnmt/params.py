@@ -12,10 +12,11 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
-from hydra.utils import instantiate
+from hydra.utils import get_class
 from omegaconf import DictConfig
 
 from sarnmt.lit_module import count_parameters
+from sarnmt.models.factory import ModelConfigError, build_model, valid_decoders
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -48,13 +49,7 @@ def decoder_names() -> list[str]:
 def count(cfg: DictConfig) -> int:
     """Trainable parameters of the model that ``cfg`` (``model``, ``decoder``, vocabulary sizes) describes."""
     with torch.device("meta"):
-        net = instantiate(
-            cfg.model,
-            src_vocab_size=cfg.src_vocab_size,
-            tgt_vocab_size=cfg.tgt_vocab_size,
-            variant=instantiate(cfg.decoder),
-        )
-    return count_parameters(net)
+        return count_parameters(build_model(cfg.model, cfg.decoder, cfg.src_vocab_size, cfg.tgt_vocab_size))
 
 
 def compose_params(overrides: list[str]) -> DictConfig:
@@ -65,8 +60,10 @@ def compose_params(overrides: list[str]) -> DictConfig:
 def table(overrides: list[str]) -> str:
     """A Markdown table of every decoder (and both scorer forms where a decoder has them)."""
     rows = []
-    baseline = count(compose_params([*overrides, "decoder=baseline"]))
-    for name in decoder_names():
+    cfg = compose_params(overrides)
+    names = valid_decoders(get_class(cfg.model._target_))
+    baseline = count(compose_params([*overrides, f"decoder={names[0] if 'baseline' not in names else 'baseline'}"]))
+    for name in names:
         cfg = compose_params([*overrides, f"decoder={name}"])
         forms = ["count_consistent", "appendix"] if "form" in cfg.decoder else [None]
         for form in forms:
@@ -74,7 +71,6 @@ def table(overrides: list[str]) -> str:
             n = count(form_cfg)
             paper = TABLE1.get(name, "") if form in (None, "count_consistent") else "–"
             rows.append(f"| {name} | {form or ''} | {n:,} | {n - baseline:+,} | {paper} |")
-    cfg = compose_params(overrides)
     head = (
         f"model: e={cfg.model.emb_dim}, d={cfg.model.hidden_dim}; "
         f"V_src={cfg.src_vocab_size:,}, V_tgt={cfg.tgt_vocab_size:,}\n\n"
@@ -86,7 +82,7 @@ def table(overrides: list[str]) -> str:
 def main(argv: list[str]) -> int:
     try:
         return _run(argv)
-    except HydraException as err:  # unknown group option or key: Hydra's message names the valid choices
+    except (HydraException, ModelConfigError) as err:  # Hydra's message names the valid choices; so does ours
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.average import average_checkpoints, last_checkpoints
 from sarnmt.lit_module import TranslationModule, count_parameters
+from sarnmt.models.factory import build_model, check_combination, net_config
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
 
@@ -27,23 +28,13 @@ AfterFit = Callable[[L.Trainer, dict[str, Any]], dict[str, Any]]
 
 def build_module(cfg: DictConfig, src_vocab_size: int, tgt_vocab_size: int) -> TranslationModule:
     """The model (``model=`` + ``decoder=``) wrapped in its LightningModule."""
-    net = instantiate(
-        cfg.model, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, variant=instantiate(cfg.decoder)
-    )
-    net_config = {
-        "model": OmegaConf.to_container(cfg.model, resolve=True),
-        "decoder": OmegaConf.to_container(cfg.decoder, resolve=True),
-        "src_vocab_size": src_vocab_size,
-        "tgt_vocab_size": tgt_vocab_size,
-    }
     return TranslationModule(
-        net=net,
+        net=build_model(cfg.model, cfg.decoder, src_vocab_size, tgt_vocab_size),
         optimizer=instantiate(cfg.optim),
         loss_normalization=cfg.loss,
-        max_len_a=cfg.decoding.max_len_a,
-        max_len_b=cfg.decoding.max_len_b,
+        val_search=instantiate(cfg.val_decoding),
         bleu=cfg.val_bleu,
-        net_config=net_config,
+        net_config=net_config(cfg.model, cfg.decoder, src_vocab_size, tgt_vocab_size),
         test_search=instantiate(cfg.decoding),
         train_seed=cfg.seed,
     )
@@ -60,6 +51,7 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
     quiet_known_warnings()
     with finish_wandb():
         check_averaging(cfg)
+        check_combination(cfg.model, cfg.decoder)  # before any data is read
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         datamodule = instantiate(cfg.data)
         datamodule.prepare_data()

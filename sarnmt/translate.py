@@ -1,5 +1,5 @@
 """Translate plain text with a trained model: ``python -m sarnmt.translate ckpt_path=model.ckpt [input=in.txt]
-[output=out.txt] [decoding=beam decoding.beam_size=5] [attention=att.jsonl]``.
+[output=out.txt] [decoding=beam decoding.beam_size=5] [nbest=K] [attention=att.jsonl]``.
 
 Input lines are encoded with the checkpoint's source codec (its preprocessing), decoded in length-sorted batches
 (:mod:`sarnmt.decoding.stream`), and decoded with the target codec (its postprocessing), one output line per input
@@ -15,7 +15,13 @@ line, in order; an empty (or blank) input line gives an empty output line.
 pieces (each id decoded alone) plus ``</s>`` when the hypothesis ended with EOS (n rows; without it the length limit
 stopped it). ``src_attention`` row t is α over the source at output step t; ``tgt_attention`` row t is the
 variant's attention over its history items 0..t (item 0 is the zero slot before the first word; entries above the
-diagonal are 0), null for variants without one (baseline). Empty lines give empty lists and null matrices.
+diagonal are 0), null for variants without one (baseline). Empty lines give empty lists and null matrices. A model
+without source attention (the fixed-context LSTM) gives ``src_attention: null`` and empty ``source``/``target``.
+
+**N-best output** (``nbest=K``, 1 < K <= the beam size; Moses's n-best layout): K lines per input line, best
+first, each ``LINE ||| TRANSLATION ||| SCORE ||| NORMALIZED``, with LINE the input line's 0-based index, SCORE the
+summed log-probability (EOS included) and NORMALIZED the score the search ranked by (after the length penalty).
+Fewer than K lines when fewer hypotheses finished; an empty input line gives one line with an empty translation.
 """
 
 from __future__ import annotations
@@ -61,6 +67,11 @@ def attention_record(index: int, source_pieces: list[str], result: Translation, 
     }  # fmt: skip
 
 
+def nbest_line(index: int, text: str, score: float, normalized: float) -> str:
+    """One line of the n-best output (format in the module docstring)."""
+    return f"{index} ||| {text} ||| {score:.6f} ||| {normalized:.6f}\n"
+
+
 def _open(path: str | None, mode: str, stack: ExitStack, default: TextIO) -> TextIO:
     if path is None or path == "-":
         return default
@@ -77,6 +88,9 @@ def translate(cfg: DictConfig, stdin: TextIO | None = None, stdout: TextIO | Non
     if loaded.src_codec is None or loaded.tgt_codec is None:
         raise ValueError(f"checkpoint {cfg.ckpt_path} has no text codecs (saved without a datamodule)")
     search = instantiate(cfg.decoding)
+    if not 1 <= cfg.nbest <= search.beam_size:
+        raise ValueError(f"nbest={cfg.nbest} must be between 1 and the beam size ({search.beam_size}; "
+                         f"decoding=beam decoding.beam_size=K for more)")  # fmt: skip
     log.info("translating with %s on %s (%s parameters)", search, device, f"{loaded.parameters:,}")
     src_codec, tgt_codec = loaded.src_codec, loaded.tgt_codec
     with ExitStack() as stack:
@@ -94,11 +108,15 @@ def translate(cfg: DictConfig, stdin: TextIO | None = None, stdout: TextIO | Non
                 yield ids
 
         results = decode_stream(loaded.net, search, encoded(), cfg.batch_size, device, attention is not None,
-                                cfg.chunk_batches)  # fmt: skip
+                                cfg.chunk_batches, cfg.nbest)  # fmt: skip
         stack.enter_context(precision_context(device, cfg.precision))
         count = 0
         for result in tqdm(results, desc="translate", unit=" lines", disable=not cfg.progress, file=sys.stderr):
-            target.write((tgt_codec.decode(result.tokens) if result.tokens else "") + "\n")
+            if cfg.nbest > 1:
+                target.writelines(nbest_line(count, tgt_codec.decode(e.tokens) if e.tokens else "", e.score,
+                                             e.normalized_score) for e in result.nbest)  # fmt: skip
+            else:
+                target.write((tgt_codec.decode(result.tokens) if result.tokens else "") + "\n")
             if attention is not None:
                 record = attention_record(count, pieces[count], result, tgt_codec)
                 attention.write(json.dumps(record, ensure_ascii=False) + "\n")

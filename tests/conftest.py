@@ -7,25 +7,40 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra.utils import get_class
 from omegaconf import DictConfig, open_dict
+
+from sarnmt.models.factory import valid_decoders
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = ROOT / "conf"
 SHARED_DATA = ROOT.parent / "shared" / "data"
-DECODERS = sorted(path.stem for path in (CONF_DIR / "decoder").glob("*.yaml"))
-# every decoder config with the alternative forms of its switches
-DECODER_FORMS = [
-    (name, override)
-    for name in DECODERS
-    for override in [None]
-    + {
-        "memory_rnn": ["decoder.form=appendix"],
-        "self_attentive_rnn": ["decoder.form=appendix"],
-        "mean_residual": ["decoder.first_step=paper"],
-    }.get(name, [])
+# the alternative forms of a decoder's switches
+FORMS = {
+    "memory_rnn": ["decoder.form=appendix"],
+    "self_attentive_rnn": ["decoder.form=appendix"],
+    "mean_residual": ["decoder.first_step=paper"],
+}
+# the model classes, by the model= options that name them (their sizes come from the tests)
+MODELS = {
+    "cgru": "sarnmt.models.seq2seq.Seq2Seq",
+    "lstm_fixed_context": "sarnmt.models.lstm.FixedContextLSTM",
+    "lstm_ff_attention": "sarnmt.models.lstm.AttentionLSTM",
+    "lstm_input_feeding": "sarnmt.models.lstm.InputFeedingLSTM",
+}
+# the paper's cGRU decoders and every form of their switches
+DECODERS = valid_decoders(get_class(MODELS["cgru"]))
+DECODER_FORMS = [(name, override) for name in DECODERS for override in [None, *FORMS.get(name, [])]]
+# every valid (model, decoder, switch) combination: the invariant tests run on each
+SYSTEMS = [
+    (model, name, override)
+    for model, target in MODELS.items()
+    for name in valid_decoders(get_class(target))
+    for override in [None, *FORMS.get(name, [])]
 ]
+SYSTEM_IDS = [f"{m}:{n}{'+' + o.split('=')[1] if o else ''}" for m, n, o in SYSTEMS]
 
 
 def compose_train(overrides: list[str], output_dir: Path | None = None) -> DictConfig:

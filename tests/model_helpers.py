@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import torch
-from hydra.utils import instantiate
 
 from sarnmt.data.batching import pad_sequences
-from sarnmt.models.seq2seq import Seq2Seq
+from sarnmt.models.factory import build_model
+from tests.conftest import MODELS, decoder_cfg
 
 VOCAB = 23
 
 
-def build(decoder_cfg, emb_dim: int = 6, hidden_dim: int = 8, seed: int = 0, scale: float = 1.0):
-    """A tiny float64 Seq2Seq in eval mode for one ``conf/decoder`` node; weights scaled up so that the
-    equivalence tests are not trivially satisfied by near-zero activations."""
+def build(decoder, emb_dim: int = 6, hidden_dim: int = 8, seed: int = 0, scale: float = 1.0, model: str = "cgru"):
+    """A tiny float64 model in eval mode (``model``: a key of ``tests.conftest.MODELS``) with one ``conf/decoder``
+    node; weights scaled up so that the equivalence tests are not trivially satisfied by near-zero activations."""
     torch.manual_seed(seed)
-    model = Seq2Seq(VOCAB, VOCAB, emb_dim, hidden_dim, instantiate(decoder_cfg)).double().eval()
+    node = {"_target_": MODELS[model], "emb_dim": emb_dim, "hidden_dim": hidden_dim}
+    net = build_model(node, decoder, VOCAB, VOCAB).double().eval()
     with torch.no_grad():
-        for param in model.parameters():
+        for param in net.parameters():
             param.add_(torch.randn_like(param) * 0.3 * scale)
-    return model
+    return net
+
+
+def build_system(model: str, name: str, override: str | None, **kwargs):
+    """:func:`build` for one entry of ``tests.conftest.SYSTEMS``."""
+    return build(decoder_cfg(name, override), model=model, **kwargs)
 
 
 def batch(seed: int = 1):

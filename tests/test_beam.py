@@ -15,7 +15,7 @@ from sarnmt.decoding.greedy import GreedySearch, greedy_decode
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
 from sarnmt.models.decoder import StepOutput
 from tests import model_helpers
-from tests.conftest import DECODER_FORMS, decoder_cfg
+from tests.conftest import SYSTEM_IDS, SYSTEMS
 
 V = 5  # 0 = EOS, words 1..4
 
@@ -180,9 +180,42 @@ def _real_batch(seed: int = 3, sentences: int = 8):
     return pad_sequences(srcs)
 
 
-@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=[f"{n}:{o}" for n, o in DECODER_FORMS])
-def test_real_models_beam1_is_greedy_and_attention_matches_teacher_forcing(name, override):
-    model = model_helpers.build(decoder_cfg(name, override), scale=6.0)
+def test_nbest_lists_the_pool_best_first():
+    """Case A with k = 3: the finished pool is [2] (.36), [1, 3] (.2·1: its EOS follows), [1, 4] ...; n = 2 gives the
+    two best by normalised score, the first being the 1-best."""
+    src, src_mask = scripted_batch([0, 3], [3, 3])
+    hyps = beam_decode(SCRIPTED, src, src_mask, 3, LengthPenalty(), 0.0, 10, nbest=2)
+    assert hyps.tokens == [[2], []]
+    first, second = hyps.nbest[0]
+    assert first.tokens == [2] and first.score == pytest.approx(math.log(0.36), abs=1e-6)
+    assert first.normalized_score == pytest.approx(hyps.normalized_scores[0])
+    assert second.normalized_score <= first.normalized_score and second.tokens != first.tokens
+    want = {(1, 3): math.log(0.5 * 0.4), (1, 4): math.log(0.5 * 0.35), (1,): math.log(0.5 * 0.25)}
+    assert second.score == pytest.approx(want[tuple(second.tokens)], abs=1e-6)
+    assert [e.tokens for e in hyps.nbest[1]][0] == []  # case D: EOS first
+    assert beam_decode(SCRIPTED, src, src_mask, 3, LengthPenalty(), 0.0, 10).nbest == []  # only when asked
+    with pytest.raises(ValueError, match="nbest must be between 1 and the beam size 3"):
+        beam_decode(SCRIPTED, src, src_mask, 3, nbest=4)
+
+
+def test_minimum_length_forbids_early_eos():
+    """Case D ends at once (EOS .7); with min_len=1 the first token must be 3. Case C's EOS at step 2 (after one
+    token) is allowed with min_len=1 and forbidden with min_len=2."""
+    src, src_mask = scripted_batch([3], [3])
+    assert greedy_decode(SCRIPTED, src, src_mask).tokens == [[]]
+    assert greedy_decode(SCRIPTED, src, src_mask, min_len=1).tokens == [[3]]
+    src, src_mask = scripted_batch([2], [3])
+    one = beam_decode(SCRIPTED, src, src_mask, 2, RAW, 0.0, 10, nbest=2, min_len=1)
+    two = beam_decode(SCRIPTED, src, src_mask, 2, RAW, 0.0, 10, nbest=2, min_len=2)
+    assert [1] in [e.tokens for e in one.nbest[0]]
+    assert all(len(e.tokens) >= 2 for e in two.nbest[0])
+    with pytest.raises(ValueError, match="min_len must be >= 0"):
+        GreedySearch(min_len=-1)
+
+
+@pytest.mark.parametrize(("system", "name", "override"), SYSTEMS, ids=SYSTEM_IDS)
+def test_real_models_beam1_is_greedy_and_attention_matches_teacher_forcing(system, name, override):
+    model = model_helpers.build_system(system, name, override, scale=6.0)
     src, src_mask = _real_batch()
     greedy = GreedySearch(max_len_a=1.0, max_len_b=4)(model, src, src_mask, return_attention=True)
     beam1 = BeamSearch(1, LengthPenalty(), 1.0, 4)(model, src, src_mask, return_attention=True)
@@ -193,12 +226,16 @@ def test_real_models_beam1_is_greedy_and_attention_matches_teacher_forcing(name,
     assert plain.tokens == beam.tokens and plain.src_attention == [] == plain.tgt_attention
     lengths = src_mask.sum(1).tolist()
     for i, tokens in enumerate(beam.tokens):
-        steps = beam.src_attention[i].size(0)
+        if forced_free := not beam.src_attention:  # no source attention (the fixed-context LSTM)
+            assert model.encode(src, src_mask)[0].annotations.size(1) == 1
+        limit = int(max_lengths(src_mask[i : i + 1], 1.0, 4)[0])  # a hypothesis cut by the limit has no EOS
+        steps = len(tokens) + (len(tokens) < limit) if forced_free else beam.src_attention[i].size(0)
         assert steps in (len(tokens), len(tokens) + 1)
         tgt = torch.tensor([tokens + [EOS] * (steps - len(tokens))])
         forced = model(src[i : i + 1, : lengths[i]], src_mask[i : i + 1, : lengths[i]], tgt)
-        torch.testing.assert_close(beam.src_attention[i], forced.src_attention[0], atol=1e-5, rtol=0)
-        torch.testing.assert_close(beam.src_attention[i].sum(1), torch.ones(steps, dtype=beam.src_attention[i].dtype))
+        if not forced_free:
+            torch.testing.assert_close(beam.src_attention[i], forced.src_attention[0], atol=1e-5, rtol=0)
+            torch.testing.assert_close(beam.src_attention[i].sum(1), torch.ones(steps, dtype=torch.float64))
         if forced.tgt_attention is not None:
             torch.testing.assert_close(beam.tgt_attention[i], forced.tgt_attention[0], atol=1e-5, rtol=0)
             torch.testing.assert_close(beam.tgt_attention[i].sum(1), torch.ones(steps, dtype=torch.float64))

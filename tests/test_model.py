@@ -10,10 +10,8 @@ from sarnmt.loss import token_nll
 from sarnmt.models import attention as attention_module
 from sarnmt.models.gru import gru_update
 from sarnmt.params import compose_params, count
-from tests.conftest import DECODER_FORMS, decoder_cfg
-from tests.model_helpers import batch, build
-
-IDS = [f"{name}{'+' + override.split('=')[1] if override else ''}" for name, override in DECODER_FORMS]
+from tests.conftest import SYSTEM_IDS, SYSTEMS, decoder_cfg
+from tests.model_helpers import batch, build, build_system
 
 
 @pytest.mark.parametrize(
@@ -38,27 +36,30 @@ def test_en_zh_vocabulary_count():
     assert count(cfg) == 71_200_885
 
 
-@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
-def test_logits_at_selected_positions_only(name, override):
+@pytest.mark.parametrize(("system", "name", "override"), SYSTEMS, ids=SYSTEM_IDS)
+def test_logits_at_selected_positions_only(system, name, override):
     """Training reads out only the real target positions: the same logits, packed, and the same per-token loss."""
-    model = build(decoder_cfg(name, override))
+    model = build_system(system, name, override)
     src, src_mask, tgt, tgt_mask = batch()
     assert not tgt_mask.all()  # the batch has padding to skip
     full = model(src, src_mask, tgt)
     packed = model(src, src_mask, tgt, positions=tgt_mask)
     assert packed.logits.shape == (int(tgt_mask.sum()), full.logits.size(-1))
     torch.testing.assert_close(packed.logits, full.logits[tgt_mask], atol=1e-12, rtol=0)
-    torch.testing.assert_close(packed.src_attention, full.src_attention, atol=0, rtol=0)
+    if full.src_attention is None:  # the fixed-context LSTM has no attention
+        assert packed.src_attention is None
+    else:
+        torch.testing.assert_close(packed.src_attention, full.src_attention, atol=0, rtol=0)
     nll = token_nll(packed.logits, tgt, tgt_mask)
     torch.testing.assert_close(nll, token_nll(full.logits, tgt, tgt_mask), atol=1e-12, rtol=0)
     assert (nll[~tgt_mask] == 0).all() and (nll[tgt_mask] > 0).all()
 
 
-@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
-def test_training_nll_equals_cross_entropy_of_the_logits(name, override):
+@pytest.mark.parametrize(("system", "name", "override"), SYSTEMS, ids=SYSTEM_IDS)
+def test_training_nll_equals_cross_entropy_of_the_logits(system, name, override):
     """``Seq2Seq.nll`` (output layer and cross-entropy fused, as training takes it) gives the cross-entropy of the
     model's logits, and the same gradient for every parameter."""
-    model = build(decoder_cfg(name, override))
+    model = build_system(system, name, override)
     src, src_mask, tgt, tgt_mask = batch()
     fused = model.nll(src, src_mask, tgt, tgt_mask)
     logits = model(src, src_mask, tgt).logits
@@ -87,9 +88,9 @@ def _step_through(model, src, src_mask, tgt):
     return torch.stack(logits, dim=1), tgt_attention
 
 
-@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
-def test_teacher_forced_equals_step_by_step(name, override):
-    model = build(decoder_cfg(name, override))
+@pytest.mark.parametrize(("system", "name", "override"), SYSTEMS, ids=SYSTEM_IDS)
+def test_teacher_forced_equals_step_by_step(system, name, override):
+    model = build_system(system, name, override)
     src, src_mask, tgt, tgt_mask = batch()
     full = model(src, src_mask, tgt)
     stepped, step_attention = _step_through(model, src, src_mask, tgt)
@@ -105,9 +106,9 @@ def test_teacher_forced_equals_step_by_step(name, override):
             torch.testing.assert_close(row.sum(-1), torch.ones_like(row[:, 0]))
 
 
-@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
-def test_causality(name, override):
-    model = build(decoder_cfg(name, override))
+@pytest.mark.parametrize(("system", "name", "override"), SYSTEMS, ids=SYSTEM_IDS)
+def test_causality(system, name, override):
+    model = build_system(system, name, override)
     src, src_mask, tgt, _ = batch()
     base = model(src, src_mask, tgt).logits
     for t in range(tgt.size(1) - 1):
@@ -119,9 +120,9 @@ def test_causality(name, override):
             assert (logits[:, t + 2 :] - base[:, t + 2 :]).abs().max() > 1e-6
 
 
-@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
-def test_padding_invariance(name, override):
-    model = build(decoder_cfg(name, override))
+@pytest.mark.parametrize(("system", "name", "override"), SYSTEMS, ids=SYSTEM_IDS)
+def test_padding_invariance(system, name, override):
+    model = build_system(system, name, override)
     src, src_mask, tgt, tgt_mask = batch()
     together = model(src, src_mask, tgt)
     for row in range(src.size(0)):
@@ -129,12 +130,12 @@ def test_padding_invariance(name, override):
         alone = model(src[row : row + 1, :s_len], src_mask[row : row + 1, :s_len], tgt[row : row + 1, :t_len])
         torch.testing.assert_close(together.logits[row, :t_len], alone.logits[0], atol=1e-6, rtol=0)
         # padded source positions get exactly zero attention
-        assert torch.all(together.src_attention[row, :t_len, s_len:] == 0)
+        assert together.src_attention is None or torch.all(together.src_attention[row, :t_len, s_len:] == 0)
 
 
-@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
-def test_reorder_commutes_with_step(name, override):
-    model = build(decoder_cfg(name, override))
+@pytest.mark.parametrize(("system", "name", "override"), SYSTEMS, ids=SYSTEM_IDS)
+def test_reorder_commutes_with_step(system, name, override):
+    model = build_system(system, name, override)
     src, src_mask, tgt, _ = batch()
     memory, state = model.encode(src, src_mask)
     for t in range(3):  # build some history first
@@ -146,8 +147,8 @@ def test_reorder_commutes_with_step(name, override):
     b = model.step(tgt[:, 2][perm], state.reorder(perm), memory.reorder(perm))
     torch.testing.assert_close(a.logits[perm], b.logits, atol=1e-12, rtol=0)
     torch.testing.assert_close(a.state.hidden[perm], b.state.hidden, atol=1e-12, rtol=0)
-    for key, value in a.state.variant.items():
-        torch.testing.assert_close(value[perm], b.state.variant[key], atol=1e-12, rtol=0)
+    for key, value in [*a.state.variant.items(), *a.state.recurrent.items()]:
+        torch.testing.assert_close(value[perm], {**b.state.variant, **b.state.recurrent}[key], atol=1e-12, rtol=0)
 
 
 @pytest.mark.parametrize("first_step", ["zero_slot", "paper"])
@@ -185,9 +186,9 @@ def test_self_attentive_first_summary_is_zero_and_uniform_at_equal_scores():
     torch.testing.assert_close(weights[:, 0, 0], torch.ones(2, dtype=torch.double))
 
 
-@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
-def test_greedy_matches_manual_argmax(name, override):
-    model = build(decoder_cfg(name, override), scale=3.0)
+@pytest.mark.parametrize(("system", "name", "override"), SYSTEMS, ids=SYSTEM_IDS)
+def test_greedy_matches_manual_argmax(system, name, override):
+    model = build_system(system, name, override, scale=3.0)
     src, src_mask, _, _ = batch()
     hyps = greedy_decode(model, src, src_mask, max_len_a=1.0, max_len_b=3, return_attention=True)
     for row in range(src.size(0)):
@@ -202,6 +203,9 @@ def test_greedy_matches_manual_argmax(name, override):
             tokens.append(word)
             state, prev = out.state, torch.tensor([word])
         assert hyps.tokens[row] == tokens
+        if not hyps.src_attention:  # a model without attention (the fixed-context LSTM) returns none
+            assert model.encode(src, src_mask)[0].annotations.size(1) == 1
+            continue
         attention = hyps.src_attention[row]
         assert attention.shape[1] == s_len
         torch.testing.assert_close(attention.sum(-1), torch.ones(attention.size(0), dtype=attention.dtype))

@@ -136,7 +136,7 @@ def test_evaluate_matches_the_training_test_and_records_everything(trained, tmp_
     beam = evaluate(compose_tool("evaluate", [f"ckpt_path={path}", *TOY, f"output_dir={tmp_path}",
                                               "progress=false", "decoding.beam_size=2"]))  # fmt: skip
     assert beam["decoding"] == {"search": "beam", "beam_size": 2, "length_penalty": {"alpha": 1.0, "offset": 0.0},
-                                "max_len_a": 2.0, "max_len_b": 10}  # fmt: skip
+                                "max_len_a": 2.0, "max_len_b": 10, "min_len": 0}  # fmt: skip
 
 
 def test_training_test_pass_decodes_with_the_configured_search(trained, tmp_path):
@@ -150,3 +150,67 @@ def test_training_test_pass_decodes_with_the_configured_search(trained, tmp_path
     record = evaluate(compose_tool("evaluate", [f"ckpt_path={path}", *TOY, f"output_dir={tmp_path}",
                                                 "progress=false", "decoding.beam_size=2"]))  # fmt: skip
     assert metrics["test/bleu"] == pytest.approx(record["bleu"]["score"], abs=1e-4)
+
+
+def test_translate_nbest_lists_k_hypotheses_per_line_best_first(trained, tmp_path):
+    path, _ = trained
+    text = "a b c\n\nd e f g\n"
+    out, one_best = io.StringIO(), io.StringIO()
+    beam = [f"ckpt_path={path}", "progress=false", "decoding=beam", "decoding.beam_size=4"]
+    translate(compose_tool("translate", [*beam, "nbest=3"]), io.StringIO(text), out)
+    translate(compose_tool("translate", beam), io.StringIO(text), one_best)
+    rows = [line.split(" ||| ") for line in out.getvalue().splitlines()]
+    assert all(len(row) == 4 for row in rows)
+    by_line: dict[int, list[list[str]]] = {}
+    for row in rows:
+        by_line.setdefault(int(row[0]), []).append(row)
+    assert sorted(by_line) == [0, 1, 2] and len(by_line[0]) == len(by_line[2]) == 3
+    assert by_line[1] == [["1", "", "0.000000", "0.000000"]]  # an empty line: one empty entry
+    for index, best in zip((0, 2), one_best.getvalue().splitlines()[::2], strict=True):
+        entries = by_line[index]
+        assert entries[0][1] == best  # the first entry is the 1-best translation
+        normalized = [float(e[3]) for e in entries]
+        assert normalized == sorted(normalized, reverse=True)
+        assert len({e[1] for e in entries}) == 3
+    with pytest.raises(ValueError, match="nbest=5 must be between 1 and the beam size"):
+        translate(compose_tool("translate", [*beam, "nbest=5"]), io.StringIO(text), io.StringIO())
+
+
+def test_a_checkpoint_written_by_the_first_release_still_loads_and_decodes_the_same():
+    """tests/fixtures/release-0ee4d47.ckpt was written by sarnmt 0ee4d47 (before the model factory and the LSTM
+    systems); the model rebuilt from it computes what that release computed."""
+    from sarnmt.data.batching import pad_sequences
+    from sarnmt.decoding.greedy import greedy_decode
+    from sarnmt.decoding.beam import beam_decode
+
+    fixtures = CONF_DIR.parent / "tests" / "fixtures"
+    expected = json.loads((fixtures / "release-0ee4d47.json").read_text())
+    loaded = load_model(fixtures / "release-0ee4d47.ckpt")
+    src, src_mask = pad_sequences(expected["sources"])
+    b = expected["max_len_b"]
+    assert greedy_decode(loaded.net, src, src_mask, 0.0, b).tokens == expected["greedy"]
+    beam = beam_decode(loaded.net, src, src_mask, 3, max_len_a=0.0, max_len_b=b)
+    assert beam.tokens == expected["beam3"]
+    assert beam.normalized_scores == pytest.approx(expected["beam3_normalized"], abs=1e-5)
+    with torch.no_grad():
+        logits = loaded.net(src, src_mask, pad_sequences(expected["targets"])[0]).logits.double()
+    assert logits.sum().item() == pytest.approx(expected["logits_sum"], abs=1e-5)
+    assert logits.abs().sum().item() == pytest.approx(expected["logits_abs_sum"], abs=1e-5)
+    assert [loaded.tgt_codec.decode(t) for t in expected["greedy"]] == expected["decoded_greedy"]
+
+
+def test_checkpoint_of_an_unknown_or_incompatible_model_is_named(trained, tmp_path):
+    path, _ = trained
+    original = torch.load(path, map_location="cpu", weights_only=True)
+    unknown = json.loads(json.dumps(original["sarnmt"]))
+    unknown["net_config"]["model"]["_target_"] = "sarnmt.models.transformer.Transformer"
+    torch.save(dict(original, sarnmt=unknown), tmp_path / "unknown.ckpt")
+    with pytest.raises(CheckpointError, match=r"unknown.ckpt holds model 'sarnmt.models.transformer.Transformer'.*"
+                                              r"not a class this installation has"):
+        load_model(tmp_path / "unknown.ckpt")
+    mismatched = json.loads(json.dumps(original["sarnmt"]))
+    mismatched["net_config"]["model"]["_target_"] = "sarnmt.models.lstm.InputFeedingLSTM"
+    torch.save(dict(original, sarnmt=mismatched), tmp_path / "mismatched.ckpt")
+    with pytest.raises(CheckpointError, match=r"mismatched.ckpt holds model .*InputFeedingLSTM.* with decoder .*"
+                                              r"SelfAttentiveResidual.*valid decoder= options for this model: none"):
+        load_model(tmp_path / "mismatched.ckpt")

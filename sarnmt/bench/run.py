@@ -49,6 +49,7 @@ from sarnmt.decoding.beam import BeamSearch
 from sarnmt.decoding.greedy import GreedySearch
 from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.lit_module import count_parameters
+from sarnmt.models.factory import build_model
 from sarnmt.models.seq2seq import Seq2Seq
 from sarnmt.translate import pick_device
 from sarnmt.utils.allocator import keep_freed_memory
@@ -68,10 +69,9 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def build_model(cfg: DictConfig, decoder: DictConfig, device: torch.device) -> Seq2Seq:
+def bench_model(cfg: DictConfig, decoder: DictConfig, device: torch.device) -> Seq2Seq:
     torch.manual_seed(cfg.seed)
-    model = instantiate(cfg.model, src_vocab_size=cfg.vocab, tgt_vocab_size=cfg.vocab, variant=instantiate(decoder))
-    return model.to(device)
+    return build_model(cfg.model, decoder, cfg.vocab, cfg.vocab).to(device)
 
 
 def make_workload(cfg: DictConfig) -> Workload:
@@ -181,7 +181,7 @@ def memory_and_decoding(cfg: DictConfig, name: str, decoder: DictConfig, batches
                         ) -> dict[str, Any]:  # fmt: skip
     """Activation memory (sarnmt and reference), peak GPU memory of a training step, decoding speed."""
     device = batches[0].src.device
-    model = build_model(cfg, decoder, device).train()
+    model = bench_model(cfg, decoder, device).train()
     longest = batches[-1]
     record: dict[str, Any] = {"activation_mib": activation_bytes(model, sarnmt_nll, longest, cfg.precision) / 2**20}
     tokens = sum(b.tokens for b in batches)
@@ -199,7 +199,7 @@ def memory_and_decoding(cfg: DictConfig, name: str, decoder: DictConfig, batches
     record["peak_mib"] = None if peak is None else peak / 2**20
     # decoding with fresh (random) weights: a few training steps already make EOS likely, which would end
     # single-sentence searches early; random weights make every hypothesis run to its length limit instead
-    record.update(decode_rates(cfg, build_model(cfg, decoder, device), batches))
+    record.update(decode_rates(cfg, bench_model(cfg, decoder, device), batches))
     return record
 
 
@@ -212,7 +212,7 @@ def throughput_series(cfg: DictConfig, decoders: dict[str, DictConfig], device: 
     points += [("batch", bs, bs, 25) for bs in cfg.plot_batch_sizes]
     progress = tqdm(total=len(decoders) * len(points), desc="plot series", unit="point")
     for name, decoder in decoders.items():
-        model = build_model(cfg, decoder, device).train()
+        model = bench_model(cfg, decoder, device).train()
         optimizer = instantiate(cfg.optim)(params=model.parameters())
         series[name] = {"length": [], "batch": []}
         with precision_context(device, cfg.precision):
@@ -236,7 +236,7 @@ def bench(cfg: DictConfig, decoders: dict[str, DictConfig]) -> dict[str, Any]:
         keep_freed_memory()
     workload = make_workload(cfg)
     batches = [b.to(device) for b in sorted_batches(workload.pairs, cfg.batch_size, cfg.train_batches)]
-    models = {name: build_model(cfg, decoder, device) for name, decoder in decoders.items()}
+    models = {name: bench_model(cfg, decoder, device) for name, decoder in decoders.items()}
     rates = train_rates(cfg, models, batches)
     variants = []
     for name in decoders:

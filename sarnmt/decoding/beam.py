@@ -1,4 +1,5 @@
-"""Batched beam search over the model's step function and the generic state ``reorder`` (reference note §9).
+"""Search: batched beam search over the model's step function and the generic state ``reorder`` (reference note §9).
+It is the only decoding loop: greedy search is this loop with k = 1 (:mod:`sarnmt.decoding.greedy`).
 
 B sentences × k beams are flattened to B·k rows. Each step:
 
@@ -12,14 +13,17 @@ B sentences × k beams are flattened to B·k rows. Each step:
 Step 1 extends one empty hypothesis per sentence (the source memory is read by 1 row per sentence, then by k:
 :attr:`SourceMemory.beams`), so no work is spent on k identical copies.
 
+A minimum length m (fairseq's ``min_len``) forbids EOS while a hypothesis has fewer than m tokens. With ``nbest``
+= n <= k the n best finished hypotheses of every sentence are traced back (:attr:`Hypotheses.nbest`).
+
 A sentence is done when its pool holds k finished hypotheses, when it reaches its length limit
 ``max_len_a · |src| + max_len_b``, or when no live hypothesis has a finite score; done sentences leave the batch.
 The loop transfers one small tensor to the host per step (which sentences are still searching). Tokens, back
 pointers and attention rows are recorded per step on the device; the final hypotheses are traced back once at the
 end, which gives each hypothesis's own attention rows, whatever reorders happened on the way.
 
-With k = 1 the candidates are the top 2, an EOS finishes only when it is the argmax, and the output is exactly
-greedy search's (:mod:`sarnmt.decoding.greedy`).
+With k = 1 the candidates are the top 2, an EOS finishes only when it is the argmax, and the output is greedy
+search's: the argmax at every step (``tests/test_model.py`` checks it against a hand-written argmax loop).
 """
 
 from __future__ import annotations
@@ -28,12 +32,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from sarnmt.data.batching import EOS
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
-from sarnmt.decoding.search import Hypotheses, square
-from sarnmt.models.seq2seq import Seq2Seq
+from sarnmt.decoding.search import Hypotheses, NBestEntry, square
 
 NEG_INF = float("-inf")
 
@@ -82,7 +85,7 @@ class _Step:
 
 @torch.no_grad()
 def beam_decode(
-    model: Seq2Seq,
+    model: nn.Module,
     src: Tensor,
     src_mask: Tensor,
     beam_size: int = 5,
@@ -90,14 +93,18 @@ def beam_decode(
     max_len_a: float = 2.0,
     max_len_b: int = 10,
     return_attention: bool = False,
+    nbest: int = 1,
+    min_len: int = 0,
 ) -> Hypotheses:
-    """Beam search for a batch; returns the best finished hypothesis of every sentence.
+    """Beam search for a batch; returns the best finished hypothesis of every sentence (and the n best).
 
+    :param model: anything with the models' ``encode`` and ``step`` (every model the factory builds).
     :param src: shape (B, S).  :param src_mask: shape (B, S).  :param beam_size: k >= 1.
     :param length_penalty: ranks finished hypotheses (default: dl4mt's score / length including EOS).
+    :param nbest: n, 1 <= n <= k: also trace back the n best finished hypotheses (:attr:`Hypotheses.nbest`).
+    :param min_len: m >= 0: no EOS before a hypothesis has m tokens.
     """
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    check_search(beam_size, nbest, min_len)
     penalty = length_penalty if length_penalty is not None else LengthPenalty()
     k, batch, device = beam_size, src.size(0), src.device
     limits = max_lengths(src_mask, max_len_a, max_len_b)
@@ -114,6 +121,8 @@ def beam_decode(
         out = model.step(prev, state, memory)
         n, width = beam_scores.shape  # width: 1 at step 1, k afterwards
         log_probs = torch.log_softmax(out.logits.float(), dim=-1).view(n, width, -1)
+        if t <= min_len:  # the hypotheses have t - 1 tokens: too few to end
+            log_probs[..., EOS] = NEG_INF
         cand = select_candidates(log_probs, beam_scores, k)
         c = cand.tokens.size(1)
         ranks = torch.arange(c, device=device)
@@ -138,7 +147,8 @@ def beam_decode(
         records.append(
             _Step(
                 active=active, tokens=cand.tokens, parents=cand.parents, live=live,
-                src_attention=out.src_attention.view(n, width, -1) if return_attention else None,
+                src_attention=(out.src_attention.view(n, width, -1)
+                               if return_attention and out.src_attention is not None else None),
                 tgt_attention=(out.tgt_attention.view(n, width, -1)
                                if return_attention and out.tgt_attention is not None else None),
             )
@@ -155,46 +165,71 @@ def beam_decode(
             memory = memory.reorder(keep)
         if t == 1:  # from now on k state rows per sentence (reorder keeps the setting)
             memory = memory.with_beams(k)
-        state = out.state.reorder(rows.view(-1))
-    return _trace_back(records, pool_norm, pool_raw, pool_ref, src_mask, return_attention)
+        if k == 1:  # one slot per sentence (greedy): every row extends itself; reorder only to drop finished ones
+            state = out.state if keep.numel() == n else out.state.reorder(keep)
+        else:
+            state = out.state.reorder(rows.view(-1))
+    return _trace_back(records, pool_norm, pool_raw, pool_ref, src_mask, return_attention, nbest)
+
+
+def check_search(beam_size: int, nbest: int, min_len: int) -> None:
+    """:raises ValueError: unless 1 <= nbest <= beam_size and min_len >= 0."""
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    if not 1 <= nbest <= beam_size:
+        raise ValueError(f"nbest must be between 1 and the beam size {beam_size}, got {nbest}")
+    if min_len < 0:
+        raise ValueError(f"min_len must be >= 0, got {min_len}")
 
 
 def _trace_back(
     records: list[_Step], pool_norm: Tensor, pool_raw: Tensor, pool_ref: Tensor, src_mask: Tensor,
-    return_attention: bool,
+    return_attention: bool, nbest: int,
 ) -> Hypotheses:  # fmt: skip
-    """Follow back pointers from each sentence's best finished hypothesis (pool slot 0: the pool is sorted)."""
+    """Follow back pointers from each sentence's finished hypotheses (pool slot 0 is the best: the pool is sorted)."""
     batch = pool_norm.size(0)
-    refs, norm, raw = pool_ref[:, 0].tolist(), pool_norm[:, 0].tolist(), pool_raw[:, 0].tolist()
+    refs, norm, raw = pool_ref[:, :nbest].tolist(), pool_norm[:, :nbest].tolist(), pool_raw[:, :nbest].tolist()
     src_lengths = src_mask.sum(dim=1).tolist()
     steps = []
     for rec in records:
         row_of = {sent: row for row, sent in enumerate(rec.active.tolist())}
         attn = [None if a is None else a.cpu() for a in (rec.src_attention, rec.tgt_attention)]
         steps.append((row_of, rec.tokens.tolist(), rec.parents.tolist(), rec.live.tolist(), *attn))
-    result = Hypotheses(tokens=[], scores=raw, normalized_scores=norm)
+    result = Hypotheses(tokens=[], scores=[row[0] for row in raw], normalized_scores=[row[0] for row in norm])
     for sent in range(batch):
-        t, cand = refs[sent]
-        tokens, src_rows, tgt_rows = [], [], []
-        while t >= 1:
-            row_of, cand_tokens, cand_parents, live, src_attn, tgt_attn = steps[t - 1]
-            row = row_of[sent]
-            slot = cand_parents[row][cand]
-            tokens.append(cand_tokens[row][cand])
-            if return_attention:
-                src_rows.append(src_attn[row, slot])
-                if tgt_attn is not None:
-                    tgt_rows.append(tgt_attn[row, slot])
-            if t > 1:
-                cand = steps[t - 2][3][steps[t - 2][0][sent]][slot]
-            t -= 1
-        tokens.reverse()
-        result.tokens.append(tokens[:-1] if tokens and tokens[-1] == EOS else tokens)
-        if return_attention:
-            result.src_attention.append(torch.stack([row[: int(src_lengths[sent])] for row in src_rows[::-1]]))
-            if tgt_rows:
-                result.tgt_attention.append(square(tgt_rows[::-1]))
+        tokens, src_rows, tgt_rows = _follow(steps, sent, *refs[sent][0], return_attention)
+        result.tokens.append(tokens)
+        if return_attention and src_rows:
+            result.src_attention.append(torch.stack([row[: int(src_lengths[sent])] for row in src_rows]))
+        if return_attention and tgt_rows:
+            result.tgt_attention.append(square(tgt_rows))
+        if nbest > 1:
+            result.nbest.append([
+                NBestEntry(_follow(steps, sent, *refs[sent][i], False)[0], raw[sent][i], norm[sent][i])
+                for i in range(nbest) if norm[sent][i] > NEG_INF
+            ])  # fmt: skip
     return result
+
+
+def _follow(steps: list[tuple], sent: int, t: int, cand: int, return_attention: bool
+            ) -> tuple[list[int], list[Tensor], list[Tensor]]:  # fmt: skip
+    """The tokens (without EOS) and attention rows of the hypothesis that ended at step t as candidate ``cand``."""
+    tokens, src_rows, tgt_rows = [], [], []
+    while t >= 1:
+        row_of, cand_tokens, cand_parents, _, src_attn, tgt_attn = steps[t - 1]
+        row = row_of[sent]
+        slot = cand_parents[row][cand]
+        tokens.append(cand_tokens[row][cand])
+        if return_attention:
+            if src_attn is not None:
+                src_rows.append(src_attn[row, slot])
+            if tgt_attn is not None:
+                tgt_rows.append(tgt_attn[row, slot])
+        if t > 1:
+            cand = steps[t - 2][3][steps[t - 2][0][sent]][slot]
+        t -= 1
+    tokens.reverse()
+    return (tokens[:-1] if tokens and tokens[-1] == EOS else tokens), src_rows[::-1], tgt_rows[::-1]
 
 
 class BeamSearch:
@@ -202,29 +237,35 @@ class BeamSearch:
 
     :param beam_size: k.  :param length_penalty: how finished hypotheses are ranked (dl4mt: alpha=1, offset=0).
     :param max_len_a: output length limit ``a·|src| + b``.  :param max_len_b: see ``max_len_a``.
+    :param min_len: no EOS before this many tokens (0: none).
     """
+
+    name = "beam"
 
     def __init__(
         self, beam_size: int = 5, length_penalty: LengthPenalty | None = None, max_len_a: float = 2.0,
-        max_len_b: int = 10,
+        max_len_b: int = 10, min_len: int = 0,
     ) -> None:  # fmt: skip
-        if beam_size < 1:
-            raise ValueError(f"BeamSearch: beam_size must be >= 1, got {beam_size}")
-        self.beam_size, self.max_len_a, self.max_len_b = beam_size, max_len_a, max_len_b
+        try:
+            check_search(beam_size, 1, min_len)
+        except ValueError as err:
+            raise ValueError(f"{type(self).__name__}: {err}") from err
+        self.beam_size, self.max_len_a, self.max_len_b, self.min_len = beam_size, max_len_a, max_len_b, min_len
         self.length_penalty = length_penalty if length_penalty is not None else LengthPenalty()
 
-    def __call__(self, model: Seq2Seq, src: Tensor, src_mask: Tensor, return_attention: bool = False) -> Hypotheses:
+    def __call__(self, model: nn.Module, src: Tensor, src_mask: Tensor, return_attention: bool = False,
+                 nbest: int = 1) -> Hypotheses:  # fmt: skip
         return beam_decode(
             model, src, src_mask, self.beam_size, self.length_penalty, self.max_len_a, self.max_len_b,
-            return_attention,
+            return_attention, nbest, self.min_len,
         )  # fmt: skip
 
     def settings(self) -> dict[str, Any]:
         return {
-            "search": "beam", "beam_size": self.beam_size, "length_penalty": self.length_penalty.settings(),
-            "max_len_a": self.max_len_a, "max_len_b": self.max_len_b,
+            "search": self.name, "beam_size": self.beam_size, "length_penalty": self.length_penalty.settings(),
+            "max_len_a": self.max_len_a, "max_len_b": self.max_len_b, "min_len": self.min_len,
         }  # fmt: skip
 
     def __repr__(self) -> str:
-        return (f"BeamSearch(beam_size={self.beam_size}, length_penalty={self.length_penalty!r}, "
-                f"max_len_a={self.max_len_a}, max_len_b={self.max_len_b})")
+        return (f"{type(self).__name__}(beam_size={self.beam_size}, length_penalty={self.length_penalty!r}, "
+                f"max_len_a={self.max_len_a}, max_len_b={self.max_len_b}, min_len={self.min_len})")

@@ -1,7 +1,8 @@
 """What every search returns (:class:`Hypotheses`) and what every search object looks like (:class:`Search`).
 
-Search objects are built by Hydra from ``conf/decoding/*.yaml`` (``_target_`` is the registry): greedy
-(:class:`~sarnmt.decoding.greedy.GreedySearch`) and beam (:class:`~sarnmt.decoding.beam.BeamSearch`). Training's
+Search objects are built by Hydra from ``conf/decoding/*.yaml`` and ``conf/val_decoding/*.yaml`` (``_target_`` is
+the registry): greedy (:class:`~sarnmt.decoding.greedy.GreedySearch`) and beam
+(:class:`~sarnmt.decoding.beam.BeamSearch`), one loop (greedy is k = 1). Training's
 final test, ``sarnmt.translate`` and ``sarnmt.evaluate`` all decode through them.
 """
 
@@ -25,6 +26,8 @@ class Hypotheses:
         when the length limit stopped it), when requested.
     :param tgt_attention: per sentence, the variant's history attention of shape (n, n) (row t over history items
         0..t, zero above the diagonal), when requested and the variant has one.
+    :param nbest: per sentence, its n best finished hypotheses, best first, when n > 1 was asked for (fewer when
+        fewer finished).
     """
 
     tokens: list[list[int]]
@@ -32,6 +35,17 @@ class Hypotheses:
     normalized_scores: list[float] = field(default_factory=list)
     src_attention: list[Tensor] = field(default_factory=list)
     tgt_attention: list[Tensor] = field(default_factory=list)
+    nbest: list[list[NBestEntry]] = field(default_factory=list)
+
+
+@dataclass
+class NBestEntry:
+    """One of a sentence's n best hypotheses.  :param tokens: ids without EOS.  :param score: summed
+    log-probability.  :param normalized_score: what the search ranked by."""
+
+    tokens: list[int]
+    score: float
+    normalized_score: float
 
 
 class Search(Protocol):
@@ -39,10 +53,12 @@ class Search(Protocol):
 
     max_len_a: float
     max_len_b: int
+    beam_size: int
 
-    def __call__(self, model: nn.Module, src: Tensor, src_mask: Tensor, return_attention: bool = False) -> Hypotheses:
-        """:param model: a :class:`~sarnmt.models.seq2seq.Seq2Seq` (or anything with its ``encode``/``step``).
-        :param src: shape (B, S).  :param src_mask: shape (B, S)."""
+    def __call__(self, model: nn.Module, src: Tensor, src_mask: Tensor, return_attention: bool = False,
+                 nbest: int = 1) -> Hypotheses:  # fmt: skip
+        """:param model: any model the factory builds (anything with ``encode``/``step``).
+        :param src: shape (B, S).  :param src_mask: shape (B, S).  :param nbest: also return the n best."""
         ...
 
     def settings(self) -> dict[str, Any]:

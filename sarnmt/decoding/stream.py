@@ -10,39 +10,41 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
 from sarnmt.data.batching import pad_sequences
-from sarnmt.decoding.search import Search
+from sarnmt.decoding.search import NBestEntry, Search
 
 
 @dataclass
 class Translation:
     """One sentence's result.  :param tokens: output ids without EOS.  :param score: summed log-probability.
     :param normalized_score: what the search ranked by.  :param src_attention: (n, S_i + 1) incl. the source EOS,
-    or None.  :param tgt_attention: (n, n) or None."""
+    or None.  :param tgt_attention: (n, n) or None.  :param nbest: the n best hypotheses, best first (n > 1 only)."""
 
     tokens: list[int]
     score: float
     normalized_score: float
     src_attention: Tensor | None = None
     tgt_attention: Tensor | None = None
+    nbest: list[NBestEntry] = field(default_factory=list)
 
 
 def decode_batch(
-    net: nn.Module, search: Search, sources: list[list[int]], device: torch.device, return_attention: bool
-) -> list[Translation]:
+    net: nn.Module, search: Search, sources: list[list[int]], device: torch.device, return_attention: bool,
+    nbest: int = 1,
+) -> list[Translation]:  # fmt: skip
     """Decode non-empty sources as one batch.  :param sources: source ids without EOS."""
     src, src_mask = pad_sequences(sources)
-    hyps = search(net, src.to(device), src_mask.to(device), return_attention)
+    hyps = search(net, src.to(device), src_mask.to(device), return_attention, nbest)
     out = []
     for k, tokens in enumerate(hyps.tokens):
-        result = Translation(tokens, hyps.scores[k], hyps.normalized_scores[k])
+        result = Translation(tokens, hyps.scores[k], hyps.normalized_scores[k], nbest=hyps.nbest[k] if nbest > 1 else [])
         if return_attention:
-            result.src_attention = hyps.src_attention[k].cpu()
+            result.src_attention = hyps.src_attention[k].cpu() if hyps.src_attention else None
             result.tgt_attention = hyps.tgt_attention[k].cpu() if hyps.tgt_attention else None
         out.append(result)
     return out
@@ -50,9 +52,10 @@ def decode_batch(
 
 def decode_stream(
     net: nn.Module, search: Search, sources: Iterable[list[int]], batch_size: int, device: torch.device,
-    return_attention: bool = False, chunk_batches: int = 20,
+    return_attention: bool = False, chunk_batches: int = 20, nbest: int = 1,
 ) -> Iterator[Translation]:  # fmt: skip
-    """Translations of ``sources`` (ids without EOS), one per input, in input order."""
+    """Translations of ``sources`` (ids without EOS), one per input, in input order (an empty source: an empty
+    translation, and one empty entry in its n-best list)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     iterator = iter(sources)
@@ -61,8 +64,9 @@ def decode_stream(
         order = sorted((i for i, ids in enumerate(chunk) if ids), key=lambda i: -len(chunk[i]))
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
-            for i, result in zip(rows, decode_batch(net, search, [chunk[i] for i in rows], device, return_attention),
-                                 strict=True):  # fmt: skip
+            decoded = decode_batch(net, search, [chunk[i] for i in rows], device, return_attention, nbest)
+            for i, result in zip(rows, decoded, strict=True):
                 results[i] = result
+        empty = [NBestEntry([], 0.0, 0.0)] if nbest > 1 else []
         for result in results:
-            yield result if result is not None else Translation([], 0.0, 0.0)
+            yield result if result is not None else Translation([], 0.0, 0.0, nbest=empty)

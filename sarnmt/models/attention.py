@@ -77,3 +77,34 @@ class SourceAttention(nn.Module):
             torch.add(keys[start : start + rows].unsqueeze(1), query[start : start + rows], out=part).tanh_()
             scores.append(torch.matmul(part, self.v))
         return torch.cat(scores) + self.score_bias
+
+
+class BilinearAttention(nn.Module):
+    """Multiplicative attention (the tutorial's, seed 004; Luong et al. 2015's *general* score)::
+
+        e_{t,i} = h_tᵀ W_attProj h_i^enc      α_t = softmax_i(e_t) over real positions      a_t = Σ_i α_{t,i} h_i^enc
+
+    W_attProj h_i^enc depends only on the source: it is computed once per batch (:meth:`project_keys`). No bias, as
+    in the tutorial's equations.
+
+    :param query_dim: h, the decoder state size.  :param annotation_dim: 2h, the bi-LSTM's annotation size.
+    """
+
+    def __init__(self, query_dim: int, annotation_dim: int) -> None:
+        super().__init__()
+        self.key_proj = init_linear_(nn.Linear(annotation_dim, query_dim, bias=False))  # W_attProj
+
+    def project_keys(self, annotations: Tensor) -> Tensor:
+        """:param annotations: shape (B, S, 2h).  :returns: W_attProj h_i^enc, shape (B, S, h)."""
+        return self.key_proj(annotations)
+
+    def forward(self, query: Tensor, memory: SourceMemory) -> tuple[Tensor, Tensor]:
+        """:param query: h_t, shape (B·g, h), g = ``memory.beams`` (rows b·g .. b·g + g - 1 read sentence b).
+        :returns: a_t, shape (B·g, 2h), and α_t, shape (B·g, S) (exactly 0 on padding)."""
+        batch, length, dim = memory.keys.shape
+        if query.size(0) != batch * memory.beams:
+            raise ValueError(f"attention: {query.size(0)} query rows for {batch} sentences × {memory.beams} beams")
+        scores = torch.bmm(query.view(batch, memory.beams, dim), memory.keys.mT)  # (B, g, S)
+        weights = torch.softmax(scores.masked_fill(~memory.mask.unsqueeze(1), float("-inf")), dim=-1)
+        context = torch.bmm(weights, memory.annotations)
+        return context.view(-1, memory.annotations.size(2)), weights.view(-1, length)

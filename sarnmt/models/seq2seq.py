@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 from torch import Tensor, nn
 
@@ -23,6 +24,9 @@ class Seq2Seq(nn.Module):
     :param dropout_hidden: dropout on encoder annotations and on s_t, c_t before the readout (paper text).
     :param init_std: the scale of the Gaussian initialisation (paper: 0.01).
     """
+
+    hooks: ClassVar[frozenset[str]] = frozenset({"readout", "recurrence"})  # the variant hooks the cGRU offers
+    required_hooks: ClassVar[frozenset[str]] = frozenset({"readout"})  # and those a variant must fill
 
     def __init__(
         self,

@@ -29,7 +29,9 @@ class _Reorderable:
 
 @dataclass(frozen=True)
 class SourceMemory(_Reorderable):
-    """:param annotations: h, shape (B, S, 2d).  :param keys: W_a h + b_a, shape (B, S, 2d).
+    """:param annotations: h, shape (B, S, 2d) (what the context is a weighted sum of; the fixed-context LSTM
+        keeps its one vector h(n) here, shape (B, 1, d)).  :param keys: the attention's projection of the annotations,
+        computed once (W_a h + b_a for the cGRU), shape (B, S, ·).
     :param mask: shape (B, S), True on real source positions.
     :param beams: how many consecutive decoder-state rows read each memory row: 1 in training and greedy search,
         k in beam search (state row b·k + i is beam i of sentence b), so the source is never copied k times.
@@ -52,8 +54,11 @@ class DecoderState(_Reorderable):
     :param hidden: s_{t-1}, shape (B, d).
     :param variant: the variant's tensors (histories, running sums), each batch-first.
     :param steps: t - 1, the number of steps taken (the same for every row).
+    :param recurrent: the decoder's own tensors besides s_{t-1}, each batch-first (an LSTM's memory cell, the
+        input-feeding output o_{t-1}); empty for the cGRU.
     """
 
     hidden: Tensor
     variant: dict[str, Tensor] = field(default_factory=dict)
     steps: int = 0
+    recurrent: dict[str, Tensor] = field(default_factory=dict)

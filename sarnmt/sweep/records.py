@@ -52,6 +52,9 @@ HASHED = (
     "callbacks.early_stopping.patience",
     "callbacks.early_stopping.min_delta",
 )
+# keys added after records were first written, at the value that gives the behaviour from before they existed: left
+# out of the hash at that value, so the records written before them stay current (any other value is hashed)
+HASH_NEUTRAL = {("decoding", "min_len"): 0}
 # keys of `data` that say where files are or how fast they are read, not what is read
 DATA_VOLATILE = ("root", "cache_dir", "workers", "num_workers", "url_base", "checksums", "eval_batch_size")
 REQUIRED = ("version", "job", "scale", "pair", "row", "seed", "config_hash", "tests", "finished")
@@ -70,6 +73,9 @@ def hash_view(cfg: DictConfig) -> dict[str, Any]:
         view[dotted] = node
     if isinstance(view["data"], dict):
         view["data"] = {k: v for k, v in view["data"].items() if k not in DATA_VOLATILE}
+    for (group, key), neutral in HASH_NEUTRAL.items():
+        if isinstance(view.get(group), dict) and key in view[group] and view[group][key] == neutral:
+            view[group] = {k: v for k, v in view[group].items() if k != key}
     return view
 
 

@@ -9,7 +9,12 @@ Hook 2, *readout*: the target-context term of the readout (appendix A.3 and A.3.
 
 where the variant computes R_t. The baseline's R_t is W_yt ȳ_{t-1} (the previous word, a zero vector at t = 1);
 the residual variants replace ȳ_{t-1} by a summary d_t of all previous words (paper eq. 8). The variant owns this
-e×e matrix (dl4mt's ``ff_logit_prev``, 0.01·N(0,1) and never orthogonal, reference note §6) and any additional one.
+e×o matrix (dl4mt's ``ff_logit_prev``, 0.01·N(0,1) and never orthogonal, reference note §6) and any additional one.
+o is the width of the layer R_t is added into: the readout's e for the cGRU, the vocabulary V for the LSTM decoders
+of the lecture notes (seed 003), whose scores are l(j) = V·[γ(j); y_{j-1}; c(j)] + b: there R_t = V_y y_{j-1} + b.
+
+:attr:`DecoderVariant.hooks` names the hooks a variant uses; a model declares which it offers and which it needs
+filled (:mod:`sarnmt.models.factory` checks the pair before anything is built).
 
 Hook 2 comes in two forms that must agree: :meth:`readout_step` (one step, used by search) and
 :meth:`readout_all` (every step of a teacher-forced sequence at once, after the recurrent loop). Variant state lives
@@ -18,6 +23,8 @@ reordered generically. Every tensor in it must be batch-first.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 from torch import Tensor, nn
 
@@ -29,15 +36,19 @@ VariantState = dict[str, Tensor]
 class DecoderVariant(nn.Module):
     """Base class; by itself it is the baseline decoder (dl4mt session 2, paper eq. 3).
 
-    :param emb_dim: e, the target embedding size (also the readout width).
+    :param emb_dim: e, the target embedding size (also the cGRU's readout width).
     :param hidden_dim: d, the decoder state size.
+    :param out_dim: o, the width of R_t (None: e, the cGRU's readout).
     """
 
-    def __init__(self, emb_dim: int, hidden_dim: int) -> None:
+    hooks: ClassVar[frozenset[str]] = frozenset({"readout"})
+
+    def __init__(self, emb_dim: int, hidden_dim: int, out_dim: int | None = None) -> None:
         super().__init__()
         self.emb_dim = emb_dim
         self.hidden_dim = hidden_dim
-        self.prev_proj = init_linear_(nn.Linear(emb_dim, emb_dim), orthogonal_if_square=False)
+        self.out_dim = emb_dim if out_dim is None else out_dim
+        self.prev_proj = init_linear_(nn.Linear(emb_dim, self.out_dim), orthogonal_if_square=False)
 
     def init_state(self, initial_hidden: Tensor) -> VariantState:
         """:param initial_hidden: s_0, shape (B, d).  :returns: the variant's state before step 1."""
@@ -61,7 +72,7 @@ class DecoderVariant(nn.Module):
         :param prev_hidden: s_{t-1}, shape (B, d).
         :param hidden: s_t, shape (B, d).
         :param steps: t - 1.
-        :returns: R_t, shape (B, e); the new variant state; attention weights, shape (B, t), or None.
+        :returns: R_t, shape (B, o); the new variant state; attention weights, shape (B, t), or None.
         """
         return self.prev_proj(prev_emb), state, None
 
@@ -73,10 +84,21 @@ class DecoderVariant(nn.Module):
         :param prev_embs: ȳ_0 .. ȳ_{T-1}, shape (B, T, e) (ȳ_0 = 0).
         :param prev_hiddens: s_0 .. s_{T-1}, shape (B, T, d).
         :param hiddens: s_1 .. s_T, shape (B, T, d).
-        :returns: R_1 .. R_T, shape (B, T, e), and attention weights, shape (B, T, T) (row t over items 0..t), or None.
+        :returns: R_1 .. R_T, shape (B, T, o), and attention weights, shape (B, T, T) (row t over items 0..t), or None.
         """
         return self.prev_proj(prev_embs), None
 
 
 class Baseline(DecoderVariant):
     """The NMT baseline: the readout sees the previous word only (paper eq. 3, Table 1 row "NMT baseline")."""
+
+
+class NoTargetContext(nn.Module):
+    """No target-context term at all: the output layer sees neither the previous word nor a summary of the
+    history. The decoder of a model whose output layer has no such term (the tutorial's input-feeding LSTM, seed
+    004: P_t = softmax(W_vocab o_t)) takes this, and only this; it has no parameters and no hooks."""
+
+    hooks: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, emb_dim: int, hidden_dim: int, out_dim: int | None = None) -> None:
+        super().__init__()

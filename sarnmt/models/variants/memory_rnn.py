@@ -24,10 +24,13 @@ from sarnmt.models.variants.base import DecoderVariant
 class MemoryRNN(DecoderVariant):
     """:param form: ``count_consistent`` or ``appendix`` (see the module docstring)."""
 
+    hooks = frozenset({"readout", "recurrence"})
+
     def __init__(
-        self, emb_dim: int, hidden_dim: int, form: Literal["count_consistent", "appendix"] = "count_consistent"
-    ):
-        super().__init__(emb_dim, hidden_dim)
+        self, emb_dim: int, hidden_dim: int, form: Literal["count_consistent", "appendix"] = "count_consistent",
+        out_dim: int | None = None,
+    ) -> None:
+        super().__init__(emb_dim, hidden_dim, out_dim)
         self.attention = state_attention(hidden_dim, form)
         self.queried = form == "appendix"
 

@@ -25,12 +25,13 @@ class SelfAttentiveRNN(DecoderVariant):
     """:param form: ``count_consistent`` or ``appendix`` (see the module docstring)."""
 
     def __init__(
-        self, emb_dim: int, hidden_dim: int, form: Literal["count_consistent", "appendix"] = "count_consistent"
-    ):
-        super().__init__(emb_dim, hidden_dim)
+        self, emb_dim: int, hidden_dim: int, form: Literal["count_consistent", "appendix"] = "count_consistent",
+        out_dim: int | None = None,
+    ) -> None:
+        super().__init__(emb_dim, hidden_dim, out_dim)
         self.attention = state_attention(hidden_dim, form)
         self.queried = form == "appendix"
-        self.summary_proj = init_linear_(nn.Linear(hidden_dim, emb_dim, bias=False), orthogonal_if_square=False)
+        self.summary_proj = init_linear_(nn.Linear(hidden_dim, self.out_dim, bias=False), orthogonal_if_square=False)
 
     def init_state(self, initial_hidden):
         return self.attention.empty(initial_hidden, "s_")

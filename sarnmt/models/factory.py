@@ -1,0 +1,96 @@
+"""The one place that builds models: training, checkpoint loading, ``params``, ``bench`` and the tests call
+:func:`build_model` with a ``model=`` node and a ``decoder=`` node (``_target_`` is the registry).
+
+A model declares the decoder-variant hooks it offers and those a variant must fill (``hooks`` and
+``required_hooks``: the cGRU offers ``readout`` and ``recurrence`` and needs ``readout``; the lecture notes' LSTMs
+offer and need ``readout``; the tutorial's input-feeding LSTM neither); a variant declares the hooks it uses. A pair
+is valid when ``required_hooks ⊆ variant.hooks ⊆ hooks``. :func:`check_combination` says so before any data is read,
+naming the ``decoder=`` options that do fit the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import get_class, instantiate
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+LEGACY_DECODER_KEYS = ("emb_dim", "hidden_dim")  # early checkpoints stored the variant's config resolved
+
+
+class ModelConfigError(ValueError):
+    """A ``model=`` / ``decoder=`` config that names no class, or a pair that does not go together."""
+
+
+def _plain(node: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+
+
+def _class(node: Mapping[str, Any], group: str) -> type:
+    target = node.get("_target_") if isinstance(node, Mapping) else None
+    if not target:
+        raise ModelConfigError(f"{group}: the config has no _target_ (got {node!r})")
+    try:
+        cls = get_class(target)
+    except Exception as err:  # Hydra wraps import errors in its own types
+        reason = str(err).strip().splitlines()[-1]
+        raise ModelConfigError(f"{group}: _target_ {target!r} is not a class this installation has ({reason})") from err
+    if not isinstance(getattr(cls, "hooks", None), frozenset):
+        kind = "model" if group == "model" else "decoder variant"
+        raise ModelConfigError(f"{group}: _target_ {target!r} is not a sarnmt {kind} (it declares no hooks)")
+    return cls
+
+
+def decoder_options() -> dict[str, str]:
+    """The ``decoder=`` options of ``conf/decoder``: name → ``_target_``."""
+    return {path.stem: str(OmegaConf.load(path).get("_target_"))
+            for path in sorted((CONF_DIR / "decoder").glob("*.yaml"))}  # fmt: skip
+
+
+def fits(model_cls: type, variant_cls: type) -> bool:
+    """Whether a variant class goes with a model class (see the module docstring)."""
+    hooks = getattr(variant_cls, "hooks", None)
+    return hooks is not None and model_cls.required_hooks <= hooks <= model_cls.hooks
+
+
+def valid_decoders(model_cls: type) -> list[str]:
+    """The ``decoder=`` options that fit ``model_cls``."""
+    return [name for name, target in decoder_options().items() if fits(model_cls, get_class(target))]
+
+
+def check_combination(model: Mapping[str, Any] | DictConfig, decoder: Mapping[str, Any] | DictConfig) -> None:
+    """:raises ModelConfigError: naming both classes, what the model offers and the decoders that fit it."""
+    model_cls, variant_cls = _class(_plain(model), "model"), _class(_plain(decoder), "decoder")
+    if fits(model_cls, variant_cls):
+        return
+    offers = ", ".join(sorted(model_cls.hooks)) or "no hook"
+    raise ModelConfigError(
+        f"decoder {variant_cls.__name__} (hooks: {', '.join(sorted(variant_cls.hooks)) or 'none'}) does not go with "
+        f"model {model_cls.__name__} (offers: {offers}; needs: {', '.join(sorted(model_cls.required_hooks)) or 'nothing'})"
+        f"; valid decoder= options for this model: {', '.join(valid_decoders(model_cls))}"
+    )
+
+
+def build_model(model: Mapping[str, Any] | DictConfig, decoder: Mapping[str, Any] | DictConfig,
+                src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:  # fmt: skip
+    """A freshly initialised model (on the current default device: ``torch.device("meta")`` counts parameters).
+
+    :param model: a ``model=`` node.  :param decoder: a ``decoder=`` node; always built as a partial that the model
+        completes with its own sizes (early checkpoints stored it without ``_partial_`` and with e and d).
+    """
+    model, decoder = _plain(model), _plain(decoder)
+    check_combination(model, decoder)
+    decoder = {key: value for key, value in decoder.items() if key not in LEGACY_DECODER_KEYS}
+    variant = instantiate({**decoder, "_partial_": True})
+    return instantiate(model, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, variant=variant)
+
+
+def net_config(model: Mapping[str, Any] | DictConfig, decoder: Mapping[str, Any] | DictConfig,
+               src_vocab_size: int, tgt_vocab_size: int) -> dict[str, Any]:  # fmt: skip
+    """What a checkpoint stores to rebuild the model with :func:`build_model`."""
+    return {"model": _plain(model), "decoder": _plain(decoder), "src_vocab_size": src_vocab_size,
+            "tgt_vocab_size": tgt_vocab_size}  # fmt: skip

@@ -1,0 +1,62 @@
+"""LSTM encoders of the lecture notes (seed 003) and the tutorial (seed 004).
+
+Unidirectional (seed 003, the fixed-context model)::
+
+    h(t) = lstm(x(t), h(t-1); θ_f),  h(0) = 0            → the context h(n), the state after the last real token
+
+Bidirectional (seed 003's attention model; seed 004)::
+
+    h(t) = lstm(x(t), h(t-1); θ_f)   η(t) = lstm(x(t), η(t+1); θ_b)   u(t) = [h(t); η(t)]
+
+with zero initial states (the notes' "some initial values"; the tutorial's code). PyTorch's LSTM over packed
+sequences runs both directions, so each direction starts and ends at a sentence's real tokens; the source keeps its
+EOS, as for the GRU encoder. Initialisation as the rest of the suite (dl4mt's, reference note §6): input weights
+std·N(0, 1), recurrent weights orthogonal per gate block, biases zero; PyTorch's two bias vectors (input and hidden
+side) are kept, as the tutorial's code has them.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from sarnmt.models.init import normal_, orthogonal_blocks_, zeros_
+
+
+def init_lstm_(lstm: nn.LSTM | nn.LSTMCell) -> None:
+    """The suite's initialisation of an LSTM's weights (see the module docstring)."""
+    for name, param in lstm.named_parameters():
+        if name.startswith("weight_ih"):
+            normal_(param)
+        elif name.startswith("weight_hh"):
+            orthogonal_blocks_(param, lstm.hidden_size)
+        else:
+            zeros_(param)
+
+
+class LSTMEncoder(nn.Module):
+    """Source embeddings and a one-layer LSTM, uni- or bidirectional.
+
+    :param vocab_size: V_src.  :param emb_dim: e.  :param hidden_dim: d per direction.
+    :param bidirectional: run θ_b as well (annotations of size 2d).  :param dropout_embeddings: on the embeddings.
+    """
+
+    def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int, bidirectional: bool,
+                 dropout_embeddings: float) -> None:  # fmt: skip
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, emb_dim)
+        self.rnn = nn.LSTM(emb_dim, hidden_dim, batch_first=True, bidirectional=bidirectional)
+        self.dropout_embeddings = nn.Dropout(dropout_embeddings)
+        normal_(self.embedding.weight)
+        init_lstm_(self.rnn)
+
+    def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """:param src: shape (B, S), EOS included.  :param src_mask: shape (B, S), True on real positions.
+        :returns: the annotations, shape (B, S, k·d) with k directions, zero at padding; the final hidden and memory
+            cell states, each shape (k, B, d): row 0 is the forward direction after the last real token (h(n)),
+            row 1 the backward direction after the first one (η(1))."""
+        emb = self.dropout_embeddings(self.embedding(src))
+        lengths = src_mask.sum(dim=1).cpu()
+        packed, (hidden, cell) = self.rnn(pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False))
+        annotations = pad_packed_sequence(packed, batch_first=True, total_length=src.size(1))[0]
+        return annotations, hidden, cell
