@@ -79,14 +79,14 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return checkpoint
 
 
-def build_net(net_config: dict[str, Any], path: str | Path = "<checkpoint>") -> nn.Module:
+def build_net(net_config: dict[str, Any], path: str | Path = "<checkpoint>", kernels: str = "auto") -> nn.Module:
     """A freshly initialised model from a stored ``net_config`` (:func:`~sarnmt.models.factory.build_model`).
 
     :raises CheckpointError: naming the checkpoint and the model it holds, when this installation has no such model
         or the stored model and decoder do not go together."""
     try:
         return build_model(net_config["model"], net_config["decoder"], net_config["src_vocab_size"],
-                           net_config["tgt_vocab_size"])  # fmt: skip
+                           net_config["tgt_vocab_size"], kernels)  # fmt: skip
     except ModelConfigError as err:
         held = f"model {net_config['model'].get('_target_')!r} with decoder {net_config['decoder'].get('_target_')!r}"
         raise CheckpointError(f"checkpoint {path} holds {held}, which cannot be built: {err}") from err
@@ -97,14 +97,15 @@ def net_state_dict(checkpoint: dict[str, Any]) -> dict[str, torch.Tensor]:
     return {k[len(NET_PREFIX) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(NET_PREFIX)}
 
 
-def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedModel:
-    """Rebuild the model (eval mode, on ``device``) and the codecs of a sarnmt checkpoint.
+def load_model(path: str | Path, device: str | torch.device = "cpu", kernels: str = "auto") -> LoadedModel:
+    """Rebuild the model (eval mode, on ``device``, with the ``kernels`` choice of :mod:`sarnmt.models.kernels`) and
+    the codecs of a sarnmt checkpoint.
 
     :raises CheckpointError: see :func:`read_checkpoint`; also when the weights do not fit the stored config.
     """
     checkpoint = read_checkpoint(path)
     info = checkpoint["sarnmt"]
-    net = build_net(info["net_config"], path)
+    net = build_net(info["net_config"], path, kernels)
     try:
         net.load_state_dict(net_state_dict(checkpoint), strict=True)
     except RuntimeError as err:

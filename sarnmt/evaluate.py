@@ -96,7 +96,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()
     ckpt_path = to_absolute_path(cfg.ckpt_path)
-    loaded = load_model(ckpt_path, device)
+    loaded = load_model(ckpt_path, device, cfg.kernels)
     datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("test")

@@ -1,8 +1,9 @@
-"""The LightningModule: training, validation and test around a plain :class:`~sarnmt.models.seq2seq.Seq2Seq`.
+"""The LightningModule: training, validation and test around a plain ``nn.Module`` (any model of the factory).
 
 Metrics: ``train/loss``, ``train/nll_token``; ``val/loss`` (per-sentence NLL, dl4mt's validation cost), ``val/ppl``,
-``val/bleu`` (the ``val_decoding=`` search, greedy by default; sacrebleu against the raw references); the same under ``test/``. BLEU needs the datamodule's
-``decode_target`` and ``references``; the sacrebleu signature is kept in :attr:`TranslationModule.bleu_signature`.
+``val/bleu`` (the ``val_decoding=`` search, greedy by default; sacrebleu against the raw references); the same under
+``test/``. BLEU needs the datamodule's ``decode_target`` and ``references``; the sacrebleu signature is kept in
+:attr:`TranslationModule.bleu_signature`.
 """
 
 from __future__ import annotations

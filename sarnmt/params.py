@@ -20,6 +20,7 @@ from sarnmt.models.factory import ModelConfigError, build_model, valid_decoders
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
+PAPER_MODEL = "sarnmt.models.seq2seq.Seq2Seq"  # the paper's cGRU: the model Table 1 counts
 # Table 1's |Θ| column, by decoder config (the paper reports millions truncated to one decimal).
 TABLE1 = {
     "baseline": "108.7M",
@@ -30,14 +31,17 @@ TABLE1 = {
     "self_attentive_content_scope": "– (Table 4 only)",
 }
 
-USAGE = """usage: python -m sarnmt.params [model=paper|small|tiny|...] [decoder=<name>|all] [key=value ...]
+USAGE = """usage: python -m sarnmt.params [model=<name>] [decoder=<name>|all] [key=value ...]
 
 Prints the number of trainable parameters of a model without allocating its weights.
-  decoder=all            a table of every decoder variant beside the paper's Table 1
+  model=paper|small|tiny the paper's cGRU at three sizes (default: paper)
+  model=lstm_fixed_context|lstm_ff_attention|lstm_input_feeding[_small|_tiny]  the tutorials' LSTM systems
+  decoder=all            a table of every decoder that fits the model, beside the paper's Table 1 for the cGRU
   src_vocab_size=50000   source vocabulary (Table 1: 50,000)
   tgt_vocab_size=50000   target vocabulary (Table 1: 50,000)
   decoder.form=appendix  Memory RNN / self-attentive RNN with the appendix's scorer instead of the count-consistent one
 Decoders: {decoders}
+Models: {models}
 """
 
 
@@ -58,23 +62,26 @@ def compose_params(overrides: list[str]) -> DictConfig:
 
 
 def table(overrides: list[str]) -> str:
-    """A Markdown table of every decoder (and both scorer forms where a decoder has them)."""
+    """A Markdown table of every decoder that fits the model (and both scorer forms where a decoder has them),
+    beside Table 1 for the paper's model."""
     rows = []
     cfg = compose_params(overrides)
     names = valid_decoders(get_class(cfg.model._target_))
-    baseline = count(compose_params([*overrides, f"decoder={names[0] if 'baseline' not in names else 'baseline'}"]))
+    reference = "baseline" if "baseline" in names else names[0]
+    paper_model = cfg.model._target_ == PAPER_MODEL
+    base = count(compose_params([*overrides, f"decoder={reference}"]))
     for name in names:
         cfg = compose_params([*overrides, f"decoder={name}"])
         forms = ["count_consistent", "appendix"] if "form" in cfg.decoder else [None]
         for form in forms:
             form_cfg = compose_params([*overrides, f"decoder={name}", f"decoder.form={form}"]) if form else cfg
             n = count(form_cfg)
-            paper = TABLE1.get(name, "") if form in (None, "count_consistent") else "–"
-            rows.append(f"| {name} | {form or ''} | {n:,} | {n - baseline:+,} | {paper} |")
+            paper = TABLE1.get(name, "") if paper_model and form in (None, "count_consistent") else "–"
+            rows.append(f"| {name} | {form or ''} | {n:,} | {n - base:+,} | {paper} |")
     head = (
-        f"model: e={cfg.model.emb_dim}, d={cfg.model.hidden_dim}; "
+        f"model: {cfg.model._target_.rsplit('.', 1)[1]}, e={cfg.model.emb_dim}, d={cfg.model.hidden_dim}; "
         f"V_src={cfg.src_vocab_size:,}, V_tgt={cfg.tgt_vocab_size:,}\n\n"
-        "| decoder | form | parameters | vs baseline | Table 1 |\n|---|---|---:|---:|---|"
+        f"| decoder | form | parameters | vs {reference} | Table 1 |\n|---|---|---:|---:|---|"
     )
     return "\n".join([head, *rows])
 
@@ -89,7 +96,8 @@ def main(argv: list[str]) -> int:
 
 def _run(argv: list[str]) -> int:
     if any(arg in ("-h", "--help") for arg in argv):
-        print(USAGE.format(decoders=", ".join(decoder_names())))
+        models = ", ".join(sorted(path.stem for path in (CONF_DIR / "model").glob("*.yaml")))
+        print(USAGE.format(decoders=", ".join(decoder_names()), models=models))
         return 0
     if "decoder=all" in argv:
         print(table([arg for arg in argv if arg != "decoder=all"]))

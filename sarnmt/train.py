@@ -29,7 +29,7 @@ AfterFit = Callable[[L.Trainer, dict[str, Any]], dict[str, Any]]
 def build_module(cfg: DictConfig, src_vocab_size: int, tgt_vocab_size: int) -> TranslationModule:
     """The model (``model=`` + ``decoder=``) wrapped in its LightningModule."""
     return TranslationModule(
-        net=build_model(cfg.model, cfg.decoder, src_vocab_size, tgt_vocab_size),
+        net=build_model(cfg.model, cfg.decoder, src_vocab_size, tgt_vocab_size, cfg.kernels),
         optimizer=instantiate(cfg.optim),
         loss_normalization=cfg.loss,
         val_search=instantiate(cfg.val_decoding),

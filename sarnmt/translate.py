@@ -84,7 +84,7 @@ def translate(cfg: DictConfig, stdin: TextIO | None = None, stdout: TextIO | Non
     device = pick_device(cfg.device)
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()
-    loaded = load_model(to_absolute_path(cfg.ckpt_path), device)
+    loaded = load_model(to_absolute_path(cfg.ckpt_path), device, cfg.kernels)
     if loaded.src_codec is None or loaded.tgt_codec is None:
         raise ValueError(f"checkpoint {cfg.ckpt_path} has no text codecs (saved without a datamodule)")
     search = instantiate(cfg.decoding)

@@ -19,13 +19,20 @@ TINY = ["model=tiny", "model.emb_dim=16", "model.hidden_dim=24", "vocab=50", "ba
 
 
 def test_bench_measures_every_figure_and_plots(tmp_path):
-    cfg, decoders = compose_bench([*TINY, "decoders=[baseline,self_attentive_rnn]", "plot=true",
-                                   "plot_lengths=[3,6]", "plot_batch_sizes=[2,4]", f"out_dir={tmp_path}"])  # fmt: skip
-    record = bench(cfg, decoders)
+    cfg, systems = compose_bench([*TINY, "decoders=[baseline,self_attentive_rnn]", "plot=true",
+                                  "systems=[lstm_input_feeding_tiny]", "plot_lengths=[3,6]", "plot_batch_sizes=[2,4]",
+                                  f"out_dir={tmp_path}"])  # fmt: skip
+    record = bench(cfg, systems)
     assert record["workload"]["description"] == "synthetic sentences of 6-30 tokens"
     assert record["workload"]["pairs"] == 4 * 2 * 8 and len(record["workload"]["padded_lengths"]) == 2
-    assert [v["decoder"] for v in record["variants"]] == ["baseline", "self_attentive_rnn"]
-    for v in record["variants"]:
+    names = [v["decoder"] for v in record["variants"]]
+    assert names == ["baseline", "self_attentive_rnn", "lstm_input_feeding_tiny"]
+    lstm = record["variants"][2]  # timed beside the cGRU variants, without the (cGRU) textbook reference
+    for key in ("train_tok_s", "greedy_batched", "beam5_single", "activation_mib", "train_flops_per_token"):
+        assert lstm[key] > 0, key
+    assert not any(key.startswith("reference") for key in lstm) and "train_overhead_vs_baseline" in lstm
+    assert "| lstm_input_feeding_tiny | " in markdown(record)
+    for v in record["variants"][:2]:
         for key in ("train_tok_s", "reference_train_tok_s", "greedy_batched", "greedy_single", "beam5_batched",
                     "beam5_single", "reference_greedy_batched", "activation_mib", "reference_activation_mib",
                     "train_flops_per_token", "reference_train_flops_per_token", "train_gflop_s", "model_tok_s",
@@ -41,7 +48,7 @@ def test_bench_measures_every_figure_and_plots(tmp_path):
     assert record["variants"][0]["train_overhead_vs_baseline"] == 0.0
     # the self-attentive RNN keeps more for backward than the baseline (its attention over past states)
     assert record["variants"][1]["activation_mib"] > record["variants"][0]["activation_mib"]
-    assert set(record["series"]) == {"baseline", "self_attentive_rnn"}
+    assert set(record["series"]) == {"baseline", "self_attentive_rnn", "lstm_input_feeding_tiny"}
     assert all(len(s["length"]) == 2 and len(s["batch"]) == 2 for s in record["series"].values())
     table = markdown(record)
     assert "| self_attentive_rnn | " in table and "target ≥ 2.0×" in table
@@ -53,7 +60,8 @@ def test_bench_measures_every_figure_and_plots(tmp_path):
 
 
 def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys):
-    assert main([*TINY, "decoders=[baseline]", "reference=false", "peak_gflop_s=1000", f"out_dir={tmp_path}"]) == 0
+    assert main([*TINY, "decoders=[baseline]", "systems=[]", "reference=false", "peak_gflop_s=1000",
+                 f"out_dir={tmp_path}"]) == 0  # fmt: skip
     (json_path,) = tmp_path.glob("bench-*.json")
     record = json.loads(json_path.read_text())
     assert "reference_train_tok_s" not in record["variants"][0]
@@ -62,6 +70,10 @@ def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys)
     assert "| baseline |" in capsys.readouterr().out
     assert main(["decoders=[baseline,nonsense]"]) == 2
     assert "unknown decoders ['nonsense']" in capsys.readouterr().err
+    assert main(["systems=[lstm_nonsense]"]) == 2
+    assert "unknown systems ['lstm_nonsense']" in capsys.readouterr().err
+    assert main(["model=lstm_input_feeding_tiny", "decoders=[baseline]", "systems=[]"]) == 2
+    assert "valid decoder= options for this model: none" in capsys.readouterr().err
     assert main(["nosuchkey=1"]) == 2
     if not torch.cuda.is_available():
         assert main([*TINY, "device=cuda"]) == 2

@@ -11,10 +11,13 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig
 
+from sarnmt.models.factory import ModelConfigError, build_model
+from sarnmt.train import train
 from sarnmt.utils.instantiate import instantiate_dict
 from tests.conftest import CONF_DIR, compose_train
 
-GROUPS = ["data", "model", "decoder", "optim", "decoding", "trainer", "callbacks", "validation", "logger", "debug"]
+GROUPS = ["data", "model", "decoder", "optim", "decoding", "val_decoding", "trainer", "callbacks", "validation",
+          "logger", "debug"]  # fmt: skip
 OPTIONS = [(group, path.stem) for group in GROUPS for path in sorted((CONF_DIR / group).glob("*.yaml"))]
 
 
@@ -31,6 +34,8 @@ def _tiny_files(tmp_path) -> list[str]:
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
 def test_every_option_composes_and_instantiates(group, option, tmp_path, monkeypatch):
     overrides = [f"{group}={option}"]
+    if (group, option) == ("decoder", "none"):  # the one decoder of the input-feeding LSTM, and of no other model
+        overrides.append("model=lstm_input_feeding_tiny")
     if option == "slurm":  # as inside task 1 of a 2-task SLURM job: Lightning takes ranks from SLURM's variables
         slurm = {"SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0",
                  "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_NODELIST": "node1", "SLURM_JOB_ID": "7",
@@ -54,14 +59,18 @@ def test_every_option_composes_and_instantiates(group, option, tmp_path, monkeyp
         datamodule.setup("fit")
         assert datamodule.src_vocab_size > 2 and datamodule.tgt_vocab_size > 2
     elif group in ("model", "decoder"):
-        with torch.device("meta"):  # the paper model is built without allocating its weights
-            net = instantiate(cfg.model, src_vocab_size=30, tgt_vocab_size=40, variant=instantiate(cfg.decoder))
-        assert net.decoder.readout.output.out_features == 40
+        with torch.device("meta"):  # the paper-size models are built without allocating their weights
+            assert sum(p.numel() for p in build_model(cfg.model, cfg.decoder, 30, 40).parameters()) > 0
+        net = build_model({**cfg.model, "emb_dim": 8, "hidden_dim": 8}, cfg.decoder, 30, 40)
+        memory, state = net.encode(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.bool))
+        assert net.step(None, state, memory).logits.shape == (2, 40)
+    elif group == "val_decoding":
+        assert instantiate(cfg.val_decoding).settings()["search"] == option
     elif group == "optim":
         optimizer = instantiate(cfg.optim)(params=[torch.nn.Parameter(torch.zeros(2))])
         assert isinstance(optimizer, torch.optim.Optimizer)
     elif group == "decoding":
-        assert cfg.decoding.max_len_a > 0
+        assert cfg.decoding.max_len_a > 0 and instantiate(cfg.decoding).min_len == 0
     elif group in ("callbacks", "logger"):
         built = instantiate_dict(cfg[group])
         assert len(built) == len([v for v in cfg[group].values() if v is not None])
@@ -95,7 +104,30 @@ def test_unknown_key_is_rejected():
 
 
 def _build(cfg):
-    return instantiate(cfg.model, src_vocab_size=10, tgt_vocab_size=10, variant=instantiate(cfg.decoder))
+    return build_model(cfg.model, cfg.decoder, 10, 10)
+
+
+@pytest.mark.parametrize(("model", "decoder", "valid"), [
+    ("lstm_input_feeding_tiny", "baseline", "none"),
+    ("tiny", "none", "baseline, mean_residual, memory_rnn, self_attentive_content, self_attentive_content_scope, "
+                     "self_attentive_rnn"),
+    ("lstm_ff_attention_tiny", "memory_rnn", "baseline, mean_residual, self_attentive_content, "
+                                             "self_attentive_content_scope, self_attentive_rnn"),
+])  # fmt: skip
+def test_invalid_model_decoder_pair_names_the_valid_ones_before_reading_data(model, decoder, valid, tmp_path):
+    missing = tmp_path / "absent.txt"  # data that does not exist: the pair is refused before it is looked for
+    cfg = compose_train([f"model={model}", f"decoder={decoder}", "data=files", f"data.train_src={missing}"],
+                        output_dir=tmp_path)  # fmt: skip
+    with pytest.raises(ModelConfigError, match=f"valid decoder= options for this model: {valid}$"):
+        train(cfg)
+
+
+def test_each_lstm_model_defaults_to_its_own_decoder():
+    assert compose_train(["model=lstm_fixed_context_tiny"]).decoder._target_.endswith("Baseline")
+    assert compose_train(["model=lstm_ff_attention"]).decoder._target_.endswith("Baseline")
+    assert compose_train(["model=lstm_input_feeding_small"]).decoder._target_.endswith("NoTargetContext")
+    assert compose_train(["model=lstm_ff_attention", "decoder=mean_residual"]).decoder._target_.endswith("Residual")
+    assert compose_train([]).decoder.scorer == "content"  # the cGRU keeps the paper's proposed decoder
 
 
 def test_typo_in_a_constructor_argument_fails_when_the_model_is_built():

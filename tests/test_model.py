@@ -292,3 +292,65 @@ def test_unrolled_encoder_equals_packed_gru(grad):
             torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
         else:
             assert got is None and want is None
+
+
+@pytest.mark.parametrize(("system", "name", "override"), SYSTEMS, ids=SYSTEM_IDS)
+def test_fused_kernels_equal_plain_ones(system, name, override):
+    """kernels=fused (loop weight gradients, loop attention, the one-node GRU update, the unrolled encoder, the fused
+    output layer and loss, chunked search-time attention) computes what kernels=plain computes: the training NLL,
+    every gradient and the search's output, in float64."""
+    from sarnmt.decoding.beam import beam_decode
+    from sarnmt.models.kernels import KernelChoice
+
+    model = build_system(system, name, override, scale=2.0)
+    src, src_mask, tgt, tgt_mask = batch()
+    results = []
+    for choice in ("fused", "plain"):
+        for module in [model, *model.modules()]:
+            if isinstance(getattr(module, "kernels", None), KernelChoice):
+                module.kernels = KernelChoice(choice)
+        nll = model.nll(src, src_mask, tgt, tgt_mask)
+        grads = torch.autograd.grad(nll.sum(), list(model.parameters()), allow_unused=True)
+        hyps = beam_decode(model, src, src_mask, 3, max_len_a=1.0, max_len_b=3)
+        results.append((nll, grads, hyps))
+    (nll_f, grads_f, hyps_f), (nll_p, grads_p, hyps_p) = results
+    torch.testing.assert_close(nll_f, nll_p, atol=1e-12, rtol=0)
+    for got, want in zip(grads_f, grads_p, strict=True):
+        assert (got is None) == (want is None)
+        if got is not None:
+            torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-9)
+    assert hyps_f.tokens == hyps_p.tokens
+    assert hyps_f.normalized_scores == pytest.approx(hyps_p.normalized_scores, abs=1e-9)
+
+
+def test_kernel_choice_is_resolved_in_one_place():
+    from sarnmt.models.kernels import KernelChoice
+
+    cpu = torch.zeros(1)
+    assert KernelChoice("auto")(cpu).unrolled_encoder and KernelChoice("auto")(cpu).loop_weights
+    with torch.no_grad():
+        searched = KernelChoice("auto")(cpu)
+    assert searched.chunked_attention and not searched.loop_weights  # no gradients to defer in search
+    assert not any(vars(KernelChoice("plain")(cpu)).values())
+    with pytest.raises(ValueError, match=r"kernels must be one of \('auto', 'fused', 'plain'\), got 'fast'"):
+        KernelChoice("fast")
+
+
+def _lstm(inputs: int, hidden: int) -> int:
+    """One LSTM layer's parameters in PyTorch's layout: 4 gates × (W x + U h + two biases)."""
+    return 4 * hidden * (inputs + hidden) + 8 * hidden
+
+
+@pytest.mark.parametrize("model", ["lstm_fixed_context", "lstm_ff_attention", "lstm_input_feeding"])
+def test_lstm_parameter_counts_follow_the_seeds_equations(model):
+    """Counted from the seeds' equations at the paper's size (e = 500, d = 1024, 50K vocabularies)."""
+    e, d, v = 500, 1024, 50_000
+    target = v * e + e  # target embeddings and the start symbol's
+    if model == "lstm_fixed_context":  # h(n); γ(j) = lstm([y; h(n)]); l = V[γ; y; h(n)] + b
+        want = v * e + _lstm(e, d) + target + _lstm(e + d, d) + v * (d + d) + v * e + v
+    elif model == "lstm_ff_attention":  # u = [h; η]; a(γ, u) = v_aᵀ tanh(W u + b + U γ) + c; l = V[γ; y; c] + b
+        attention = 2 * d * 2 * d + 2 * d + d * 2 * d + 2 * d + 1
+        want = v * e + 2 * _lstm(e, d) + target + _lstm(e + 2 * d, d) + attention + v * (d + 2 * d) + v * e + v
+    else:  # W_h, W_c (h × 2h); LSTM([y; o]); W_attProj (h × 2h); W_u (h × 3h); W_vocab (V × h); no biases
+        want = v * e + 2 * _lstm(e, d) + target + 2 * d * 2 * d + _lstm(e + d, d) + d * 2 * d + d * 3 * d + v * d
+    assert count(compose_params([f"model={model}"])) == want

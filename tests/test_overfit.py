@@ -1,22 +1,29 @@
-"""Every decoder variant can learn: it memorises a batch of 16 random sentence pairs."""
+"""Every decoder variant and every LSTM system can learn: it memorises a batch of 16 random sentence pairs."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from hydra.utils import instantiate
 
 from sarnmt.data.batching import pad_sequences
 from sarnmt.decoding.greedy import greedy_decode
 from sarnmt.loss import token_nll, translation_loss
+from sarnmt.models.factory import build_model
 from tests.conftest import DECODERS, compose_train
 
+LSTM_SYSTEMS = [
+    ("lstm_fixed_context_tiny", None), ("lstm_ff_attention_tiny", None), ("lstm_input_feeding_tiny", None),
+    ("lstm_fixed_context_tiny", "mean_residual"), ("lstm_ff_attention_tiny", "self_attentive_content"),
+]  # fmt: skip
+CASES = [("tiny", name) for name in DECODERS] + LSTM_SYSTEMS
 
-@pytest.mark.parametrize("name", DECODERS)
-def test_overfits_16_pairs(name):
+
+@pytest.mark.parametrize(("model", "name"), CASES, ids=[f"{m}:{n or 'default'}" for m, n in CASES])
+def test_overfits_16_pairs(model, name):
     torch.manual_seed(0)
-    cfg = compose_train([f"decoder={name}", "model=tiny", "model.emb_dim=32", "model.hidden_dim=64"])
-    net = instantiate(cfg.model, src_vocab_size=20, tgt_vocab_size=20, variant=instantiate(cfg.decoder))
+    decoder = [f"decoder={name}"] if name else []
+    cfg = compose_train([f"model={model}", *decoder, "model.emb_dim=32", "model.hidden_dim=64"])
+    net = build_model(cfg.model, cfg.decoder, 20, 20)
     gen = torch.Generator().manual_seed(1)
     srcs = [torch.randint(2, 20, (int(n),), generator=gen).tolist() for n in torch.randint(3, 9, (16,), generator=gen)]
     tgts = [torch.randint(2, 20, (int(n),), generator=gen).tolist() for n in torch.randint(3, 9, (16,), generator=gen)]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hydra.utils import instantiate
 
 from sarnmt.bench.reference import reference_greedy, reference_logits
 from sarnmt.data.batching import EOS, pad_sequences
 from sarnmt.decoding.greedy import greedy_decode
+from sarnmt.models.factory import build_model
 from sarnmt.models.seq2seq import Seq2Seq
 from tests.conftest import DECODER_FORMS, compose_train
 
@@ -25,7 +25,7 @@ def _model(name: str, override: str | None) -> Seq2Seq:
     assert cfg.model.init_std == 0.1
     assert cfg.model.dropout_readout == cfg.model.dropout_embeddings == cfg.model.dropout_hidden == 0
     torch.manual_seed(0)
-    model = instantiate(cfg.model, src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, variant=instantiate(cfg.decoder))
+    model = build_model(cfg.model, cfg.decoder, VOCAB, VOCAB)
     model = model.double()
     with torch.no_grad():
         for param in model.parameters():

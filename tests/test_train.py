@@ -27,6 +27,14 @@ def test_fast_dev_run_every_decoder(name, tmp_path):
     assert "test BLEU" in report(result)
 
 
+@pytest.mark.parametrize("model", ["lstm_fixed_context_tiny", "lstm_ff_attention_tiny", "lstm_input_feeding_tiny"])
+def test_fast_dev_run_every_lstm_system(model, tmp_path):
+    cfg = compose_train([f"model={model}", "debug=fdr", *SMALL_TOY], output_dir=tmp_path)
+    result = train(cfg)
+    assert 0.0 <= result["test_bleu"] <= 100.0 and result["test/loss"] > 0
+    assert result["parameters"] > 0
+
+
 def test_train_checkpoints_and_resume(tmp_path):
     overrides = [*SMALL_TOY, "trainer.max_epochs=1", "trainer.enable_progress_bar=false", "~callbacks.progress_bar"]
     first = train(compose_train(overrides, output_dir=tmp_path))

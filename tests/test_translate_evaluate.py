@@ -180,8 +180,8 @@ def test_a_checkpoint_written_by_the_first_release_still_loads_and_decodes_the_s
     """tests/fixtures/release-0ee4d47.ckpt was written by sarnmt 0ee4d47 (before the model factory and the LSTM
     systems); the model rebuilt from it computes what that release computed."""
     from sarnmt.data.batching import pad_sequences
-    from sarnmt.decoding.greedy import greedy_decode
     from sarnmt.decoding.beam import beam_decode
+    from sarnmt.decoding.greedy import greedy_decode
 
     fixtures = CONF_DIR.parent / "tests" / "fixtures"
     expected = json.loads((fixtures / "release-0ee4d47.json").read_text())

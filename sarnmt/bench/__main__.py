@@ -10,8 +10,10 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
+from sarnmt.bench.reference import REFERENCE_MODEL
 from sarnmt.bench.report import markdown, write
-from sarnmt.bench.run import bench
+from sarnmt.bench.run import System, bench
+from sarnmt.models.factory import ModelConfigError, check_combination
 from sarnmt.params import CONF_DIR, decoder_names
 from sarnmt.utils.runtime import quiet_known_warnings
 
@@ -24,6 +26,8 @@ sentences/s batched and one sentence at a time. Prints a Markdown table with the
 
   model=small|paper|tiny         model size (model=paper with vocab=50000 on a GPU)
   decoders=[baseline,memory_rnn] which variants (default: all six)
+  systems=[lstm_input_feeding_small]  other models, each with its own default decoder (default: the three LSTM
+                                 systems at the small size; systems=[] for none); timed without the reference
   device=cpu|cuda|auto           threads=N           precision=fp32|bf16
   batch_size=64  train_batches=3  repeats=3          reference=false skips the textbook implementation
   corpus.src=… corpus.tgt=…      sentence lengths from a parallel corpus (default: Multi30K under ../shared/data)
@@ -32,17 +36,27 @@ Decoders: {decoders}
 """
 
 
-def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, DictConfig]]:
-    """The bench config and, for each name in ``decoders``, that decoder's composed config."""
+def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, System]]:
+    """The bench config and what it times: each of ``decoders`` on ``model``, then each model of ``systems`` with its
+    own default decoder."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="bench", overrides=overrides)
         unknown = [name for name in cfg.decoders if name not in decoder_names()]
         if unknown:
             raise ValueError(f"bench: unknown decoders {unknown}; choose from {decoder_names()}")
-        decoders = {
-            name: compose(config_name="train", overrides=[f"decoder={name}"]).decoder for name in cfg.decoders
-        }
-    return cfg, decoders
+        models = sorted(path.stem for path in (CONF_DIR / "model").glob("*.yaml"))
+        unknown = [name for name in cfg.systems if name not in models]
+        if unknown:
+            raise ValueError(f"bench: unknown systems {unknown}; choose from the model= options {models}")
+        reference = cfg.model._target_ == REFERENCE_MODEL
+        systems = {name: System(cfg.model, compose(config_name="train", overrides=[f"decoder={name}"]).decoder,
+                                reference) for name in cfg.decoders}  # fmt: skip
+        for name in cfg.systems:
+            composed = compose(config_name="train", overrides=[f"model={name}"])
+            systems[name] = System(composed.model, composed.decoder, composed.model._target_ == REFERENCE_MODEL)
+    for system in systems.values():
+        check_combination(system.model, system.decoder)
+    return cfg, systems
 
 
 def main(argv: list[str]) -> int:
@@ -51,9 +65,9 @@ def main(argv: list[str]) -> int:
         return 0
     quiet_known_warnings()
     try:
-        cfg, decoders = compose_bench(argv)
-        record = bench(cfg, decoders)
-    except (HydraException, ValueError) as err:
+        cfg, systems = compose_bench(argv)
+        record = bench(cfg, systems)
+    except (HydraException, ModelConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     paths = write(record, Path(cfg.out_dir) / time.strftime("bench-%Y%m%d-%H%M%S"))

@@ -46,6 +46,8 @@ from sarnmt.models.variants import (
     SelfAttentiveRNN,
 )
 
+REFERENCE_MODEL = "sarnmt.models.seq2seq.Seq2Seq"  # the model class this module reimplements (the paper's cGRU)
+
 # Where a variant's history plugs in. The variants are code, not data, so this one piece is class dispatch (exact
 # types: a new variant must be added here rather than silently computed as the baseline); everything else is read
 # from the variant's modules (its scorer, for one, from whether its attention has a query projection).

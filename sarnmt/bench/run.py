@@ -1,12 +1,14 @@
-"""The benchmark: every decoder variant, beside the textbook reference, in one process (``python -m sarnmt.bench``).
+"""The benchmark: every decoder variant, beside the textbook reference, and the other systems (``systems``: the LSTM
+models), in one process (``python -m sarnmt.bench``).
 
-For each variant (``decoders``): training throughput in target tokens per second through forward, the paper's loss,
-backward, clipping and the optimizer step, for sarnmt (with ``optim``) and for :mod:`sarnmt.bench.reference` (with
-``reference_optim``) on the same length-sorted batches and the same weights, interleaved, with the optimizer step
-also timed on its own; activation memory (what autograd saves for backward) and, on
-a GPU, peak allocated memory; decoding speed in sentences per second for greedy and beam search, batched
-(``batch_size`` sentences per call) and one sentence at a time, and for the reference's greedy loop.
-:func:`bench` is a pure function of the composed config; :mod:`sarnmt.bench.__main__` is the command.
+For each variant (``decoders``) and system: training throughput in target tokens per second through forward, the
+paper's loss, backward, clipping and the optimizer step, for sarnmt (with ``optim``) and for
+:mod:`sarnmt.bench.reference` (with ``reference_optim``) on the same length-sorted batches and the same weights,
+interleaved, with the optimizer step also timed on its own; activation memory (what autograd saves for backward)
+and, on a GPU, peak allocated memory; decoding speed in sentences per second for greedy and beam search, batched
+(``batch_size`` sentences per call) and one sentence at a time, and for the reference's greedy loop. The reference
+implements the paper's cGRU only: the LSTM systems are timed without it. :func:`bench` is a pure function of the
+composed config; :mod:`sarnmt.bench.__main__` is the command.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import platform
 import statistics
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from typing import Any
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from torch import nn
 from tqdm import tqdm
 
 from sarnmt.bench.measure import (
@@ -50,7 +54,6 @@ from sarnmt.decoding.greedy import GreedySearch
 from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.lit_module import count_parameters
 from sarnmt.models.factory import build_model
-from sarnmt.models.seq2seq import Seq2Seq
 from sarnmt.translate import pick_device
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.precision import precision_context
@@ -69,9 +72,19 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def bench_model(cfg: DictConfig, decoder: DictConfig, device: torch.device) -> Seq2Seq:
+@dataclass(frozen=True)
+class System:
+    """One timed model.  :param model: its ``model=`` node.  :param decoder: its ``decoder=`` node.
+    :param reference: whether the textbook implementation (the cGRU's) computes the same model and is timed too."""
+
+    model: DictConfig
+    decoder: DictConfig
+    reference: bool
+
+
+def bench_model(cfg: DictConfig, system: System, device: torch.device) -> nn.Module:
     torch.manual_seed(cfg.seed)
-    return build_model(cfg.model, decoder, cfg.vocab, cfg.vocab).to(device)
+    return build_model(system.model, system.decoder, cfg.vocab, cfg.vocab, cfg.kernels).to(device)
 
 
 def make_workload(cfg: DictConfig) -> Workload:
@@ -84,8 +97,8 @@ def make_workload(cfg: DictConfig) -> Workload:
     return synthetic_workload(sentences, cfg.vocab, (low, high), cfg.seed)
 
 
-def train_rates(cfg: DictConfig, models: dict[str, Seq2Seq], batches: list[TrainBatch]
-                ) -> dict[str, dict[str, dict[str, float]]]:  # fmt: skip
+def train_rates(cfg: DictConfig, models: dict[str, nn.Module], batches: list[TrainBatch],
+                systems: dict[str, System]) -> dict[str, dict[str, dict[str, float]]]:  # fmt: skip
     """Target tokens/s of every variant, for sarnmt and (``reference``) the textbook implementation.
 
     sarnmt steps with ``optim``, the reference with ``reference_optim`` (PyTorch's stock Adadelta), each its own
@@ -99,7 +112,7 @@ def train_rates(cfg: DictConfig, models: dict[str, Seq2Seq], batches: list[Train
     device = batches[0].src.device
     impls = {"sarnmt": (sarnmt_nll, cfg.optim), **({"reference": (textbook_nll, cfg.reference_optim)}
                                                        if cfg.reference else {})}  # fmt: skip
-    runs = [(name, impl) for name in models for impl in impls]
+    runs = [(name, impl) for name in models for impl in impls if impl == "sarnmt" or systems[name].reference]
     optimizers = {(name, impl): instantiate(impls[impl][1])(params=models[name].parameters()) for name, impl in runs}
     for model in models.values():
         model.train()
@@ -122,7 +135,8 @@ def train_rates(cfg: DictConfig, models: dict[str, Seq2Seq], batches: list[Train
             for run, total in totals.items():
                 samples[run].append(tuple(total))
     progress.close()
-    return {name: {impl: _rates(samples[(name, impl)], len(batches)) for impl in impls} for name in models}
+    return {name: {impl: _rates(samples[(name, impl)], len(batches)) for impl in impls if (name, impl) in samples}
+            for name in models}  # fmt: skip
 
 
 def _rates(samples: list[tuple[float, float, float]], steps: int) -> dict[str, float]:
@@ -138,7 +152,8 @@ def evenly_spaced(items: list, count: int) -> list:
     return [items[i * len(items) // count] for i in range(count)]
 
 
-def decode_rates(cfg: DictConfig, model: Seq2Seq, batches: list[TrainBatch]) -> dict[str, float]:
+def decode_rates(cfg: DictConfig, model: nn.Module, batches: list[TrainBatch], reference: bool
+                 ) -> dict[str, float]:  # fmt: skip
     """Sentences/s: greedy and beam search, batched and one at a time; the reference's greedy loop, batched."""
     device = batches[0].src.device
     sources = sources_of(batches[len(batches) // 2])  # a batch of median length
@@ -167,7 +182,7 @@ def decode_rates(cfg: DictConfig, model: Seq2Seq, batches: list[TrainBatch]) -> 
                 single_s.append((len(single), timed(one_at_a_time, device)))
             rates[f"{name}_batched"] = median_rate(batched_s)
             rates[f"{name}_single"] = median_rate(single_s)
-        if cfg.reference:
+        if reference:
             src, mask = (t.to(device) for t in pad_sequences(sources))
             max_len = int(a * (src.size(1) - 1) + b)
             rates["reference_greedy_batched"] = median_rate(
@@ -177,11 +192,11 @@ def decode_rates(cfg: DictConfig, model: Seq2Seq, batches: list[TrainBatch]) -> 
     return rates
 
 
-def memory_and_decoding(cfg: DictConfig, name: str, decoder: DictConfig, batches: list[TrainBatch]
-                        ) -> dict[str, Any]:  # fmt: skip
+def memory_and_decoding(cfg: DictConfig, system: System, batches: list[TrainBatch]) -> dict[str, Any]:
     """Activation memory (sarnmt and reference), peak GPU memory of a training step, decoding speed."""
     device = batches[0].src.device
-    model = bench_model(cfg, decoder, device).train()
+    reference = cfg.reference and system.reference
+    model = bench_model(cfg, system, device).train()
     longest = batches[-1]
     record: dict[str, Any] = {"activation_mib": activation_bytes(model, sarnmt_nll, longest, cfg.precision) / 2**20}
     tokens = sum(b.tokens for b in batches)
@@ -190,7 +205,7 @@ def memory_and_decoding(cfg: DictConfig, name: str, decoder: DictConfig, batches
         return sum(matmul_flops(model, nll_fn, b, cfg.precision) for b in batches) / tokens
 
     record["train_flops_per_token"] = flops_per_token(sarnmt_nll)
-    if cfg.reference:
+    if reference:
         record["reference_activation_mib"] = activation_bytes(model, textbook_nll, longest, cfg.precision) / 2**20
         record["reference_train_flops_per_token"] = flops_per_token(textbook_nll)
     optimizer = instantiate(cfg.optim)(params=model.parameters())
@@ -199,20 +214,20 @@ def memory_and_decoding(cfg: DictConfig, name: str, decoder: DictConfig, batches
     record["peak_mib"] = None if peak is None else peak / 2**20
     # decoding with fresh (random) weights: a few training steps already make EOS likely, which would end
     # single-sentence searches early; random weights make every hypothesis run to its length limit instead
-    record.update(decode_rates(cfg, bench_model(cfg, decoder, device), batches))
+    record.update(decode_rates(cfg, bench_model(cfg, system, device), batches, reference))
     return record
 
 
-def throughput_series(cfg: DictConfig, decoders: dict[str, DictConfig], device: torch.device
+def throughput_series(cfg: DictConfig, systems: dict[str, System], device: torch.device
                       ) -> dict[str, dict[str, list[float]]]:  # fmt: skip
     """Training tokens/s of sarnmt against sentence length (batch ``batch_size``) and against batch size (length
     25), for every variant: where the target-side attention's O(T²) shows."""
     series: dict[str, dict[str, list[float]]] = {}
     points = [("length", n, cfg.batch_size, n) for n in cfg.plot_lengths]
     points += [("batch", bs, bs, 25) for bs in cfg.plot_batch_sizes]
-    progress = tqdm(total=len(decoders) * len(points), desc="plot series", unit="point")
-    for name, decoder in decoders.items():
-        model = bench_model(cfg, decoder, device).train()
+    progress = tqdm(total=len(systems) * len(points), desc="plot series", unit="point")
+    for name, system in systems.items():
+        model = bench_model(cfg, system, device).train()
         optimizer = instantiate(cfg.optim)(params=model.parameters())
         series[name] = {"length": [], "batch": []}
         with precision_context(device, cfg.precision):
@@ -226,8 +241,9 @@ def throughput_series(cfg: DictConfig, decoders: dict[str, DictConfig], device: 
     return series
 
 
-def bench(cfg: DictConfig, decoders: dict[str, DictConfig]) -> dict[str, Any]:
-    """Run the benchmark.  :param decoders: decoder name -> its composed ``decoder`` config.
+def bench(cfg: DictConfig, systems: dict[str, System]) -> dict[str, Any]:
+    """Run the benchmark.  :param systems: name (a decoder of ``decoders`` or a model of ``systems``) -> what it
+    builds.
     :returns: the record (``machine``, ``config``, ``workload``, ``variants`` and, with ``plot``, ``series``)."""
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
@@ -236,10 +252,10 @@ def bench(cfg: DictConfig, decoders: dict[str, DictConfig]) -> dict[str, Any]:
         keep_freed_memory()
     workload = make_workload(cfg)
     batches = [b.to(device) for b in sorted_batches(workload.pairs, cfg.batch_size, cfg.train_batches)]
-    models = {name: bench_model(cfg, decoder, device) for name, decoder in decoders.items()}
-    rates = train_rates(cfg, models, batches)
+    models = {name: bench_model(cfg, system, device) for name, system in systems.items()}
+    rates = train_rates(cfg, models, batches, systems)
     variants = []
-    for name in decoders:
+    for name in systems:
         ours = rates[name]["sarnmt"]
         v: dict[str, Any] = {"decoder": name, "parameters": count_parameters(models[name]),
                              "train_tok_s": ours["tok_s"], "model_tok_s": ours["model_tok_s"],
@@ -256,7 +272,7 @@ def bench(cfg: DictConfig, decoders: dict[str, DictConfig]) -> dict[str, Any]:
         variants.append(v)
     del models
     for v in tqdm(variants, desc="memory and decoding", unit="variant"):
-        v.update(memory_and_decoding(cfg, v["decoder"], decoders[v["decoder"]], batches))
+        v.update(memory_and_decoding(cfg, systems[v["decoder"]], batches))
         v["train_gflop_s"] = v["train_flops_per_token"] * v["train_tok_s"] / 1e9
         if cfg.peak_gflop_s:
             v["share_of_peak"] = v["train_gflop_s"] / cfg.peak_gflop_s
@@ -272,7 +288,7 @@ def bench(cfg: DictConfig, decoders: dict[str, DictConfig]) -> dict[str, Any]:
         "variants": variants,
     }
     if cfg.plot:
-        record["series"] = throughput_series(cfg, decoders, device)
+        record["series"] = throughput_series(cfg, systems, device)
     return record
 
 

@@ -42,7 +42,9 @@ def decode_batch(
     hyps = search(net, src.to(device), src_mask.to(device), return_attention, nbest)
     out = []
     for k, tokens in enumerate(hyps.tokens):
-        result = Translation(tokens, hyps.scores[k], hyps.normalized_scores[k], nbest=hyps.nbest[k] if nbest > 1 else [])
+        result = Translation(tokens, hyps.scores[k], hyps.normalized_scores[k])
+        if nbest > 1:
+            result.nbest = hyps.nbest[k]
         if return_attention:
             result.src_attention = hyps.src_attention[k].cpu() if hyps.src_attention else None
             result.tgt_attention = hyps.tgt_attention[k].cpu() if hyps.tgt_attention else None

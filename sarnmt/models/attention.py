@@ -7,12 +7,12 @@ on the source, so it is computed once per batch (:meth:`SourceAttention.project_
 :class:`~sarnmt.models.state.SourceMemory`. The scalar score bias c (dl4mt's ``c_tt``) cancels in the softmax; it is
 kept only so that parameter counts equal the paper's.
 
-Search runs without autograd, and there the energies tanh(W_a h_j + b_a + U_a s'_t) of a batch of B sentences × g
-beams (B·g·S·2d numbers, tens of megabytes) are formed a few sentences at a time in one buffer that stays in the
-CPU's cache, instead of in one tensor that goes to main memory and back at every step (batched beam-5 search on
-2 CPU cores: +4-5% sentences/s). With autograd they are formed in one piece, kept for backward; the teacher-forced
-training loop attends through :class:`~sarnmt.models.loop_attention.LoopAttention`, the same equations with fewer
-passes in the backward.
+Search runs without autograd, and there (``kernels.chunked_attention``, :mod:`sarnmt.models.kernels`) the energies
+tanh(W_a h_j + b_a + U_a s'_t) of a batch of B sentences × g beams (B·g·S·2d numbers, tens of megabytes) are formed
+a few sentences at a time in one buffer that stays in the CPU's cache, instead of in one tensor that goes to main
+memory and back at every step (batched beam-5 search on 2 CPU cores: +4-5% sentences/s). With autograd they are
+formed in one piece, kept for backward; the teacher-forced training loop attends through
+:class:`~sarnmt.models.loop_attention.LoopAttention`, the same equations with fewer passes in the backward.
 """
 
 from __future__ import annotations
@@ -42,22 +42,23 @@ class SourceAttention(nn.Module):
         """:param annotations: shape (B, S, 2d).  :returns: keys W_a h + b_a, shape (B, S, 2d)."""
         return self.key_proj(annotations)
 
-    def forward(self, query: Tensor, memory: SourceMemory) -> tuple[Tensor, Tensor]:
+    def forward(self, query: Tensor, memory: SourceMemory, chunked: bool = False) -> tuple[Tensor, Tensor]:
         """Attend once.
 
         :param query: s'_t, shape (B·g, d), where g = ``memory.beams``: rows b·g .. b·g + g - 1 read sentence b.
         :param memory: keys from :meth:`project_keys` and annotations, shape (B, S, 2d); mask (B, S).
+        :param chunked: form the energies in cache-sized pieces (search, no autograd: ``kernels.chunked_attention``).
         :returns: the context c_t, shape (B·g, 2d), and the weights α, shape (B·g, S) (exactly 0 on padding).
         """
         batch, length, dim = memory.keys.shape
         if query.size(0) != batch * memory.beams:
             raise ValueError(f"attention: {query.size(0)} query rows for {batch} sentences × {memory.beams} beams")
         query = self.query_proj(query).view(batch, memory.beams, 1, dim)
-        if torch.is_grad_enabled():
+        if chunked:
+            scores = self._scores_in_chunks(query, memory.keys)
+        else:
             hidden = torch.tanh_(memory.keys.unsqueeze(1) + query)  # in place: one (B, g, S, 2d) buffer
             scores = torch.matmul(hidden, self.v) + self.score_bias  # (B, g, S)
-        else:
-            scores = self._scores_in_chunks(query, memory.keys)
         weights = torch.softmax(scores.masked_fill(~memory.mask.unsqueeze(1), float("-inf")), dim=-1)
         context = torch.bmm(weights, memory.annotations)  # (B, g, 2d)
         return context.view(-1, memory.annotations.size(2)), weights.view(-1, length)

@@ -25,6 +25,7 @@ from sarnmt.loss import linear_nll, scatter_positions
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.gru import DL4MTGRUCell
 from sarnmt.models.init import init_linear_, normal_
+from sarnmt.models.kernels import KernelChoice, Kernels
 from sarnmt.models.loop_attention import LoopAttention
 from sarnmt.models.loop_linear import LoopLinear
 from sarnmt.models.state import DecoderState, SourceMemory
@@ -86,13 +87,18 @@ class Readout(nn.Module):
         """Arguments as in :meth:`features`.  :returns: logits, shape (..., V)."""
         return self.output(self.features(hidden, context, target_context))
 
-    def nll(self, hidden: Tensor, context: Tensor, target_context: Tensor, target: Tensor) -> Tensor:
-        """−log p(target), the output layer and the cross-entropy fused (:func:`~sarnmt.loss.linear_nll`).
+    def nll(self, hidden: Tensor, context: Tensor, target_context: Tensor, target: Tensor, fused: bool = True
+            ) -> Tensor:  # fmt: skip
+        """−log p(target), the output layer and the cross-entropy fused (:func:`~sarnmt.loss.linear_nll`), or
+        (``fused=False``) as logits and ``F.cross_entropy``.
 
         :param hidden: shape (N, d).  :param context: shape (N, 2d).  :param target_context: shape (N, e).
         :param target: ids, shape (N,).  :returns: shape (N,), float32 (float64 for a float64 model)."""
-        return linear_nll(self.features(hidden, context, target_context), self.output.weight, self.output.bias,
-                          target)  # fmt: skip
+        features = self.features(hidden, context, target_context)
+        if fused:
+            return linear_nll(features, self.output.weight, self.output.bias, target)
+        logits = self.output(features)
+        return F.cross_entropy(logits if logits.dtype == torch.float64 else logits.float(), target, reduction="none")
 
 
 def _rows(positions: Tensor) -> Tensor:
@@ -117,8 +123,10 @@ class ConditionalGRUDecoder(nn.Module):
         dropout_embeddings: float,
         dropout_hidden: float,
         dropout_readout: float,
+        kernels: KernelChoice | None = None,
     ) -> None:
         super().__init__()
+        self.kernels = kernels if kernels is not None else KernelChoice()
         self.emb_dim = emb_dim
         self.embedding = nn.Embedding(vocab_size, emb_dim)  # Wemb_dec
         self.cell1 = DL4MTGRUCell(emb_dim, hidden_dim, bias_on="input")
@@ -134,10 +142,10 @@ class ConditionalGRUDecoder(nn.Module):
         """:param initial_hidden: s_0, shape (B, d)."""
         return DecoderState(hidden=initial_hidden, variant=self.variant.init_state(initial_hidden), steps=0)
 
-    def loop_weights(self, memory: SourceMemory) -> LoopWeights | None:
+    def loop_weights(self, memory: SourceMemory, kernels: Kernels) -> LoopWeights | None:
         """The per-step maps of one teacher-forced loop over ``memory`` (their gradients formed once after it), or
-        None when no gradient is wanted."""
-        if not torch.is_grad_enabled():
+        None when ``kernels.loop_weights`` is off (no gradient wanted, or ``kernels=plain``)."""
+        if not kernels.loop_weights:
             return None
         return LoopWeights(
             cell1_hidden=LoopLinear(self.cell1.weight_hh, self.cell1.hidden_bias()),
@@ -147,23 +155,24 @@ class ConditionalGRUDecoder(nn.Module):
             cell2_hidden=LoopLinear(self.cell2.weight_hh, self.cell2.hidden_bias()),
         )
 
-    def recurrence(self, gates_prev: Tensor, query_hidden: Tensor, memory: SourceMemory,
+    def recurrence(self, gates_prev: Tensor, query_hidden: Tensor, memory: SourceMemory, kernels: Kernels,
                    loop: LoopWeights | None = None):  # fmt: skip
         """Cell 1, attention, cell 2 for one step.
 
         :param gates_prev: cell 1's projected input for ȳ_{t-1}, shape (B, 3d).
         :param query_hidden: the state cell 1 reads (hook 1's output), shape (B, d).
+        :param kernels: which implementations run (:mod:`sarnmt.models.kernels`).
         :param loop: the teacher-forced loop's :meth:`loop_weights` (the same values; gradients formed once).
         :returns: s_t (B, d), c_t (B, 2d), α (B, S).
         """
         if loop is None:
-            intermediate = self.cell1(gates_prev, query_hidden)
-            context, weights = self.attention(intermediate, memory)
-            hidden = self.cell2(self.cell2.project_input(context), intermediate)
+            intermediate = self.cell1(gates_prev, query_hidden, fused=kernels.gru_update)
+            context, weights = self.attention(intermediate, memory, kernels.chunked_attention)
+            hidden = self.cell2(self.cell2.project_input(context), intermediate, fused=kernels.gru_update)
         else:
-            intermediate = self.cell1(gates_prev, query_hidden, loop.cell1_hidden)
+            intermediate = self.cell1(gates_prev, query_hidden, loop.cell1_hidden, kernels.gru_update)
             context, weights = loop.attention(loop.query(intermediate))
-            hidden = self.cell2(loop.cell2_input(context), intermediate, loop.cell2_hidden)
+            hidden = self.cell2(loop.cell2_input(context), intermediate, loop.cell2_hidden, kernels.gru_update)
         return hidden, context, weights
 
     def embed_previous(self, prev_tokens: Tensor | None, batch_size: int, like: Tensor) -> Tensor:
@@ -181,7 +190,8 @@ class ConditionalGRUDecoder(nn.Module):
         """
         prev_emb = self.embed_previous(prev_tokens, state.hidden.size(0), state.hidden)
         query, vstate, rec_weights = self.variant.recurrent_input(state.hidden, state.variant)
-        hidden, context, src_weights = self.recurrence(self.cell1.project_input(prev_emb), query, memory)
+        kernels = self.kernels(state.hidden)
+        hidden, context, src_weights = self.recurrence(self.cell1.project_input(prev_emb), query, memory, kernels)
         target_context, vstate, out_weights = self.variant.readout_step(
             prev_emb, state.hidden, hidden, vstate, state.steps
         )
@@ -219,7 +229,8 @@ class ConditionalGRUDecoder(nn.Module):
         """
         rows = _rows(mask)
         readout_in, _, _ = self.teacher_forced(tgt, memory, initial_hidden, rows)
-        return scatter_positions(self.readout.nll(*readout_in, tgt.flatten().index_select(0, rows)), mask)
+        fused = self.kernels(initial_hidden).fused_output
+        return scatter_positions(self.readout.nll(*readout_in, tgt.flatten().index_select(0, rows), fused), mask)
 
     def teacher_forced(self, tgt: Tensor, memory: SourceMemory, initial_hidden: Tensor, rows: Tensor | None
                        ) -> tuple[tuple[Tensor, Tensor, Tensor], Tensor, Tensor | None]:  # fmt: skip
@@ -239,10 +250,11 @@ class ConditionalGRUDecoder(nn.Module):
         gates_prev = self.cell1.project_input(prev_embs).unbind(1)
         hidden, vstate = initial_hidden, self.variant.init_state(initial_hidden)
         hiddens, contexts, src_weights, rec_weights = [], [], [], []
-        loop = self.loop_weights(memory)
+        kernels = self.kernels(initial_hidden)
+        loop = self.loop_weights(memory, kernels)
         for t in range(steps):
             query, vstate, weights = self.variant.recurrent_input(hidden, vstate)
-            hidden, context, alpha = self.recurrence(gates_prev[t], query, memory, loop)
+            hidden, context, alpha = self.recurrence(gates_prev[t], query, memory, kernels, loop)
             hiddens.append(hidden)
             contexts.append(context)
             src_weights.append(alpha)

@@ -68,25 +68,29 @@ def check_combination(model: Mapping[str, Any] | DictConfig, decoder: Mapping[st
     if fits(model_cls, variant_cls):
         return
     offers = ", ".join(sorted(model_cls.hooks)) or "no hook"
+    needs = ", ".join(sorted(model_cls.required_hooks)) or "nothing"
+    uses = ", ".join(sorted(variant_cls.hooks)) or "none"
     raise ModelConfigError(
-        f"decoder {variant_cls.__name__} (hooks: {', '.join(sorted(variant_cls.hooks)) or 'none'}) does not go with "
-        f"model {model_cls.__name__} (offers: {offers}; needs: {', '.join(sorted(model_cls.required_hooks)) or 'nothing'})"
-        f"; valid decoder= options for this model: {', '.join(valid_decoders(model_cls))}"
+        f"decoder {variant_cls.__name__} (hooks: {uses}) does not go with model {model_cls.__name__} (offers: "
+        f"{offers}; needs: {needs}); valid decoder= options for this model: {', '.join(valid_decoders(model_cls))}"
     )
 
 
 def build_model(model: Mapping[str, Any] | DictConfig, decoder: Mapping[str, Any] | DictConfig,
-                src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:  # fmt: skip
+                src_vocab_size: int, tgt_vocab_size: int, kernels: str = "auto") -> nn.Module:  # fmt: skip
     """A freshly initialised model (on the current default device: ``torch.device("meta")`` counts parameters).
 
     :param model: a ``model=`` node.  :param decoder: a ``decoder=`` node; always built as a partial that the model
         completes with its own sizes (early checkpoints stored it without ``_partial_`` and with e and d).
+    :param kernels: ``auto``, ``fused`` or ``plain`` (:mod:`sarnmt.models.kernels`): the tool's choice, not the
+        model's config (the same weights compute the same function either way).
     """
     model, decoder = _plain(model), _plain(decoder)
     check_combination(model, decoder)
     decoder = {key: value for key, value in decoder.items() if key not in LEGACY_DECODER_KEYS}
     variant = instantiate({**decoder, "_partial_": True})
-    return instantiate(model, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, variant=variant)
+    return instantiate(model, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, variant=variant,
+                       kernels=kernels)  # fmt: skip
 
 
 def net_config(model: Mapping[str, Any] | DictConfig, decoder: Mapping[str, Any] | DictConfig,

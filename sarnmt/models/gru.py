@@ -71,17 +71,27 @@ class DL4MTGRUCell(nn.Module):
         """The bias added to U h: the cell's bias when it sits on the hidden side, else None."""
         return self.bias if self.bias_on == "hidden" else None
 
-    def forward(self, gates_x: Tensor, h: Tensor, hidden_proj: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+    def forward(self, gates_x: Tensor, h: Tensor, hidden_proj: Callable[[Tensor], Tensor] | None = None,
+                fused: bool = True) -> Tensor:  # fmt: skip
         """One step from projected input.
 
         :param gates_x: shape (B, 3d), from :meth:`project_input`.
         :param h: previous state, shape (B, d).
         :param hidden_proj: computes U h (+ the hidden-side bias) instead of ``F.linear`` (the teacher-forced loop
             passes a :class:`~sarnmt.models.loop_linear.LoopLinear` of ``weight_hh``).
+        :param fused: the gates as :func:`gru_update` (else :func:`gru_update_plain`; :mod:`sarnmt.models.kernels`).
         :returns: the new state, shape (B, d).
         """
         gates_h = hidden_proj(h) if hidden_proj is not None else F.linear(h, self.weight_hh, self.hidden_bias())
-        return gru_update(gates_x, gates_h, h)
+        return (gru_update if fused else gru_update_plain)(gates_x, gates_h, h)
+
+
+def gru_update_plain(gates_x: Tensor, gates_h: Tensor, h: Tensor) -> Tensor:
+    """:func:`gru_update` as plain tensor operations (autograd records each): the textbook form."""
+    d = h.size(-1)
+    r, u = torch.sigmoid(gates_x[:, : 2 * d] + gates_h[:, : 2 * d]).chunk(2, dim=1)
+    candidate = torch.tanh(gates_x[:, 2 * d :] + r * gates_h[:, 2 * d :])
+    return u * h + (1 - u) * candidate
 
 
 def gru_update(gates_x: Tensor, gates_h: Tensor, h: Tensor) -> Tensor:

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from sarnmt.models.decoder import ConditionalGRUDecoder, DecoderOutput, StepOutput
 from sarnmt.models.encoder import BiGRUEncoder
 from sarnmt.models.init import PAPER_STD, normal_std
+from sarnmt.models.kernels import KernelChoice
 from sarnmt.models.state import DecoderState, SourceMemory
 from sarnmt.models.variants.base import DecoderVariant
 
@@ -23,6 +24,8 @@ class Seq2Seq(nn.Module):
     :param dropout_embeddings: dropout on source and target embeddings (paper text: "after each layer").
     :param dropout_hidden: dropout on encoder annotations and on s_t, c_t before the readout (paper text).
     :param init_std: the scale of the Gaussian initialisation (paper: 0.01).
+    :param kernels: ``auto``, ``fused`` or ``plain``: which implementations run (:mod:`sarnmt.models.kernels`; the
+        same equations either way). Not part of the model's config: the tools pass their own ``kernels=``.
     """
 
     hooks: ClassVar[frozenset[str]] = frozenset({"readout", "recurrence"})  # the variant hooks the cGRU offers
@@ -39,10 +42,13 @@ class Seq2Seq(nn.Module):
         dropout_embeddings: float = 0.0,
         dropout_hidden: float = 0.0,
         init_std: float = PAPER_STD,
+        kernels: str = "auto",
     ) -> None:
         super().__init__()
+        self.kernels = KernelChoice(kernels)
         with normal_std(init_std):
-            self.encoder = BiGRUEncoder(src_vocab_size, emb_dim, hidden_dim, dropout_embeddings, dropout_hidden)
+            self.encoder = BiGRUEncoder(src_vocab_size, emb_dim, hidden_dim, dropout_embeddings, dropout_hidden,
+                                        self.kernels)  # fmt: skip
             self.decoder = ConditionalGRUDecoder(
                 tgt_vocab_size,
                 emb_dim,
@@ -51,6 +57,7 @@ class Seq2Seq(nn.Module):
                 dropout_embeddings,
                 dropout_hidden,
                 dropout_readout,
+                self.kernels,
             )
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[SourceMemory, DecoderState]:

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from sarnmt.loss import scatter_positions
 from sarnmt.models.decoder import DecoderOutput, StepOutput
 from sarnmt.models.init import normal_
+from sarnmt.models.kernels import KernelChoice
 from sarnmt.models.state import DecoderState, SourceMemory
 
 
@@ -32,14 +33,17 @@ class LSTMTranslator(nn.Module):
     """:param tgt_vocab_size: V.  :param emb_dim: e.  :param hidden_dim: d.
     :param variant: builds the decoder variant (``decoder=`` group) with R_t of width V.
     :param dropout_embeddings: dropout on the target embeddings.
+    :param kernels: ``auto``, ``fused`` or ``plain`` (:mod:`sarnmt.models.kernels`): the fused output layer and
+        loss, and the search-time chunked attention, where a system has them.
     """
 
     hooks: ClassVar[frozenset[str]] = frozenset({"readout"})  # the variant hooks this decoder offers
     required_hooks: ClassVar[frozenset[str]] = frozenset({"readout"})  # and those a variant must fill
 
     def __init__(self, tgt_vocab_size: int, emb_dim: int, hidden_dim: int, variant: Callable[..., nn.Module],
-                 dropout_embeddings: float) -> None:  # fmt: skip
+                 dropout_embeddings: float, kernels: str = "auto") -> None:  # fmt: skip
         super().__init__()
+        self.kernels = KernelChoice(kernels)
         self.emb_dim, self.hidden_dim = emb_dim, hidden_dim
         self.embedding = nn.Embedding(tgt_vocab_size, emb_dim)
         self.start = nn.Parameter(torch.empty(emb_dim))  # the embedding of y_0, the start symbol

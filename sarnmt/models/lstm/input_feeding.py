@@ -8,7 +8,8 @@ attention (Luong et al. 2015's design, as in Stanford's CS224n assignment)::
 
 No matrix has a bias (the tutorial writes none). y_1 is the start token: a learned embedding here. The output
 layer has no previous-word term, so the paper's residual connections have nothing to replace: the only decoder is
-``decoder=none``. The output layer and the loss are fused (:func:`~sarnmt.loss.linear_nll`), as the cGRU's.
+``decoder=none``. The output layer and the loss are fused (:func:`~sarnmt.loss.linear_nll`) as the cGRU's, unless
+``kernels=plain``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class InputFeedingLSTM(LSTMTranslator):
     :param src_vocab_size: V_src.  :param tgt_vocab_size: V.  :param emb_dim: e.  :param hidden_dim: h.
     :param variant: the ``decoder=none`` partial (no parameters, never called).
     :param dropout: the tutorial's dropout on o_t.  :param dropout_embeddings: on both sides' embeddings.
-    :param init_std: the Gaussian's scale.
+    :param init_std: the Gaussian's scale.  :param kernels: see :class:`~sarnmt.models.lstm.base.LSTMTranslator`.
     """
 
     hooks: ClassVar[frozenset[str]] = frozenset()
@@ -41,9 +42,9 @@ class InputFeedingLSTM(LSTMTranslator):
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, emb_dim: int, hidden_dim: int,
                  variant: Callable[..., nn.Module], dropout: float = 0.0, dropout_embeddings: float = 0.0,
-                 init_std: float = PAPER_STD) -> None:  # fmt: skip
+                 init_std: float = PAPER_STD, kernels: str = "auto") -> None:  # fmt: skip
         with normal_std(init_std):
-            super().__init__(tgt_vocab_size, emb_dim, hidden_dim, variant, dropout_embeddings)
+            super().__init__(tgt_vocab_size, emb_dim, hidden_dim, variant, dropout_embeddings, kernels)
             self.encoder = LSTMEncoder(src_vocab_size, emb_dim, hidden_dim, True, dropout_embeddings)
             self.init_hidden = init_linear_(nn.Linear(2 * hidden_dim, hidden_dim, bias=False))  # W_h
             self.init_cell = init_linear_(nn.Linear(2 * hidden_dim, hidden_dim, bias=False))  # W_c
@@ -76,4 +77,6 @@ class InputFeedingLSTM(LSTMTranslator):
         return self.vocab(features)
 
     def output_nll(self, features: Tensor, target_context: Tensor | None, target: Tensor) -> Tensor:
-        return linear_nll(features, self.vocab.weight, None, target)
+        if self.kernels(features).fused_output:
+            return linear_nll(features, self.vocab.weight, None, target)
+        return super().output_nll(features, target_context, target)

@@ -38,16 +38,17 @@ class _LectureLSTM(LSTMTranslator):
     :param src_vocab_size: V_src.  :param tgt_vocab_size: V.  :param emb_dim: e.  :param hidden_dim: d.
     :param variant: the ``decoder=`` partial (R_j of width V).  :param dropout_embeddings: on both sides' embeddings.
     :param dropout_hidden: on γ(j) and c(j) before the output layer.  :param init_std: the Gaussian's scale.
+    :param kernels: see :class:`~sarnmt.models.lstm.base.LSTMTranslator`.
     """
 
     bidirectional: bool = False
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, emb_dim: int, hidden_dim: int,
                  variant: Callable[..., nn.Module], dropout_embeddings: float = 0.0, dropout_hidden: float = 0.0,
-                 init_std: float = PAPER_STD) -> None:  # fmt: skip
+                 init_std: float = PAPER_STD, kernels: str = "auto") -> None:  # fmt: skip
         context_dim = 2 * hidden_dim if self.bidirectional else hidden_dim
         with normal_std(init_std):
-            super().__init__(tgt_vocab_size, emb_dim, hidden_dim, variant, dropout_embeddings)
+            super().__init__(tgt_vocab_size, emb_dim, hidden_dim, variant, dropout_embeddings, kernels)
             self.encoder = LSTMEncoder(src_vocab_size, emb_dim, hidden_dim, self.bidirectional, dropout_embeddings)
             self.cell = nn.LSTMCell(emb_dim + context_dim, hidden_dim)  # θ_d
             init_lstm_(self.cell)
@@ -97,9 +98,9 @@ class AttentionLSTM(_LectureLSTM):
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, emb_dim: int, hidden_dim: int,
                  variant: Callable[..., nn.Module], dropout_embeddings: float = 0.0, dropout_hidden: float = 0.0,
-                 init_std: float = PAPER_STD) -> None:  # fmt: skip
+                 init_std: float = PAPER_STD, kernels: str = "auto") -> None:  # fmt: skip
         super().__init__(src_vocab_size, tgt_vocab_size, emb_dim, hidden_dim, variant, dropout_embeddings,
-                         dropout_hidden, init_std)  # fmt: skip
+                         dropout_hidden, init_std, kernels)  # fmt: skip
         with normal_std(init_std):
             self.attention = SourceAttention(hidden_dim, 2 * hidden_dim)  # θ_a
 
@@ -110,4 +111,4 @@ class AttentionLSTM(_LectureLSTM):
         return memory, self.zero_state(final[0])
 
     def context(self, query, memory):
-        return self.attention(query, memory)
+        return self.attention(query, memory, self.kernels(query).chunked_attention)

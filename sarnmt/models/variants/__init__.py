@@ -6,4 +6,7 @@ from sarnmt.models.variants.memory_rnn import MemoryRNN
 from sarnmt.models.variants.self_attentive_residual import SelfAttentiveResidual
 from sarnmt.models.variants.self_attentive_rnn import SelfAttentiveRNN
 
-__all__ = ["Baseline", "DecoderVariant", "MeanResidual", "MemoryRNN", "NoTargetContext", "SelfAttentiveRNN", "SelfAttentiveResidual"]
+__all__ = [
+    "Baseline", "DecoderVariant", "MeanResidual", "MemoryRNN", "NoTargetContext", "SelfAttentiveRNN",
+    "SelfAttentiveResidual",
+]  # fmt: skip
