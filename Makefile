@@ -50,6 +50,9 @@ reproduce-table4:  ## Table 4 (content vs content+scope), its content row is Tab
 reproduce-tables:  ## Tables 1-4, every run once
 	$(PY) -m sarnmt.reproduce table=all scale=$(SCALE) $(ARGS)
 
+systems-m30k:  ## every system of the seeds on Multi30K En->De at the README's budget (resumable; hours on a CPU)
+	PY=$(PY) sweeps/systems/run.sh $(SYSTEMS)
+
 tables:  ## render Tables 1-4 from the records: make tables SCALE=mini
 	$(PY) -m sarnmt.tables table=all scale=$(SCALE) $(ARGS)
 
@@ -57,4 +60,4 @@ clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
 .PHONY: help install test test-full lint train params bench reproduce-table1 reproduce-table2 reproduce-table3 \
-	reproduce-table4 reproduce-tables tables clean-logs
+	reproduce-table4 reproduce-tables systems-m30k tables clean-logs

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Every system of the seeds on Multi30K En->De at the README's GRU budget (`make systems-m30k`; README, "Every
+# system of the seeds"): model=small-size models, Adam 1e-3, dev BLEU after every epoch, 6 epochs (the README's
+# model=small figure reached its 6th epoch in its 28 minutes), the best dev-BLEU checkpoint decoded on test2016
+# with beam 5 and greedily.
+#
+# Resumable: a run's folder is outputs/systems-m30k/<name>; an interrupted run restarts from its last.ckpt
+# (rewritten every 3 minutes); a finished system (its greedy record written) is skipped. Records (eval.test.json,
+# hypotheses) go to sweeps/results/systems-m30k/<name>/{beam5,greedy}; a record is written only after its decoding
+# finished (sarnmt.evaluate writes it last). Usage: sweeps/systems/run.sh [name ...] (default: all), PY=python.
+set -euo pipefail
+PY=${PY:-.venv/bin/python}
+DATA=${DATA:-../shared/data}
+declare -A SYSTEMS=(
+  [cgru_baseline]="model=small decoder=baseline"
+  [cgru_self_attentive]="model=small decoder=self_attentive_content"
+  [lstm_fixed_context]="model=lstm_fixed_context_small"
+  [lstm_ff_attention]="model=lstm_ff_attention_small"
+  [lstm_ff_attention_self_attentive]="model=lstm_ff_attention_small decoder=self_attentive_content"
+  [lstm_input_feeding]="model=lstm_input_feeding_small"
+)
+ORDER=(cgru_baseline lstm_input_feeding lstm_ff_attention lstm_fixed_context cgru_self_attentive
+       lstm_ff_attention_self_attentive)
+names=("$@")
+[ ${#names[@]} -eq 0 ] && names=("${ORDER[@]}")
+for name in "${names[@]}"; do
+  [ -n "${SYSTEMS[$name]+x}" ] || { echo "unknown system '$name'; valid: ${ORDER[*]}" >&2; exit 2; }
+  run=outputs/systems-m30k/$name
+  out=sweeps/results/systems-m30k/$name
+  if [ -f "$out/greedy/eval.test.json" ]; then echo "$name: done"; continue; fi
+  resume=()
+  [ -f "$run/checkpoints/last.ckpt" ] && resume=("ckpt_path=$run/checkpoints/last.ckpt")
+  if [ ! -f "$run/trained" ]; then
+    # shellcheck disable=SC2086
+    $PY -m sarnmt.train data=multi30k_en_de data.root="$DATA" ${SYSTEMS[$name]} optim=adam optim.lr=0.001 \
+      trainer.max_epochs=6 callbacks.resume_checkpoint.train_time_interval.minutes=3 \
+      trainer.enable_progress_bar=false '~callbacks.progress_bar' hydra.run.dir="$run" "${resume[@]}"
+    touch "$run/trained"
+  fi
+  # the checkpoint with the best dev BLEU (its name ends in -bleu<score>.ckpt)
+  best=$(ls "$run"/checkpoints/epoch*-bleu*.ckpt | awk -F'-bleu' '{print $2 "\t" $0}' | sort -g -r | head -1 | cut -f2)
+  for search in beam5 greedy; do
+    decoding=$([ $search = beam5 ] && echo "decoding=beam decoding.beam_size=5" || echo "decoding=greedy")
+    # shellcheck disable=SC2086
+    $PY -m sarnmt.evaluate ckpt_path="$best" data=multi30k_en_de data.root="$DATA" split=test $decoding \
+      progress=false output_dir="$out/$search"
+  done
+done
