@@ -214,3 +214,28 @@ def test_checkpoint_of_an_unknown_or_incompatible_model_is_named(trained, tmp_pa
     with pytest.raises(CheckpointError, match=r"mismatched.ckpt holds model .*InputFeedingLSTM.* with decoder .*"
                                               r"SelfAttentiveResidual.*valid decoder= options for this model: none"):
         load_model(tmp_path / "mismatched.ckpt")
+
+
+@pytest.mark.parametrize("model", ["lstm_fixed_context_tiny", "lstm_input_feeding_tiny"])
+def test_lstm_checkpoints_translate_and_evaluate(model, tmp_path):
+    """A new model family goes through the same tools: translate (with attention and n-best output) and evaluate."""
+    overrides = [*TOY, f"model={model}", "model.emb_dim=16", "model.hidden_dim=24", "trainer.max_epochs=1",
+                 "trainer.enable_progress_bar=false", "~callbacks.progress_bar", "logger=csv"]  # fmt: skip
+    result = train(compose_train(overrides, output_dir=tmp_path / "run"))
+    path = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    loaded = load_model(path)
+    assert loaded.parameters == result["parameters"] and loaded.net_config["model"]["_target_"].endswith("LSTM")
+    text = "a b c\n\nd e f g\n"
+    out = io.StringIO()
+    cfg = compose_tool("translate", [f"ckpt_path={path}", "progress=false", "decoding=beam", "decoding.beam_size=3",
+                                     "nbest=2", f"attention={tmp_path / 'att.jsonl'}"])  # fmt: skip
+    assert translate(cfg, io.StringIO(text), out) == 3
+    assert {line.split(" ||| ")[0] for line in out.getvalue().splitlines()} == {"0", "1", "2"}
+    records = [json.loads(line) for line in (tmp_path / "att.jsonl").read_text().splitlines()]
+    if model == "lstm_fixed_context_tiny":  # no source attention to write
+        assert all(r["src_attention"] is None for r in records)
+    else:
+        assert all(abs(sum(row) - 1.0) < 1e-5 for row in records[0]["src_attention"])
+    record = evaluate(compose_tool("evaluate", [f"ckpt_path={path}", *TOY, f"output_dir={tmp_path}", "progress=false",
+                                                "decoding=greedy"]))  # fmt: skip
+    assert record["parameters"] == result["parameters"] and 0 <= record["bleu"]["score"] <= 100
