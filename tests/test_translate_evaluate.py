@@ -202,15 +202,17 @@ def test_a_checkpoint_written_by_the_first_release_still_loads_and_decodes_the_s
 def test_checkpoint_of_an_unknown_or_incompatible_model_is_named(trained, tmp_path):
     path, _ = trained
     original = torch.load(path, map_location="cpu", weights_only=True)
-    unknown = json.loads(json.dumps(original["sarnmt"]))
-    unknown["net_config"]["model"]["_target_"] = "sarnmt.models.transformer.Transformer"
-    torch.save(dict(original, sarnmt=unknown), tmp_path / "unknown.ckpt")
+
+    def holding(model_target: str, name: str) -> None:  # the checkpoint, its stored model replaced
+        info = json.loads(json.dumps(original["sarnmt"]))
+        info["net_config"]["model"]["_target_"] = model_target
+        torch.save(dict(original, sarnmt=info), tmp_path / name)
+
+    holding("sarnmt.models.transformer.Transformer", "unknown.ckpt")
     with pytest.raises(CheckpointError, match=r"unknown.ckpt holds model 'sarnmt.models.transformer.Transformer'.*"
                                               r"not a class this installation has"):
         load_model(tmp_path / "unknown.ckpt")
-    mismatched = json.loads(json.dumps(original["sarnmt"]))
-    mismatched["net_config"]["model"]["_target_"] = "sarnmt.models.lstm.InputFeedingLSTM"
-    torch.save(dict(original, sarnmt=mismatched), tmp_path / "mismatched.ckpt")
+    holding("sarnmt.models.lstm.InputFeedingLSTM", "mismatched.ckpt")
     with pytest.raises(CheckpointError, match=r"mismatched.ckpt holds model .*InputFeedingLSTM.* with decoder .*"
                                               r"SelfAttentiveResidual.*valid decoder= options for this model: none"):
         load_model(tmp_path / "mismatched.ckpt")

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from sarnmt.models.gru import gru_update, gru_update_plain
-from sarnmt.models.init import init_linear_, normal_, orthogonal_blocks_, zeros_
+from sarnmt.models.init import init_linear_, init_recurrent_, normal_
 from sarnmt.models.kernels import FUSED, KernelChoice, Kernels
 from sarnmt.models.loop_linear import LoopLinear
 
@@ -39,13 +39,7 @@ class DL4MTBiGRU(nn.GRU):
         self._init_flat_weights()
 
     def reset_parameters(self) -> None:  # called by nn.GRU.__init__
-        for name, param in self.named_parameters(recurse=False):
-            if name.startswith("weight_ih"):
-                normal_(param)
-            elif name.startswith("weight_hh"):
-                orthogonal_blocks_(param, self.hidden_size)
-            else:
-                zeros_(param)
+        init_recurrent_(self)
 
     def packed(self, emb: Tensor, src_mask: Tensor) -> Tensor:
         """PyTorch's GRU over packed sequences.

@@ -69,6 +69,19 @@ def zeros_(tensor: Tensor | None) -> None:
         tensor.zero_()
 
 
+@torch.no_grad()
+def init_recurrent_(rnn: nn.Module) -> None:
+    """A PyTorch RNN's (GRU, LSTM, their cells) own weights: input matrices std·N(0, 1), recurrent matrices
+    orthogonal gate block by gate block, biases zero."""
+    for name, param in rnn.named_parameters(recurse=False):
+        if name.startswith("weight_ih"):
+            normal_(param)
+        elif name.startswith("weight_hh"):
+            orthogonal_blocks_(param, rnn.hidden_size)
+        else:
+            zeros_(param)
+
+
 def init_linear_(layer: nn.Linear, orthogonal_if_square: bool = True) -> nn.Linear:
     """dl4mt ``param_init_fflayer``: ``norm_weight`` for W (or plain N when ``orthogonal_if_square`` is False,
     as for ``ff_logit_prev``) and a zero bias."""

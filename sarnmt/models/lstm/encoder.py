@@ -20,18 +20,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from sarnmt.models.init import normal_, orthogonal_blocks_, zeros_
-
-
-def init_lstm_(lstm: nn.LSTM | nn.LSTMCell) -> None:
-    """The suite's initialisation of an LSTM's weights (see the module docstring)."""
-    for name, param in lstm.named_parameters():
-        if name.startswith("weight_ih"):
-            normal_(param)
-        elif name.startswith("weight_hh"):
-            orthogonal_blocks_(param, lstm.hidden_size)
-        else:
-            zeros_(param)
+from sarnmt.models.init import init_recurrent_, normal_
 
 
 class LSTMEncoder(nn.Module):
@@ -48,7 +37,7 @@ class LSTMEncoder(nn.Module):
         self.rnn = nn.LSTM(emb_dim, hidden_dim, batch_first=True, bidirectional=bidirectional)
         self.dropout_embeddings = nn.Dropout(dropout_embeddings)
         normal_(self.embedding.weight)
-        init_lstm_(self.rnn)
+        init_recurrent_(self.rnn)
 
     def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """:param src: shape (B, S), EOS included.  :param src_mask: shape (B, S), True on real positions.

@@ -22,9 +22,9 @@ from torch import Tensor, nn
 
 from sarnmt.loss import linear_nll
 from sarnmt.models.attention import BilinearAttention
-from sarnmt.models.init import PAPER_STD, init_linear_, normal_std
+from sarnmt.models.init import PAPER_STD, init_linear_, init_recurrent_, normal_std
 from sarnmt.models.lstm.base import LSTMTranslator
-from sarnmt.models.lstm.encoder import LSTMEncoder, init_lstm_
+from sarnmt.models.lstm.encoder import LSTMEncoder
 from sarnmt.models.state import DecoderState, SourceMemory
 
 
@@ -49,7 +49,7 @@ class InputFeedingLSTM(LSTMTranslator):
             self.init_hidden = init_linear_(nn.Linear(2 * hidden_dim, hidden_dim, bias=False))  # W_h
             self.init_cell = init_linear_(nn.Linear(2 * hidden_dim, hidden_dim, bias=False))  # W_c
             self.cell = nn.LSTMCell(emb_dim + hidden_dim, hidden_dim)
-            init_lstm_(self.cell)
+            init_recurrent_(self.cell)
             self.attention = BilinearAttention(hidden_dim, 2 * hidden_dim)  # W_attProj
             self.combined = init_linear_(nn.Linear(3 * hidden_dim, hidden_dim, bias=False))  # W_u
             self.vocab = init_linear_(nn.Linear(hidden_dim, tgt_vocab_size, bias=False))  # W_vocab

@@ -26,9 +26,9 @@ import torch
 from torch import Tensor, nn
 
 from sarnmt.models.attention import SourceAttention
-from sarnmt.models.init import PAPER_STD, init_linear_, normal_std
+from sarnmt.models.init import PAPER_STD, init_linear_, init_recurrent_, normal_std
 from sarnmt.models.lstm.base import LSTMTranslator
-from sarnmt.models.lstm.encoder import LSTMEncoder, init_lstm_
+from sarnmt.models.lstm.encoder import LSTMEncoder
 from sarnmt.models.state import DecoderState, SourceMemory
 
 
@@ -51,7 +51,7 @@ class _LectureLSTM(LSTMTranslator):
             super().__init__(tgt_vocab_size, emb_dim, hidden_dim, variant, dropout_embeddings, kernels)
             self.encoder = LSTMEncoder(src_vocab_size, emb_dim, hidden_dim, self.bidirectional, dropout_embeddings)
             self.cell = nn.LSTMCell(emb_dim + context_dim, hidden_dim)  # θ_d
-            init_lstm_(self.cell)
+            init_recurrent_(self.cell)
             self.output = init_linear_(nn.Linear(hidden_dim + context_dim, tgt_vocab_size, bias=False))  # [V_γ V_c]
             self.dropout_hidden = nn.Dropout(dropout_hidden)
 
