@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.average import average_checkpoints, last_checkpoints
 from sarnmt.lit_module import TranslationModule, count_parameters
-from sarnmt.models.factory import build_model, check_combination, net_config
+from sarnmt.models.factory import ModelConfigError, build_model, check_combination, net_config
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
 
@@ -122,7 +123,10 @@ def report(result: dict[str, Any]) -> str:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    result = train(cfg)
+    try:
+        result = train(cfg)
+    except ModelConfigError as err:  # a model= / decoder= pair that does not go together: one line, no traceback
+        sys.exit(f"error: {err}")
     print(report(result), flush=True)
     return result.get("val/bleu")
 

@@ -31,6 +31,18 @@ def test_params_unknown_decoder_lists_choices():
     assert "Could not find 'decoder/nope'" in out.stderr and "self_attentive_content" in out.stderr
 
 
+def test_train_and_params_refuse_a_pair_that_does_not_go_together_in_one_line():
+    out = _run(["sarnmt.train", "model=lstm_input_feeding_tiny", "decoder=mean_residual"])
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        "error: decoder MeanResidual (hooks: readout) does not go with model InputFeedingLSTM (offers: no hook; "
+        "needs: nothing); valid decoder= options for this model: none")  # fmt: skip
+    out = _run(["sarnmt.params", "model=lstm_fixed_context", "decoder=memory_rnn"])
+    assert out.returncode == 2 and "valid decoder= options for this model: baseline, mean_residual" in out.stderr
+    out = _run(["sarnmt.params", "model=lstm_ff_attention_small", "decoder=all"])
+    assert out.returncode == 0 and "| self_attentive_content |" in out.stdout and "memory_rnn" not in out.stdout
+
+
 def test_train_help_lists_groups():
     out = _run(["sarnmt.train", "--help"])
     assert out.returncode == 0
