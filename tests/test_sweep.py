@@ -488,3 +488,25 @@ print(json.dumps({"cached": report["cached"], "cache": report["cache"]}))
 
 def test_smoke_scale_yaml_is_valid_omegaconf():
     assert OmegaConf.load(ROOT / "sweeps" / "scales" / "smoke.yaml").pairs.en_de.tests.nt16 == "test"
+
+
+def test_systems_table_reads_evaluate_records_and_lists_unfinished_systems(tmp_path, capsys):
+    from sarnmt.sweep.systems import main, systems_table
+
+    def record(folder, search, bleu):
+        path = tmp_path / folder / search / "eval.test.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({
+            "parameters": 1234567, "global_step": 678, "bleu": {"score": bleu}, "bleu_tokenized": {"score": bleu + 0.5},
+            "chrf": {"score": 60.0}, "model": {"model": {"_target_": "sarnmt.models.lstm.InputFeedingLSTM"},
+                                               "decoder": {"_target_": "sarnmt.models.variants.NoTargetContext"}},
+        }))  # fmt: skip
+
+    record("lstm_input_feeding", "beam5", 30.25)
+    record("lstm_input_feeding", "greedy", 29.0)
+    record("lstm_ff_attention", "beam5", 28.0)  # greedy not decoded yet
+    table = systems_table(tmp_path)
+    assert "| lstm_ff_attention | | | | | not finished | | | |" in table
+    assert ("| lstm_input_feeding | InputFeedingLSTM | NoTargetContext | 1,234,567 | 678 | 30.25 | 29.00 | 30.75 "
+            "| 60.00 |") in table  # fmt: skip
+    assert main([str(tmp_path / "nothing")]) == 2 and "no system folders" in capsys.readouterr().err

@@ -7,7 +7,8 @@
 # Resumable: a run's folder is outputs/systems-m30k/<name>; an interrupted run restarts from its last.ckpt
 # (rewritten every 3 minutes); a finished system (its greedy record written) is skipped. Records (eval.test.json,
 # hypotheses) go to sweeps/results/systems-m30k/<name>/{beam5,greedy}; a record is written only after its decoding
-# finished (sarnmt.evaluate writes it last). Usage: sweeps/systems/run.sh [name ...] (default: all), PY=python.
+# finished (sarnmt.evaluate writes it last); the table of all of them is printed and written to table.md at the end
+# (python -m sarnmt.sweep.systems). Usage: sweeps/systems/run.sh [name ...] (default: all), PY=python.
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
 DATA=${DATA:-../shared/data}
@@ -46,3 +47,4 @@ for name in "${names[@]}"; do
       progress=false output_dir="$out/$search"
   done
 done
+$PY -m sarnmt.sweep.systems sweeps/results/systems-m30k | tee sweeps/results/systems-m30k/table.md

@@ -1,0 +1,69 @@
+"""The comparison of every system of the seeds on one corpus (``make systems-m30k``, ``sweeps/systems/run.sh``):
+one Markdown row per system, read from its ``sarnmt.evaluate`` records ``<results>/<system>/{beam5,greedy}/
+eval.test.json``. A system whose records are not both there is listed as not finished, never left out.
+
+``python -m sarnmt.sweep.systems [RESULTS_DIR]`` prints the table (default ``sweeps/results/systems-m30k``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+SEARCHES = ("beam5", "greedy")
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not a JSON record ({err})") from err
+
+
+def _name(target: str | None) -> str:
+    return "" if not target else target.rsplit(".", 1)[-1]
+
+
+def systems_table(results_dir: Path) -> str:
+    """:param results_dir: one folder per system.  :returns: the Markdown table (header and one row per system)."""
+    folders = sorted(p for p in Path(results_dir).iterdir() if p.is_dir()) if Path(results_dir).is_dir() else []
+    if not folders:
+        raise ValueError(f"{results_dir}: no system folders (run sweeps/systems/run.sh first)")
+    lines = [
+        "| system | model | decoder | parameters | updates | BLEU beam 5 | BLEU greedy | tokenised BLEU beam 5 "
+        "| chrF beam 5 |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for folder in folders:
+        records = {search: _read(folder / search / "eval.test.json") for search in SEARCHES}
+        first = next((r for r in records.values() if r is not None), None)
+        if first is None or any(r is None for r in records.values()):
+            lines.append(f"| {folder.name} | | | | | not finished | | | |")
+            continue
+        beam, greedy = records["beam5"], records["greedy"]
+        model = first.get("model", {})
+        lines.append(
+            f"| {folder.name} | {_name(model.get('model', {}).get('_target_'))} "
+            f"| {_name(model.get('decoder', {}).get('_target_'))} | {first['parameters']:,} | {first['global_step']:,} "
+            f"| {beam['bleu']['score']:.2f} | {greedy['bleu']['score']:.2f} | {beam['bleu_tokenized']['score']:.2f} "
+            f"| {beam['chrf']['score']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    results = Path(argv[0]) if argv else Path("sweeps/results/systems-m30k")
+    try:
+        print(systems_table(results))
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
