@@ -35,12 +35,13 @@ from sarnmt.models.variants.base import DecoderVariant
 @dataclass
 class StepOutput:
     """:param logits: shape (B, V).  :param state: the state before the next step.
-    :param src_attention: α over the source, shape (B, S).
+    :param src_attention: α over the source, shape (B, S), or None for a model without attention (the
+        fixed-context LSTM).
     :param tgt_attention: the variant's attention over its history, shape (B, t), or None."""
 
     logits: Tensor
     state: DecoderState
-    src_attention: Tensor
+    src_attention: Tensor | None
     tgt_attention: Tensor | None
 
 
@@ -60,11 +61,11 @@ class LoopWeights:
 @dataclass
 class DecoderOutput:
     """:param logits: shape (B, T, V), or (N, V) when only N selected positions were read out.
-    :param src_attention: shape (B, T, S).
+    :param src_attention: shape (B, T, S), or None for a model without attention.
     :param tgt_attention: shape (B, T, T) (row t over history items 0..t), or None."""
 
     logits: Tensor
-    src_attention: Tensor
+    src_attention: Tensor | None
     tgt_attention: Tensor | None
 
 
