@@ -16,11 +16,10 @@ from hydra.utils import get_class
 from omegaconf import DictConfig
 
 from sarnmt.lit_module import count_parameters
-from sarnmt.models.factory import ModelConfigError, build_model, valid_decoders
+from sarnmt.models.factory import PAPER_MODEL, ModelConfigError, build_model, valid_decoders
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
-PAPER_MODEL = "sarnmt.models.seq2seq.Seq2Seq"  # the paper's cGRU: the model Table 1 counts
 # Table 1's |Θ| column, by decoder config (the paper reports millions truncated to one decimal).
 TABLE1 = {
     "baseline": "108.7M",

@@ -35,6 +35,7 @@ from torch import Tensor, nn
 
 from sarnmt.data.batching import EOS
 from sarnmt.models.attention import SourceAttention
+from sarnmt.models.factory import PAPER_MODEL
 from sarnmt.models.history import HistoryAttention
 from sarnmt.models.seq2seq import Seq2Seq
 from sarnmt.models.variants import (
@@ -46,7 +47,7 @@ from sarnmt.models.variants import (
     SelfAttentiveRNN,
 )
 
-REFERENCE_MODEL = "sarnmt.models.seq2seq.Seq2Seq"  # the model class this module reimplements (the paper's cGRU)
+REFERENCE_MODEL = PAPER_MODEL  # the model class this module reimplements (the paper's cGRU)
 
 # Where a variant's history plugs in. The variants are code, not data, so this one piece is class dispatch (exact
 # types: a new variant must be added here rather than silently computed as the baseline); everything else is read

@@ -203,9 +203,10 @@ def _trace_back(
             result.src_attention.append(torch.stack([row[: int(src_lengths[sent])] for row in src_rows]))
         if return_attention and tgt_rows:
             result.tgt_attention.append(square(tgt_rows))
-        if nbest > 1:
+        if nbest > 1:  # entry 0 is the 1-best just traced
             result.nbest.append([
-                NBestEntry(_follow(steps, sent, *refs[sent][i], False)[0], raw[sent][i], norm[sent][i])
+                NBestEntry(tokens if i == 0 else _follow(steps, sent, *refs[sent][i], False)[0], raw[sent][i],
+                           norm[sent][i])
                 for i in range(nbest) if norm[sent][i] > NEG_INF
             ])  # fmt: skip
     return result

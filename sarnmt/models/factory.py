@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+PAPER_MODEL = "sarnmt.models.seq2seq.Seq2Seq"  # the paper's cGRU: counted by Table 1, reimplemented by the bench
 LEGACY_DECODER_KEYS = ("emb_dim", "hidden_dim")  # early checkpoints stored the variant's config resolved
 
 

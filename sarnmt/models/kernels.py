@@ -57,15 +57,20 @@ class KernelChoice:
         if choice not in CHOICES:
             raise ValueError(f"kernels must be one of {CHOICES}, got {choice!r}")
         self.choice = choice
+        # resolved once for each (GPU?, autograd on?): every decoder step asks, and gets a dict lookup
+        self._resolved = {(cuda, grad): self._resolve(cuda, grad) for cuda in (False, True) for grad in (False, True)}
+
+    def _resolve(self, cuda: bool, grad: bool) -> Kernels:
+        kernels = PLAIN if self.choice == "plain" else FUSED
+        if self.choice == "auto" and cuda:
+            kernels = replace(kernels, unrolled_encoder=False)
+        # deferring gradients needs them; chunking is for the buffer-free search
+        return replace(kernels, loop_weights=kernels.loop_weights and grad,
+                       chunked_attention=kernels.chunked_attention and not grad)  # fmt: skip
 
     def __call__(self, like: Tensor) -> Kernels:
         """:param like: any tensor of the call (its device decides ``auto``)."""
-        kernels = PLAIN if self.choice == "plain" else FUSED
-        if self.choice == "auto" and like.is_cuda:
-            kernels = replace(kernels, unrolled_encoder=False)
-        grad = torch.is_grad_enabled()  # deferring gradients needs them; chunking is for the buffer-free search
-        return replace(kernels, loop_weights=kernels.loop_weights and grad,
-                       chunked_attention=kernels.chunked_attention and not grad)  # fmt: skip
+        return self._resolved[(like.is_cuda, torch.is_grad_enabled())]
 
     def __repr__(self) -> str:
         return f"KernelChoice({self.choice!r})"
