@@ -9,63 +9,79 @@ import pytest
 import torch
 
 from sarnmt.bench.__main__ import compose_bench, main
+from sarnmt.bench.decode import evenly_spaced
 from sarnmt.bench.report import checks, markdown
-from sarnmt.bench.run import bench, evenly_spaced
-from sarnmt.bench.workload import corpus_workload, hashed_ids, sorted_batches
+from sarnmt.bench.run import bench
+from sarnmt.bench.workload import corpus_workload, hashed_ids, sorted_batches, synthetic_workload
 from sarnmt.utils.allocator import keep_freed_memory
+from sarnmt.utils.precision import native_bf16
 
 TINY = ["model=tiny", "model.emb_dim=16", "model.hidden_dim=24", "vocab=50", "batch_size=4", "train_batches=2",
-        "repeats=1", "corpus.src=/nonexistent", "decode.single=2", "threads=1"]  # fmt: skip
+        "repeats=1", "workloads=[multi30k]", "lengths.multi30k.src=null", "decode.single=2", "threads=1",
+        "plot=false"]  # fmt: skip
+PEERS = ("plain", "reference")
 
 
-def test_bench_measures_every_figure_and_plots(tmp_path):
+def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
     cfg, systems = compose_bench([*TINY, "decoders=[baseline,self_attentive_rnn]", "plot=true",
                                   "systems=[lstm_input_feeding_tiny]", "plot_lengths=[3,6]", "plot_batch_sizes=[2,4]",
-                                  f"out_dir={tmp_path}"])  # fmt: skip
+                                  "workloads=[multi30k,wmt]", "lengths.wmt.src=/nonexistent",
+                                  "lengths.wmt.synthetic=[5,12,8]", f"out_dir={tmp_path}"])  # fmt: skip
     record = bench(cfg, systems)
-    assert record["workload"]["description"] == "synthetic sentences of 6-30 tokens"
-    assert record["workload"]["pairs"] == 4 * 2 * 8 and len(record["workload"]["padded_lengths"]) == 2
-    names = [v["decoder"] for v in record["variants"]]
-    assert names == ["baseline", "self_attentive_rnn", "lstm_input_feeding_tiny"]
-    lstm = record["variants"][2]  # timed beside the cGRU variants, without the (cGRU) textbook reference
-    for key in ("train_tok_s", "greedy_batched", "beam5_single", "activation_mib", "train_flops_per_token"):
-        assert lstm[key] > 0, key
-    assert not any(key.startswith("reference") for key in lstm) and "train_overhead_vs_baseline" in lstm
-    assert "| lstm_input_feeding_tiny | " in markdown(record)
-    for v in record["variants"][:2]:
-        for key in ("train_tok_s", "reference_train_tok_s", "greedy_batched", "greedy_single", "beam5_batched",
-                    "beam5_single", "reference_greedy_batched", "activation_mib", "reference_activation_mib",
-                    "train_flops_per_token", "reference_train_flops_per_token", "train_gflop_s", "model_tok_s",
-                    "reference_model_tok_s", "optimizer_ms", "reference_optimizer_ms"):
-            assert v[key] > 0, key
-        assert v["train_speedup_vs_reference"] == pytest.approx(v["train_tok_s"] / v["reference_train_tok_s"])
-        assert v["model_speedup_vs_reference"] == pytest.approx(v["model_tok_s"] / v["reference_model_tok_s"])
-        assert v["model_tok_s"] > v["train_tok_s"]  # the optimizer step is part of the whole step
-        assert v["peak_mib"] is None  # CPU: no allocator peak; activation memory instead
-        # the textbook loop recomputes the attention keys at every step: more matrix-product work per token
-        assert v["reference_train_flops_per_token"] > 1.2 * v["train_flops_per_token"]
-        assert "share_of_peak" not in v  # peak_gflop_s not given
-    assert record["variants"][0]["train_overhead_vs_baseline"] == 0.0
-    # the self-attentive RNN keeps more for backward than the baseline (its attention over past states)
-    assert record["variants"][1]["activation_mib"] > record["variants"][0]["activation_mib"]
+    short, long = record["runs"]
+    assert short["workload"]["name"] == "multi30k" and long["workload"]["name"] == "wmt"
+    assert short["workload"]["description"] == "synthetic sentences of 3-30 tokens, mean 12"
+    assert long["workload"]["description"] == "synthetic sentences of 5-12 tokens, mean 8"
+    assert short["workload"]["pairs"] == 4 * 2 * 8 and len(short["workload"]["padded_lengths"]) == 2
+    for run in record["runs"]:
+        names = [v["decoder"] for v in run["variants"]]
+        assert names == ["baseline", "self_attentive_rnn", "lstm_input_feeding_tiny"]
+        lstm = run["variants"][2]  # timed beside the cGRU variants, without the (cGRU) peers
+        for key in ("train_tok_s", "greedy_batched", "beam5_single", "activation_mib", "train_flops_per_token"):
+            assert lstm[key] > 0, key
+        assert not any(key.startswith(PEERS) for key in lstm) and "train_overhead_vs_baseline" in lstm
+        for v in run["variants"][:2]:
+            for key in ("train_tok_s", "greedy_batched", "greedy_single", "beam5_batched", "beam5_single",
+                        "activation_mib", "train_flops_per_token", "train_gflop_s", "model_tok_s", "optimizer_ms",
+                        "reference_greedy_batched", "plain_greedy_batched", "plain_beam5_batched"):
+                assert v[key] > 0, key
+            for peer in PEERS:
+                for key in ("train_tok_s", "activation_mib", "train_flops_per_token", "model_tok_s", "optimizer_ms",
+                            "train_gflop_s"):
+                    assert v[f"{peer}_{key}"] > 0, f"{peer}_{key}"
+                assert v[f"train_speedup_vs_{peer}"] == pytest.approx(v["train_tok_s"] / v[f"{peer}_train_tok_s"])
+                assert v[f"model_speedup_vs_{peer}"] == pytest.approx(v["model_tok_s"] / v[f"{peer}_model_tok_s"])
+            assert v["model_tok_s"] > v["train_tok_s"]  # the optimizer step is part of the whole step
+            assert v["peak_mib"] is None  # CPU: no allocator peak; activation memory instead
+            # the textbook loop recomputes the attention keys at every step: more matrix-product work per token
+            # than sarnmt and than the plain peer, which computes them once
+            assert v["reference_train_flops_per_token"] > 1.2 * v["train_flops_per_token"]
+            assert v["reference_train_flops_per_token"] > 1.2 * v["plain_train_flops_per_token"]
+            assert "share_of_peak" not in v  # peak_gflop_s not given
+        assert run["variants"][0]["train_overhead_vs_baseline"] == 0.0
+        # the self-attentive RNN keeps more for backward than the baseline (its attention over past states)
+        assert run["variants"][1]["activation_mib"] > run["variants"][0]["activation_mib"]
     assert set(record["series"]) == {"baseline", "self_attentive_rnn", "lstm_input_feeding_tiny"}
     assert all(len(s["length"]) == 2 and len(s["batch"]) == 2 for s in record["series"].values())
     table = markdown(record)
-    assert "| self_attentive_rnn | " in table and "target ≥ 2.0×" in table
+    assert "workload **multi30k**" in table and "workload **wmt**" in table
+    assert table.count("| self_attentive_rnn | ") == 2 and table.count("| lstm_input_feeding_tiny | ") == 2
+    assert "as the plain peer (target ≥ 1.5×)" in table and "as the textbook reference (target ≥ 2.0×)" in table
     assert "the matrix-product work" in table and "without the optimizer step" in table
-    # sarnmt steps with its fused Adadelta, the textbook reference with PyTorch's, both with the paper's settings
+    # sarnmt steps with its fused Adadelta, the peers with PyTorch's, both with the paper's settings
     assert cfg.optim._target_ == "sarnmt.optim.Adadelta" and cfg.reference_optim._target_ == "torch.optim.Adadelta"
     assert cfg.reference_optim.rho == cfg.optim.rho == 0.95
-    assert any("self_attentive_rnn" in line and "≤ 15%" in line for line in checks(record))
+    assert any("self_attentive_rnn" in line and "≤ 15%" in line for line in checks(record, short))
 
 
 def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys):
-    assert main([*TINY, "decoders=[baseline]", "systems=[]", "reference=false", "peak_gflop_s=1000",
+    assert main([*TINY, "decoders=[baseline]", "systems=[]", "reference=false", "plain=false", "peak_gflop_s=1000",
                  f"out_dir={tmp_path}"]) == 0  # fmt: skip
     (json_path,) = tmp_path.glob("bench-*.json")
     record = json.loads(json_path.read_text())
-    assert "reference_train_tok_s" not in record["variants"][0]
-    assert record["variants"][0]["share_of_peak"] == pytest.approx(record["variants"][0]["train_gflop_s"] / 1000)
+    (variant,) = record["runs"][0]["variants"]
+    assert "reference_train_tok_s" not in variant and "plain_train_tok_s" not in variant
+    assert variant["share_of_peak"] == pytest.approx(variant["train_gflop_s"] / 1000)
     assert json_path.with_suffix(".md").read_text().startswith("device cpu")
     assert "| baseline |" in capsys.readouterr().out
     assert main(["decoders=[baseline,nonsense]"]) == 2
@@ -74,11 +90,16 @@ def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys)
     assert "unknown systems ['lstm_nonsense']" in capsys.readouterr().err
     assert main(["model=lstm_input_feeding_tiny", "decoders=[baseline]", "systems=[]"]) == 2
     assert "valid decoder= options for this model: none" in capsys.readouterr().err
+    assert main(["workloads=[multi30k,europarl]"]) == 2
+    assert "unknown workloads ['europarl']; choose from ['multi30k', 'wmt', 'peers']" in capsys.readouterr().err
     assert main(["nosuchkey=1"]) == 2
     if not torch.cuda.is_available():
         assert main([*TINY, "device=cuda"]) == 2
         assert "device=cuda but no CUDA device is available" in capsys.readouterr().err
-    assert main(["--help"]) == 0 and "plot=true" in capsys.readouterr().out
+    if not native_bf16(torch.device("cpu")):
+        assert main([*TINY, "precision=bf16"]) == 2
+        assert "precision=bf16 but this cpu has no AVX-512 BF16 or AMX" in capsys.readouterr().err
+    assert main(["--help"]) == 0 and "workloads=[multi30k,wmt]" in capsys.readouterr().out
 
 
 def test_single_sentences_are_spread_over_the_batch():
@@ -100,6 +121,10 @@ def test_workloads(tmp_path):
     assert all(b.src.size(0) == 4 for b in batches)
     with pytest.raises(ValueError, match="40 sentence pairs make 10 batches of 4, 11 needed"):
         sorted_batches(pairs, 4, 11)
+    lengths = [len(s) for s, _ in synthetic_workload(4000, 100, (5, 40, 17), seed=1).pairs]
+    assert min(lengths) == 5 and max(lengths) <= 40 and abs(sum(lengths) / len(lengths) - 17) < 0.5
+    with pytest.raises(ValueError, match=r"\[5, 11\] cannot have mean 30 \(a triangular .* mean lies in \[7, 9\]"):
+        synthetic_workload(10, 100, (5, 11, 30), seed=1)
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")

@@ -19,19 +19,22 @@ from sarnmt.utils.runtime import quiet_known_warnings
 
 USAGE = """usage: python -m sarnmt.bench [key=value ...]        (conf/bench.yaml has every option)
 
-Times every decoder variant in one process: training target tokens/s (forward, loss, backward, clipping, optimizer
-step) beside a textbook reference implementation on the same batches, activation memory, and greedy / beam decoding
-sentences/s batched and one sentence at a time. Prints a Markdown table with the targets checked and writes
-<out_dir>/bench-<time>.json and .md (and .png with plot=true).
+Times every decoder variant in one process, on each workload (a set of sentence lengths): training target tokens/s
+(forward, loss, backward, clipping, optimizer step), matrix-product FLOPs and activation memory, and greedy / beam
+decoding sentences/s, for sarnmt beside two peers on the same batches and weights: the model as a competent PyTorch
+user writes it (sarnmt/bench/plain.py) and a textbook implementation that recomputes everything at every step
+(sarnmt/bench/reference.py). Prints a Markdown table per workload with the targets checked, plots training tokens/s
+against sentence length and batch size, and writes <out_dir>/bench-<time>.json, .md and .png.
 
   model=small|paper|tiny         model size (model=paper with vocab=50000 on a GPU)
+  workloads=[multi30k,wmt]       which sentence lengths: multi30k (mean 12), wmt (news, up to 50, mean 21), peers
+                                 (the fairseq side-by-side's corpus, 5-40, mean 17); synthetic when a corpus is absent
   decoders=[baseline,memory_rnn] which variants (default: all six)
   systems=[lstm_input_feeding_small]  other models, each with its own default decoder (default: the three LSTM
-                                 systems at the small size; systems=[] for none); timed without the reference
+                                 systems at the small size; systems=[] for none); timed without the peers
   device=cpu|cuda|auto           threads=N           precision=fp32|bf16
-  batch_size=64  train_batches=3  repeats=3          reference=false skips the textbook implementation
-  corpus.src=… corpus.tgt=…      sentence lengths from a parallel corpus (default: Multi30K under ../shared/data)
-  plot=true                      also plot throughput against sentence length (10-100) and batch size
+  batch_size=64  train_batches=3  repeats=5          plain=false / reference=false skip a peer
+  plot=false                     skip the throughput-against-length plot
 Decoders: {decoders}
 """
 
@@ -45,6 +48,9 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, System]]:
         if unknown:
             raise ValueError(f"bench: unknown decoders {unknown}; choose from {decoder_names()}")
         models = sorted(path.stem for path in (CONF_DIR / "model").glob("*.yaml"))
+        unknown = [name for name in cfg.workloads if name not in cfg.lengths]
+        if unknown:
+            raise ValueError(f"bench: unknown workloads {unknown}; choose from {list(cfg.lengths)}")
         unknown = [name for name in cfg.systems if name not in models]
         if unknown:
             raise ValueError(f"bench: unknown systems {unknown}; choose from the model= options {models}")

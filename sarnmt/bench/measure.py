@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
+from sarnmt.bench.plain import plain_nll
 from sarnmt.bench.reference import reference_logits
 from sarnmt.bench.workload import TrainBatch
 from sarnmt.loss import token_nll, translation_loss
@@ -31,6 +32,12 @@ def sarnmt_nll(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
 def textbook_nll(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
     """The reference implementation's logits at every position, (B, T, V), then PyTorch's cross-entropy."""
     return token_nll(reference_logits(model, batch.src, batch.src_mask, batch.tgt), batch.tgt, batch.tgt_mask)
+
+
+def peer_nll(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
+    """The plain peer (:mod:`sarnmt.bench.plain`): logits at every position, padding included, then
+    ``F.cross_entropy``."""
+    return plain_nll(model, batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
 
 
 def synchronize(device: torch.device) -> None:

@@ -200,7 +200,8 @@ def reference_logits(model: Seq2Seq, src: Tensor, src_mask: Tensor, tgt: Tensor)
     return torch.stack(logits, dim=1)
 
 
-def _kind(model: Seq2Seq) -> str:
+def variant_kind(model: Seq2Seq) -> str:
+    """Which variant's history the reference and the plain implementation compute (see ``_KINDS``)."""
     kind = _KINDS.get(type(model.decoder.variant))
     if kind is None:
         raise TypeError(f"no reference implementation for the decoder variant {type(model.decoder.variant).__name__}")
@@ -216,7 +217,7 @@ def reference_step(
     :param states: s_0 .. s_{t-1}, each (B, d).  :param annotations: (B, S, 2d).  :param mask: (B, S).
     :returns: the logits of step t, shape (B, V).
     """
-    dec, variant, kind, train = model.decoder, model.decoder.variant, _kind(model), model.training
+    dec, variant, kind, train = model.decoder, model.decoder.variant, variant_kind(model), model.training
     if prev is None:
         y_prev = states[0].new_zeros(states[0].size(0), dec.emb_dim)
     else:

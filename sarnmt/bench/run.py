@@ -1,14 +1,16 @@
-"""The benchmark: every decoder variant, beside the textbook reference, and the other systems (``systems``: the LSTM
-models), in one process (``python -m sarnmt.bench``).
+"""The benchmark: every decoder variant, beside the plain peer and the textbook reference, and the other systems
+(``systems``: the LSTM models), in one process (``python -m sarnmt.bench``), on every workload of ``workloads``.
 
-For each variant (``decoders``) and system: training throughput in target tokens per second through forward, the
-paper's loss, backward, clipping and the optimizer step, for sarnmt (with ``optim``) and for
-:mod:`sarnmt.bench.reference` (with ``reference_optim``) on the same length-sorted batches and the same weights,
-interleaved, with the optimizer step also timed on its own; activation memory (what autograd saves for backward)
-and, on a GPU, peak allocated memory; decoding speed in sentences per second for greedy and beam search, batched
-(``batch_size`` sentences per call) and one sentence at a time, and for the reference's greedy loop. The reference
-implements the paper's cGRU only: the LSTM systems are timed without it. :func:`bench` is a pure function of the
-composed config; :mod:`sarnmt.bench.__main__` is the command.
+A workload is a set of sentence lengths (:mod:`sarnmt.bench.workload`): Multi30K's, WMT news's (up to 50 tokens,
+the paper's training lengths) or the peer corpus's. On each, for each variant (``decoders``) and system: training
+throughput in target tokens per second through forward, the loss, backward, clipping and the optimizer step, for
+sarnmt (with ``optim``) and for its two peers (with ``reference_optim``, PyTorch's own optimizer): the *plain*
+implementation a competent user would write (:mod:`sarnmt.bench.plain`) and the *textbook* one that recomputes
+everything at every step (:mod:`sarnmt.bench.reference`), on the same length-sorted batches and the same weights,
+interleaved, with the optimizer step also timed on its own; matrix-product FLOPs per token and activation memory
+(what autograd saves for backward) and, on a GPU, peak allocated memory; decoding speed (:mod:`sarnmt.bench.decode`).
+The peers implement the paper's cGRU only: the LSTM systems are timed without them. :func:`bench` is a pure function
+of the composed config; :mod:`sarnmt.bench.__main__` is the command.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import platform
 import statistics
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,38 +28,36 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from tqdm import tqdm
 
+from sarnmt.bench.decode import decode_rates
 from sarnmt.bench.measure import (
+    NllFn,
     activation_bytes,
     gradients,
     matmul_flops,
     median_rate,
     peak_cuda_bytes,
+    peer_nll,
     sarnmt_nll,
-    sources_of,
     textbook_nll,
     timed,
     train_step,
 )
-from sarnmt.bench.reference import reference_greedy
-from sarnmt.bench.workload import (
-    TrainBatch,
-    Workload,
-    corpus_workload,
-    fixed_batch,
-    sorted_batches,
-    synthetic_workload,
-)
-from sarnmt.data.batching import pad_sequences
-from sarnmt.decoding.beam import BeamSearch
-from sarnmt.decoding.greedy import GreedySearch
-from sarnmt.decoding.penalties import LengthPenalty
+from sarnmt.bench.workload import TrainBatch, fixed_batch, make_workload, sorted_batches
 from sarnmt.lit_module import count_parameters
 from sarnmt.models.factory import build_model
 from sarnmt.translate import pick_device
 from sarnmt.utils.allocator import keep_freed_memory
-from sarnmt.utils.precision import precision_context
+from sarnmt.utils.precision import check_precision, native_bf16, precision_context
 
 log = logging.getLogger("sarnmt.bench")
+
+# the implementations timed: sarnmt, and the peers that compute the same model (the cGRU): name -> (its loss, whether
+# it steps with reference_optim, the config switch that turns it on)
+IMPLEMENTATIONS: dict[str, tuple[NllFn, str | None]] = {
+    "sarnmt": (sarnmt_nll, None),
+    "plain": (peer_nll, "plain"),
+    "reference": (textbook_nll, "reference"),
+}
 
 
 def resolve_device(name: str) -> torch.device:
@@ -72,10 +71,21 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def check_hardware(device: torch.device, precision: str) -> None:
+    """Refuse, before any timing, a precision the device only emulates (its figures would say nothing).
+    :raises ValueError: naming the device and what it lacks."""
+    check_precision(precision)
+    if precision == "bf16" and not native_bf16(device):
+        what = "compute capability 8.0" if device.type == "cuda" else "AVX-512 BF16 or AMX"
+        raise ValueError(f"bench: precision=bf16 but this {device.type} has no {what} (bfloat16 products would be "
+                         "emulated); use precision=fp32")
+
+
 @dataclass(frozen=True)
 class System:
     """One timed model.  :param model: its ``model=`` node.  :param decoder: its ``decoder=`` node.
-    :param reference: whether the textbook implementation (the cGRU's) computes the same model and is timed too."""
+    :param reference: whether the peers (plain and textbook: the paper's cGRU) compute the same model and are timed
+        beside it."""
 
     model: DictConfig
     decoder: DictConfig
@@ -87,33 +97,28 @@ def bench_model(cfg: DictConfig, system: System, device: torch.device) -> nn.Mod
     return build_model(system.model, system.decoder, cfg.vocab, cfg.vocab, cfg.kernels).to(device)
 
 
-def make_workload(cfg: DictConfig) -> Workload:
-    src, tgt = Path(cfg.corpus.src), Path(cfg.corpus.tgt)
-    if src.is_file() and tgt.is_file():
-        return corpus_workload(src, tgt, cfg.vocab, cfg.corpus.max_len)
-    low, high = cfg.synthetic_lengths
-    log.warning("bench: %s / %s not found: synthetic sentences of %d-%d tokens instead", src, tgt, low, high)
-    sentences = cfg.batch_size * cfg.train_batches * cfg.synthetic_pool
-    return synthetic_workload(sentences, cfg.vocab, (low, high), cfg.seed)
+def implementations(cfg: DictConfig, system: System) -> list[str]:
+    """The implementations timed for ``system``: sarnmt, and the peers that are switched on and implement it."""
+    return [name for name, (_, switch) in IMPLEMENTATIONS.items()
+            if switch is None or (system.reference and cfg[switch])]  # fmt: skip
 
 
 def train_rates(cfg: DictConfig, models: dict[str, nn.Module], batches: list[TrainBatch],
                 systems: dict[str, System]) -> dict[str, dict[str, dict[str, float]]]:  # fmt: skip
-    """Target tokens/s of every variant, for sarnmt and (``reference``) the textbook implementation.
+    """Target tokens/s of every variant, for sarnmt and its peers (:data:`IMPLEMENTATIONS`).
 
-    sarnmt steps with ``optim``, the reference with ``reference_optim`` (PyTorch's stock Adadelta), each its own
-    optimizer state over the shared weights. One step of every (variant, implementation) pair on each batch in turn,
-    repeated: all figures see the same machine state, so their ratios hold on a shared machine. The optimizer step
-    is timed apart from the rest of the step as well.
+    sarnmt steps with ``optim``, the peers with ``reference_optim`` (PyTorch's stock optimizer, as their users
+    would), each its own optimizer state over the shared weights. One step of every (variant, implementation) pair
+    on each batch in turn, repeated: all figures see the same machine state, so their ratios hold on a shared
+    machine. The optimizer step is timed apart from the rest of the step as well.
 
-    :returns: {variant: {"sarnmt" | "reference": {"tok_s": whole steps, "model_tok_s": forward, loss, backward and
-        clipping only, "optimizer_ms": milliseconds per optimizer step}}}.
+    :returns: {variant: {implementation: {"tok_s": whole steps, "model_tok_s": forward, loss, backward and clipping
+        only, "optimizer_ms": milliseconds per optimizer step}}}.
     """
     device = batches[0].src.device
-    impls = {"sarnmt": (sarnmt_nll, cfg.optim), **({"reference": (textbook_nll, cfg.reference_optim)}
-                                                       if cfg.reference else {})}  # fmt: skip
-    runs = [(name, impl) for name in models for impl in impls if impl == "sarnmt" or systems[name].reference]
-    optimizers = {(name, impl): instantiate(impls[impl][1])(params=models[name].parameters()) for name, impl in runs}
+    runs = [(name, impl) for name in models for impl in implementations(cfg, systems[name])]
+    optimizers = {(name, impl): instantiate(cfg.optim if impl == "sarnmt" else cfg.reference_optim)(
+        params=models[name].parameters()) for name, impl in runs}  # fmt: skip
     for model in models.values():
         model.train()
     samples: dict[tuple[str, str], list[tuple[float, float, float]]] = {run: [] for run in runs}
@@ -121,7 +126,7 @@ def train_rates(cfg: DictConfig, models: dict[str, nn.Module], batches: list[Tra
     with precision_context(device, cfg.precision):
         for name, impl in runs:
             for batch in batches[: cfg.warmup]:
-                train_step(models[name], impls[impl][0], optimizers[(name, impl)], batch, cfg.clip)
+                train_step(models[name], IMPLEMENTATIONS[impl][0], optimizers[(name, impl)], batch, cfg.clip)
                 progress.update()
         for _ in range(cfg.repeats):
             totals = {run: [0.0, 0.0, 0.0] for run in runs}  # tokens, seconds before the optimizer, optimizer
@@ -129,14 +134,17 @@ def train_rates(cfg: DictConfig, models: dict[str, nn.Module], batches: list[Tra
                 for name, impl in runs:
                     total = totals[(name, impl)]
                     total[0] += batch.tokens
-                    total[1] += timed(partial(gradients, models[name], impls[impl][0], batch, cfg.clip), device)
+                    nll_fn = IMPLEMENTATIONS[impl][0]
+                    total[1] += timed(partial(gradients, models[name], nll_fn, batch, cfg.clip), device)
                     total[2] += timed(optimizers[(name, impl)].step, device)
                     progress.update()
             for run, total in totals.items():
                 samples[run].append(tuple(total))
     progress.close()
-    return {name: {impl: _rates(samples[(name, impl)], len(batches)) for impl in impls if (name, impl) in samples}
-            for name in models}  # fmt: skip
+    rates: dict[str, dict[str, dict[str, float]]] = {name: {} for name in models}
+    for (name, impl), runs_samples in samples.items():
+        rates[name][impl] = _rates(runs_samples, len(batches))
+    return rates
 
 
 def _rates(samples: list[tuple[float, float, float]], steps: int) -> dict[str, float]:
@@ -145,76 +153,24 @@ def _rates(samples: list[tuple[float, float, float]], steps: int) -> dict[str, f
             "optimizer_ms": 1e3 * statistics.median(opt for _, _, opt in samples) / steps}  # fmt: skip
 
 
-def evenly_spaced(items: list, count: int) -> list:
-    """``count`` items spread evenly over ``items`` (a batch sorted by length: short, middle and long ones alike)."""
-    if count >= len(items):
-        return list(items)
-    return [items[i * len(items) // count] for i in range(count)]
-
-
-def decode_rates(cfg: DictConfig, model: nn.Module, batches: list[TrainBatch], reference: bool
-                 ) -> dict[str, float]:  # fmt: skip
-    """Sentences/s: greedy and beam search, batched and one at a time; the reference's greedy loop, batched."""
-    device = batches[0].src.device
-    sources = sources_of(batches[len(batches) // 2])  # a batch of median length
-    a, b = cfg.decode.max_len_a, cfg.decode.max_len_b
-    searches = {"greedy": GreedySearch(a, b), f"beam{cfg.decode.beam_size}": BeamSearch(
-        cfg.decode.beam_size, LengthPenalty(), a, b)}  # fmt: skip
-    model.eval()
-    rates: dict[str, float] = {}
-
-    def run(search, group: list[list[int]]) -> None:
-        src, mask = pad_sequences(group)
-        search(model, src.to(device), mask.to(device))
-
-    def run_each(search, group: list[list[int]]) -> None:
-        for sentence in group:
-            run(search, [sentence])
-
-    with precision_context(device, cfg.precision), torch.no_grad():
-        for name, search in searches.items():
-            single = evenly_spaced(sources, cfg.decode.single)
-            run(search, sources[:1])  # warm-up
-            batched_s, single_s = [], []
-            one_at_a_time = partial(run_each, search, single)
-            for _ in range(cfg.repeats):
-                batched_s.append((len(sources), timed(partial(run, search, sources), device)))
-                single_s.append((len(single), timed(one_at_a_time, device)))
-            rates[f"{name}_batched"] = median_rate(batched_s)
-            rates[f"{name}_single"] = median_rate(single_s)
-        if reference:
-            src, mask = (t.to(device) for t in pad_sequences(sources))
-            max_len = int(a * (src.size(1) - 1) + b)
-            rates["reference_greedy_batched"] = median_rate(
-                [(len(sources), timed(lambda: reference_greedy(model, src, mask, max_len), device))
-                 for _ in range(cfg.repeats)]  # fmt: skip
-            )
-    return rates
-
-
 def memory_and_decoding(cfg: DictConfig, system: System, batches: list[TrainBatch]) -> dict[str, Any]:
-    """Activation memory (sarnmt and reference), peak GPU memory of a training step, decoding speed."""
+    """Activation memory and matrix-product FLOPs per token of every implementation, peak GPU memory of a training
+    step, decoding speed. Keys of a peer's figures start with its name (``plain_``, ``reference_``)."""
     device = batches[0].src.device
-    reference = cfg.reference and system.reference
     model = bench_model(cfg, system, device).train()
     longest = batches[-1]
-    record: dict[str, Any] = {"activation_mib": activation_bytes(model, sarnmt_nll, longest, cfg.precision) / 2**20}
     tokens = sum(b.tokens for b in batches)
-
-    def flops_per_token(nll_fn) -> float:
-        return sum(matmul_flops(model, nll_fn, b, cfg.precision) for b in batches) / tokens
-
-    record["train_flops_per_token"] = flops_per_token(sarnmt_nll)
-    if reference:
-        record["reference_activation_mib"] = activation_bytes(model, textbook_nll, longest, cfg.precision) / 2**20
-        record["reference_train_flops_per_token"] = flops_per_token(textbook_nll)
+    record: dict[str, Any] = {}
+    for impl in implementations(cfg, system):
+        nll_fn, prefix = IMPLEMENTATIONS[impl][0], "" if impl == "sarnmt" else impl + "_"
+        record[prefix + "activation_mib"] = activation_bytes(model, nll_fn, longest, cfg.precision) / 2**20
+        flops = sum(matmul_flops(model, nll_fn, b, cfg.precision) for b in batches)
+        record[prefix + "train_flops_per_token"] = flops / tokens
     optimizer = instantiate(cfg.optim)(params=model.parameters())
     with precision_context(device, cfg.precision):
         peak = peak_cuda_bytes(partial(train_step, model, sarnmt_nll, optimizer, longest, cfg.clip), device)
     record["peak_mib"] = None if peak is None else peak / 2**20
-    # decoding with fresh (random) weights: a few training steps already make EOS likely, which would end
-    # single-sentence searches early; random weights make every hypothesis run to its length limit instead
-    record.update(decode_rates(cfg, bench_model(cfg, system, device), batches, reference))
+    record.update(decode_rates(cfg, bench_model(cfg, system, device), batches, system.reference))
     return record
 
 
@@ -241,51 +197,61 @@ def throughput_series(cfg: DictConfig, systems: dict[str, System], device: torch
     return series
 
 
-def bench(cfg: DictConfig, systems: dict[str, System]) -> dict[str, Any]:
-    """Run the benchmark.  :param systems: name (a decoder of ``decoders`` or a model of ``systems``) -> what it
-    builds.
-    :returns: the record (``machine``, ``config``, ``workload``, ``variants`` and, with ``plot``, ``series``)."""
-    if cfg.threads:
-        torch.set_num_threads(int(cfg.threads))
-    device = resolve_device(cfg.device)
-    if cfg.keep_freed_memory and device.type == "cpu":
-        keep_freed_memory()
-    workload = make_workload(cfg)
+def bench_workload(cfg: DictConfig, systems: dict[str, System], device: torch.device, name: str) -> dict[str, Any]:
+    """Every figure of every system on the workload ``name`` (its sentence lengths: ``lengths.<name>``).
+    :returns: {"workload": what was timed, "variants": one dict of figures per system}."""
+    workload = make_workload(cfg.lengths[name], cfg.vocab, cfg.batch_size * cfg.train_batches * cfg.synthetic_pool,
+                             cfg.seed)
     batches = [b.to(device) for b in sorted_batches(workload.pairs, cfg.batch_size, cfg.train_batches)]
-    models = {name: bench_model(cfg, system, device) for name, system in systems.items()}
+    models = {system: bench_model(cfg, spec, device) for system, spec in systems.items()}
     rates = train_rates(cfg, models, batches, systems)
+    del models
     variants = []
-    for name in systems:
-        ours = rates[name]["sarnmt"]
-        v: dict[str, Any] = {"decoder": name, "parameters": count_parameters(models[name]),
+    for system in systems:
+        ours = rates[system]["sarnmt"]
+        size = count_parameters(bench_model(cfg, systems[system], device))
+        v: dict[str, Any] = {"decoder": system, "parameters": size,
                              "train_tok_s": ours["tok_s"], "model_tok_s": ours["model_tok_s"],
                              "optimizer_ms": ours["optimizer_ms"]}  # fmt: skip
-        if "reference" in rates[name]:
-            theirs = rates[name]["reference"]
-            v["reference_train_tok_s"] = theirs["tok_s"]
-            v["reference_model_tok_s"] = theirs["model_tok_s"]
-            v["reference_optimizer_ms"] = theirs["optimizer_ms"]
-            v["train_speedup_vs_reference"] = ours["tok_s"] / theirs["tok_s"]
-            v["model_speedup_vs_reference"] = ours["model_tok_s"] / theirs["model_tok_s"]
+        for impl, theirs in rates[system].items():
+            if impl != "sarnmt":
+                v[f"{impl}_train_tok_s"] = theirs["tok_s"]
+                v[f"{impl}_model_tok_s"] = theirs["model_tok_s"]
+                v[f"{impl}_optimizer_ms"] = theirs["optimizer_ms"]
+                v[f"train_speedup_vs_{impl}"] = ours["tok_s"] / theirs["tok_s"]
+                v[f"model_speedup_vs_{impl}"] = ours["model_tok_s"] / theirs["model_tok_s"]
         if "baseline" in rates:
             v["train_overhead_vs_baseline"] = 1 - ours["tok_s"] / rates["baseline"]["sarnmt"]["tok_s"]
         variants.append(v)
-    del models
-    for v in tqdm(variants, desc="memory and decoding", unit="variant"):
+    for v in tqdm(variants, desc=f"memory and decoding ({name})", unit="variant"):
         v.update(memory_and_decoding(cfg, systems[v["decoder"]], batches))
-        v["train_gflop_s"] = v["train_flops_per_token"] * v["train_tok_s"] / 1e9
+        for impl in ("", "plain_", "reference_"):
+            if impl + "train_flops_per_token" in v:
+                v[impl + "train_gflop_s"] = v[impl + "train_flops_per_token"] * v[impl + "train_tok_s"] / 1e9
         if cfg.peak_gflop_s:
             v["share_of_peak"] = v["train_gflop_s"] / cfg.peak_gflop_s
-        if "reference_train_flops_per_token" in v:
-            v["reference_train_gflop_s"] = v["reference_train_flops_per_token"] * v["reference_train_tok_s"] / 1e9
-        log.info("%s: %.0f target tok/s", v["decoder"], v["train_tok_s"])
+        log.info("%s, %s: %.0f target tok/s", name, v["decoder"], v["train_tok_s"])
+    return {"workload": {"name": name, "description": workload.description, "pairs": len(workload.pairs),
+                         "batches": len(batches), "target_tokens": sum(b.tokens for b in batches),
+                         "padded_lengths": [[b.src.size(1), b.tgt.size(1)] for b in batches]},
+            "variants": variants}  # fmt: skip
+
+
+def bench(cfg: DictConfig, systems: dict[str, System]) -> dict[str, Any]:
+    """Run the benchmark.  :param systems: name (a decoder of ``decoders`` or a model of ``systems``) -> what it
+    builds.
+    :returns: the record: ``machine``, ``config``, ``runs`` (one :func:`bench_workload` result per workload, in the
+        order of ``workloads``) and, with ``plot``, ``series``."""
+    if cfg.threads:
+        torch.set_num_threads(int(cfg.threads))
+    device = resolve_device(cfg.device)
+    check_hardware(device, cfg.precision)
+    if cfg.keep_freed_memory and device.type == "cpu":
+        keep_freed_memory()
     record: dict[str, Any] = {
         "machine": machine(device),
         "config": OmegaConf.to_container(cfg, resolve=True),
-        "workload": {"description": workload.description, "pairs": len(workload.pairs), "batches": len(batches),
-                     "target_tokens": sum(b.tokens for b in batches),
-                     "padded_lengths": [[b.src.size(1), b.tgt.size(1)] for b in batches]},  # fmt: skip
-        "variants": variants,
+        "runs": [bench_workload(cfg, systems, device, name) for name in cfg.workloads],
     }
     if cfg.plot:
         record["series"] = throughput_series(cfg, systems, device)

@@ -1,26 +1,32 @@
-"""What the benchmark runs on: length-sorted batches of sentence pairs.
+"""What the benchmark runs on: length-sorted batches of sentence pairs, one set per workload.
 
-With a parallel corpus at hand (``corpus.src`` / ``corpus.tgt``, plain or ``.gz``; by default Multi30K's training
-set under ``../shared/data`` when it is there) the sentences are real: their lengths and word repetitions are the
-corpus's, with every whitespace token hashed to an id in [2, V) (speed depends on lengths and vocabulary size, not on
-which words they are). Otherwise the pairs are synthetic, of random lengths in ``synthetic.lengths``, and the record
-says so. Batches are built the way training builds them (:mod:`sarnmt.data.sampler`): the whole set sorted by
-``max(source length, target length)`` and cut into batches of ``batch_size`` sentences, so that padding stays as
-small as in training; the timed batches are spread evenly over that sorted list (short, middle and long ones).
+A workload (``lengths.<name>`` in ``conf/bench.yaml``) names a parallel corpus (``src`` / ``tgt``, plain or ``.gz``:
+Multi30K's training set, or the WMT news sample with sentences up to 50 tokens, under ``../shared/data``). When its
+files are there the sentences are real: their lengths and word repetitions are the corpus's, with every whitespace
+token hashed to an id in [2, V) (speed depends on lengths and vocabulary size, not on which words they are).
+Otherwise, or with ``src: null``, the pairs are synthetic, of random lengths drawn from ``synthetic`` (a triangular
+distribution over [low, high] with the given mean), and the record says so. Batches are built the way training
+builds them (:mod:`sarnmt.data.sampler`): the whole set sorted by ``max(source length, target length)`` and cut into
+batches of ``batch_size`` sentences, so that padding stays as small as in training; the timed batches are spread
+evenly over that sorted list (short, middle and long ones).
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from omegaconf import DictConfig
 from torch import Tensor
 
 from sarnmt.data.batching import pad_sequences
 from sarnmt.data.reading import read_parallel
+
+log = logging.getLogger("sarnmt.bench")
 
 Pair = tuple[list[int], list[int]]
 
@@ -67,16 +73,36 @@ def corpus_workload(src_path: str | Path, tgt_path: str | Path, vocab: int, max_
     return Workload(pairs, f"{src_path} / {tgt_path} (real lengths, hashed ids)")
 
 
-def synthetic_workload(sentences: int, vocab: int, lengths: tuple[int, int], seed: int) -> Workload:
-    """Random ids; source and target lengths drawn independently, uniformly in ``lengths`` (inclusive)."""
+def synthetic_workload(sentences: int, vocab: int, lengths: tuple[int, int, float], seed: int) -> Workload:
+    """Random ids; source and target lengths drawn independently from the triangular distribution over
+    [low, high] whose mean is ``mean`` (low + high + mode = 3·mean), rounded.
+
+    :param lengths: (low, high, mean), low <= mean <= high and the mode it implies within [low, high]."""
+    low, high, mean = lengths
+    mode = 3 * mean - low - high
+    if not low <= mode <= high:
+        raise ValueError(f"bench: synthetic lengths [{low}, {high}] cannot have mean {mean} (a triangular "
+                         f"distribution's mean lies in [{(2 * low + high) / 3:g}, {(low + 2 * high) / 3:g}])")
     rng = random.Random(seed)
-    low, high = lengths
 
     def sentence() -> list[int]:
-        return [rng.randrange(2, vocab) for _ in range(rng.randint(low, high))]
+        return [rng.randrange(2, vocab) for _ in range(round(rng.triangular(low, high, mode)))]
 
     pairs = [(sentence(), sentence()) for _ in range(sentences)]
-    return Workload(pairs, f"synthetic sentences of {low}-{high} tokens")
+    return Workload(pairs, f"synthetic sentences of {low}-{high} tokens, mean {mean:g}")
+
+
+def make_workload(spec: DictConfig, vocab: int, sentences: int, seed: int) -> Workload:
+    """The pairs of one workload: its corpus when ``spec.src`` and ``spec.tgt`` exist, else ``sentences`` synthetic
+    pairs of ``spec.synthetic`` lengths (with a warning when the corpus was named but is missing).
+
+    :param spec: ``src``, ``tgt`` (paths or null), ``max_len``, ``synthetic`` ([low, high, mean])."""
+    if spec.src is not None and spec.tgt is not None:
+        src, tgt = Path(spec.src), Path(spec.tgt)
+        if src.is_file() and tgt.is_file():
+            return corpus_workload(src, tgt, vocab, spec.max_len)
+        log.warning("bench: %s / %s not found: synthetic sentences instead", src, tgt)
+    return synthetic_workload(sentences, vocab, tuple(spec.synthetic), seed)
 
 
 def sorted_batches(pairs: list[Pair], batch_size: int, count: int) -> list[TrainBatch]:

@@ -22,6 +22,17 @@ def check_precision(precision: str) -> str:
     return precision
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` multiplies bfloat16 matrices in hardware: a CUDA device of compute capability 8.0 or more
+    (Ampere on), or a CPU with AVX-512 BF16 or AMX. Elsewhere PyTorch emulates bfloat16 products, more slowly than
+    fp32."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    cpu = getattr(torch, "cpu", None)
+    probes = [getattr(cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return any(probe() for probe in probes if probe is not None)
+
+
 def autocast_dtype(device_type: str) -> torch.dtype | None:
     """The autocast dtype in force for ``device_type`` ("cpu", "cuda"), or None (also on PyTorch < 2.4, which
     lacks the query)."""

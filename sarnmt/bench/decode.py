@@ -1,0 +1,87 @@
+"""The benchmark's decoding figures: sentences per second of sarnmt's search beside the plain peer's and the textbook
+reference's, on the same sources and weights.
+
+sarnmt's greedy and beam searches run batched (``batch_size`` sentences per call) and one sentence at a time; the
+plain peer (:mod:`sarnmt.bench.plain`) runs its batched greedy and beam loops, the textbook reference its batched
+greedy loop. Weights are fresh (random): a few training steps already make EOS likely, which would end searches
+early; with random weights every hypothesis runs to its length limit ``a·|src| + b`` in every implementation, so all
+of them do the same number of steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import torch
+from omegaconf import DictConfig
+from torch import Tensor, nn
+
+from sarnmt.bench.measure import median_rate, sources_of, timed
+from sarnmt.bench.plain import plain_beam, plain_greedy
+from sarnmt.bench.reference import reference_greedy
+from sarnmt.bench.workload import TrainBatch
+from sarnmt.data.batching import pad_sequences
+from sarnmt.decoding.beam import BeamSearch
+from sarnmt.decoding.greedy import GreedySearch
+from sarnmt.decoding.penalties import LengthPenalty
+from sarnmt.utils.precision import precision_context
+
+# (model, src (B, S), src_mask (B, S)) -> anything: one batched search
+SearchFn = Callable[[nn.Module, Tensor, Tensor], object]
+
+
+def evenly_spaced(items: list, count: int) -> list:
+    """``count`` items spread evenly over ``items`` (a batch sorted by length: short, middle and long ones alike)."""
+    if count >= len(items):
+        return list(items)
+    return [items[i * len(items) // count] for i in range(count)]
+
+
+def searches(cfg: DictConfig, peers: bool) -> dict[str, SearchFn]:
+    """Every timed search, by record key prefix: sarnmt's ``greedy`` and ``beam<k>`` and, with ``peers``, the plain
+    peer's ``plain_greedy`` / ``plain_beam<k>`` (``plain``) and the reference's ``reference_greedy`` (``reference``)."""
+    a, b, k = cfg.decode.max_len_a, cfg.decode.max_len_b, cfg.decode.beam_size
+    out: dict[str, SearchFn] = {"greedy": GreedySearch(a, b), f"beam{k}": BeamSearch(k, LengthPenalty(), a, b)}
+    if peers and cfg.plain:
+        out["plain_greedy"] = partial(plain_greedy, max_len_a=a, max_len_b=b)
+        out[f"plain_beam{k}"] = partial(plain_beam, beam_size=k, max_len_a=a, max_len_b=b)
+    if peers and cfg.reference:
+        out["reference_greedy"] = lambda model, src, mask: reference_greedy(
+            model, src, mask, int(a * (src.size(1) - 1) + b)
+        )
+    return out
+
+
+def decode_rates(cfg: DictConfig, model: nn.Module, batches: list[TrainBatch], peers: bool) -> dict[str, float]:
+    """Sentences/s of every search of :func:`searches` on the sources of the median-length batch: ``<name>_batched``
+    for all, ``<name>_single`` (one sentence at a time, ``decode.single`` of them) for sarnmt's own.
+
+    :param peers: whether the plain peer and the reference implement ``model`` (the paper's cGRU)."""
+    device = batches[0].src.device
+    sources = sources_of(batches[len(batches) // 2])
+    single = evenly_spaced(sources, cfg.decode.single)
+    model.eval()
+    rates: dict[str, float] = {}
+
+    def run(search: SearchFn, group: list[list[int]]) -> None:
+        src, mask = pad_sequences(group)
+        search(model, src.to(device), mask.to(device))
+
+    def run_each(search: SearchFn, group: list[list[int]]) -> None:
+        for sentence in group:
+            run(search, [sentence])
+
+    with precision_context(device, cfg.precision), torch.no_grad():
+        for name, search in searches(cfg, peers).items():
+            run(search, sources[:1])  # warm-up
+            own = not name.startswith(("plain", "reference"))
+            batched, one_by_one = [], []
+            for _ in range(cfg.repeats):
+                batched.append((len(sources), timed(partial(run, search, sources), device)))
+                if own:
+                    one_by_one.append((len(single), timed(partial(run_each, search, single), device)))
+            rates[f"{name}_batched"] = median_rate(batched)
+            if own:
+                rates[f"{name}_single"] = median_rate(one_by_one)
+    return rates
