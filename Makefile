@@ -24,7 +24,7 @@ test-full:  ## run every test, the slow ones too
 	WANDB_MODE=disabled $(PY) -m pytest -q
 
 lint:  ## ruff
-	$(PY) -m ruff check sarnmt tests
+	$(PY) -m ruff check sarnmt tests benchmarks
 
 train:  ## the main job: self-attentive residual decoder on the toy corpus
 	$(PY) -m sarnmt.train
@@ -34,6 +34,10 @@ params:  ## Table 1 parameter counts at paper size
 
 bench:  ## speed of every decoder beside the textbook reference (ARGS="plot=true device=cuda ...")
 	$(PY) -m sarnmt.bench $(ARGS)
+
+peers:  ## sarnmt beside fairseq's LSTM and the plain loop, same corpus and batches (ARGS="--corpus synthetic ...")
+	@test -x outputs/peers/fairseq/bin/fairseq-train || benchmarks/peers/install_fairseq.sh outputs/peers/fairseq
+	$(PY) benchmarks/peers/side_by_side.py $(ARGS)
 
 reproduce-table1:  ## Table 1: make reproduce-table1 SCALE=smoke|mini|paper [ARGS="launcher=joblib|slurm logger=wandb ..."]
 	$(PY) -m sarnmt.reproduce table=1 scale=$(SCALE) $(ARGS)
@@ -59,5 +63,5 @@ tables:  ## render Tables 1-4 from the records: make tables SCALE=mini
 clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
-.PHONY: help install test test-full lint train params bench reproduce-table1 reproduce-table2 reproduce-table3 \
+.PHONY: help install test test-full lint train params bench peers reproduce-table1 reproduce-table2 reproduce-table3 \
 	reproduce-table4 reproduce-tables systems-m30k tables clean-logs
