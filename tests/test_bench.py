@@ -26,7 +26,8 @@ def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
     cfg, systems = compose_bench([*TINY, "decoders=[baseline,self_attentive_rnn]", "plot=true",
                                   "systems=[lstm_input_feeding_tiny]", "plot_lengths=[3,6]", "plot_batch_sizes=[2,4]",
                                   "workloads=[multi30k,wmt]", "lengths.wmt.src=/nonexistent",
-                                  "lengths.wmt.synthetic=[5,12,8]", f"out_dir={tmp_path}"])  # fmt: skip
+                                  "lengths.wmt.synthetic=[5,12,8]", "profile=[baseline]",
+                                  f"out_dir={tmp_path}"])  # fmt: skip
     record = bench(cfg, systems)
     short, long = record["runs"]
     assert short["workload"]["name"] == "multi30k" and long["workload"]["name"] == "wmt"
@@ -72,6 +73,13 @@ def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
     assert cfg.optim._target_ == "sarnmt.optim.Adadelta" and cfg.reference_optim._target_ == "torch.optim.Adadelta"
     assert cfg.reference_optim.rho == cfg.optim.rho == 0.95
     assert any("self_attentive_rnn" in line and "≤ 15%" in line for line in checks(record, short))
+    # the profile: every implementation of the baseline, its phases and kinds of work adding up to the step
+    assert set(short["profiles"]) == {"baseline sarnmt", "baseline plain", "baseline reference"}
+    for p in short["profiles"].values():
+        assert set(p["phases_ms"]) == {"forward", "backward", "clipping", "optimizer"}
+        assert sum(p["kinds_ms"].values()) == pytest.approx(p["step_ms"], rel=1e-6)
+        assert p["kinds_ms"]["matrix products"] > 0 and p["matmul_gflop_s"] > 0 and len(p["top_ops"]) == 8
+    assert "Where a training step's time goes (multi30k)" in table and "| framework overhead |" in table
 
 
 def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys):
@@ -90,6 +98,8 @@ def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys)
     assert "unknown systems ['lstm_nonsense']" in capsys.readouterr().err
     assert main(["model=lstm_input_feeding_tiny", "decoders=[baseline]", "systems=[]"]) == 2
     assert "valid decoder= options for this model: none" in capsys.readouterr().err
+    assert main(["decoders=[baseline]", "profile=[memory_rnn]"]) == 2
+    assert "profile names ['memory_rnn'], which are not timed" in capsys.readouterr().err
     assert main(["workloads=[multi30k,europarl]"]) == 2
     assert "unknown workloads ['europarl']; choose from ['multi30k', 'wmt', 'peers']" in capsys.readouterr().err
     assert main(["nosuchkey=1"]) == 2

@@ -35,6 +35,8 @@ against sentence length and batch size, and writes <out_dir>/bench-<time>.json, 
   device=cpu|cuda|auto           threads=N           precision=fp32|bf16
   batch_size=64  train_batches=3  repeats=5          plain=false / reference=false skip a peer
   plot=false                     skip the throughput-against-length plot
+  profile=[baseline]             also attribute a training step's time (phases; matrix products and their rate,
+                                 copies, reductions, elementwise work, framework overhead) for these systems
 Decoders: {decoders}
 """
 
@@ -48,6 +50,10 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, System]]:
         if unknown:
             raise ValueError(f"bench: unknown decoders {unknown}; choose from {decoder_names()}")
         models = sorted(path.stem for path in (CONF_DIR / "model").glob("*.yaml"))
+        unknown = [name for name in cfg.profile if name not in [*cfg.decoders, *cfg.systems]]
+        if unknown:
+            raise ValueError(f"bench: profile names {unknown}, which are not timed; choose from decoders/systems "
+                             f"{[*cfg.decoders, *cfg.systems]}")
         unknown = [name for name in cfg.workloads if name not in cfg.lengths]
         if unknown:
             raise ValueError(f"bench: unknown workloads {unknown}; choose from {list(cfg.lengths)}")

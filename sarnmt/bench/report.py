@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from sarnmt.bench.profile import markdown as profile_table
+
 
 def _fmt(value: float | None, spec: str = ",.0f") -> str:
     return "–" if value is None else format(value, spec)
@@ -80,6 +82,9 @@ def markdown(record: dict[str, Any]) -> str:
     lines = [header(record)]
     for run in record["runs"]:
         lines += ["", *table(record, run), "", *checks(record, run)]
+        if "profiles" in run:
+            lines += ["", f"Where a training step's time goes ({run['workload']['name']}):", "",
+                      *profile_table(run["profiles"])]
     return "\n".join(lines)
 
 

@@ -42,6 +42,7 @@ from sarnmt.bench.measure import (
     timed,
     train_step,
 )
+from sarnmt.bench.profile import profile_steps
 from sarnmt.bench.workload import TrainBatch, fixed_batch, make_workload, sorted_batches
 from sarnmt.lit_module import count_parameters
 from sarnmt.models.factory import build_model
@@ -231,10 +232,27 @@ def bench_workload(cfg: DictConfig, systems: dict[str, System], device: torch.de
         if cfg.peak_gflop_s:
             v["share_of_peak"] = v["train_gflop_s"] / cfg.peak_gflop_s
         log.info("%s, %s: %.0f target tok/s", name, v["decoder"], v["train_tok_s"])
-    return {"workload": {"name": name, "description": workload.description, "pairs": len(workload.pairs),
-                         "batches": len(batches), "target_tokens": sum(b.tokens for b in batches),
-                         "padded_lengths": [[b.src.size(1), b.tgt.size(1)] for b in batches]},
-            "variants": variants}  # fmt: skip
+    result = {"workload": {"name": name, "description": workload.description, "pairs": len(workload.pairs),
+                           "batches": len(batches), "target_tokens": sum(b.tokens for b in batches),
+                           "padded_lengths": [[b.src.size(1), b.tgt.size(1)] for b in batches]},
+              "variants": variants}  # fmt: skip
+    if cfg.profile:
+        result["profiles"] = profiles(cfg, systems, batches)
+    return result
+
+
+def profiles(cfg: DictConfig, systems: dict[str, System], batches: list[TrainBatch]) -> dict[str, Any]:
+    """:mod:`sarnmt.bench.profile` of every system of ``profile``, for each implementation timed for it.
+    :returns: {"<system> <implementation>": the profile}."""
+    device = batches[0].src.device
+    out: dict[str, Any] = {}
+    for system in tqdm(cfg.profile, desc="profiles", unit="system"):
+        for impl in implementations(cfg, systems[system]):
+            model = bench_model(cfg, systems[system], device).train()
+            optimizer = instantiate(cfg.optim if impl == "sarnmt" else cfg.reference_optim)(params=model.parameters())
+            out[f"{system} {impl}"] = profile_steps(model, IMPLEMENTATIONS[impl][0], optimizer, batches, cfg.clip,
+                                                    cfg.precision, cfg.repeats, train_step)  # fmt: skip
+    return out
 
 
 def bench(cfg: DictConfig, systems: dict[str, System]) -> dict[str, Any]:
