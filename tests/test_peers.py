@@ -55,9 +55,9 @@ def test_driver_trains_and_decodes_on_the_same_batches(tmp_path, capsys, impl):
 def test_side_by_side_reads_fairseq_logs_and_tabulates(tmp_path, monkeypatch):
     script = _script()
     train_log = "\n".join(
-        f"2026-11-23 | INFO | train_inner | epoch 001:  {n} / 313 loss=9.1, wps=1440.2, ups={ups}, wpb=1100, "
+        f"2026-11-23 | INFO | train_inner | epoch 001:  {n} / 313 loss=9.1, wps={wps}, ups=1.2, wpb=1100, "
         f"bsz={bsz}, num_updates={n}, lr=0.001, gnorm=1.2, clip=100, train_wall=40, wall={n}"
-        for n, ups, bsz in ((50, 9.9, 64), (100, 1.25, 64), (150, 1.0, 60), (200, 1.25, 64))
+        for n, wps, bsz in ((50, 9999.9, 64), (100, 1375.0, 64), (150, 1100.0, 60), (200, 1375.0, 64))
     )
     monkeypatch.setattr(script, "run", lambda cmd, log, env: (train_log, 1650.0))
     args = type("A", (), {"warmup": 50, "steps": 150, "dropout": 0.2})

@@ -125,13 +125,14 @@ def fairseq_train(venv: Path, binary: Path, ckpt: Path, args, env, log: Path) ->
            "--disable-validation", "--cpu", "--num-workers", "0", "--seed", "1", "--save-dir", str(ckpt),
            "--no-epoch-checkpoints"]  # fmt: skip
     text, rss = run(cmd, log, env)
-    # train_inner lines every `warmup` updates: bsz (sentences per batch) and ups (updates/s) of that interval
+    # train_inner lines every `warmup` updates: wps (target words/s), wpb (words per batch) and bsz (sentences per
+    # batch) of that interval; its time is interval·wpb/wps (wps has one decimal, ups only two: the finer clock)
     seconds = sentences = 0.0
     for line in text.splitlines():
-        m = re.search(r"\bups=([\d.]+).*\bbsz=([\d.]+).*\bnum_updates=(\d+)", line) or None
-        if m and int(m.group(3)) > args.warmup:
-            ups, bsz = float(m.group(1)), float(m.group(2))
-            seconds += args.warmup / ups
+        m = re.search(r"\bwps=([\d.]+),.*\bwpb=([\d.]+), bsz=([\d.]+), num_updates=(\d+)", line)
+        if m and int(m.group(4)) > args.warmup:
+            wps, wpb, bsz = float(m.group(1)), float(m.group(2)), float(m.group(3))
+            seconds += args.warmup * wpb / wps
             sentences += args.warmup * bsz
     if not seconds:
         raise SystemExit(f"side_by_side: no train_inner lines after update {args.warmup} in {log}")
