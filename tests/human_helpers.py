@@ -46,7 +46,7 @@ OUTPUTS = {
         "Wir treffen uns morgen früh wieder am Bahnhof.",
         "Die Kinder spielten nach der Schule im Garten.",
         "Niemand wusste, warum der Zug mitten im Feld gehalten hatte.",
-        "Er vergaß seinen Schirm <script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">",
+        'Er vergaß seinen Schirm <script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">',
     ],
     "self_attentive_content": [
         "Die alte Brücke war im letzten Winter wegen Reparaturen gesperrt.",

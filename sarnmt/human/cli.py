@@ -56,6 +56,8 @@ def create(cfg: DictConfig) -> None:
         names = [str(n) for n in _list(cfg.names)] if cfg.names is not None else system_names(hyps)
         if len(names) != len(hyps):
             raise TaskError(f"names has {len(names)} entries but hyps has {len(hyps)}")
+        if cfg.names is None and len(set(names)) < len(names):
+            raise TaskError(f"the file names do not tell the systems apart ({', '.join(names)}): give names=[...]")
         spec = TaskSpec(
             name=str(cfg.pair), source=str(cfg.source), reference=None if cfg.ref is None else str(cfg.ref),
             show_reference=bool(cfg.show_ref), systems=tuple(zip(names, hyps, strict=True)),
