@@ -131,6 +131,12 @@ def test_create_command_errors_are_one_line_and_a_task_is_never_replaced(tmp_pat
     out = _human(["export", "db=nothing.sqlite"], tmp_path)
     assert out.returncode == 2 and out.stderr.startswith("error: no such database: nothing.sqlite")
     assert not (tmp_path / "nothing.sqlite").exists()
+    out = _human(["create", "source=test.en", "seed=x"], tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "error: missing pair=, hyps= (python -m sarnmt.human create --help lists the keys)"
+    )
+    out = _human(["serve", "port=99999"], tmp_path)
+    assert out.returncode == 2 and out.stderr.strip().startswith("error: cannot listen on 127.0.0.1:99999")
     out = _human(["serve", "--help"], tmp_path)
     assert out.returncode == 0 and "--host HOST" in out.stdout and "host: 127.0.0.1" in out.stdout
     assert _human([], tmp_path).returncode == 2 and "create" in _human(["--help"], tmp_path).stdout

@@ -195,6 +195,9 @@ def test_rank_with_mouse_and_keyboard_reload_two_tabs_blind_escaped_and_exported
                             "ON i.id = j.item_id ORDER BY i.position").fetchall()  # fmt: skip
     assert rows == [(1, "ranked", 1), (2, "ranked", 1), (3, "ranked", 1), (4, "skipped", 1), (5, "broken", 1),
                     (6, "ranked", 2)]  # fmt: skip
+    with sqlite3.connect(db) as conn:  # the times: served, submitted, and the seconds between
+        times = conn.execute("SELECT shown_at, submitted_at, seconds FROM judgement").fetchall()
+    assert all(shown < submitted and 0 <= seconds < 60 for shown, submitted, seconds in times)
 
     # blinding: the page shows the outputs in the item's stored order, which varies across items, and nothing the
     # browser sent or received names a system or a system's file

@@ -68,9 +68,10 @@ class Agreement:
 
     def text(self) -> str:
         if self.method is None:
-            return f"no agreement: {self.annotators} annotator(s) with ranked items"
+            n = self.annotators
+            return f"not computed ({n} annotator{'' if n == 1 else 's'} with ranked items; it needs 2)"
         if self.items == 0:
-            return f"no agreement: no item ranked by all {self.annotators} annotators"
+            return f"not computed (no item ranked by all {self.annotators} annotators)"
         value = "undefined (every comparison has the same label)" if self.kappa is None else f"{self.kappa:.3f}"
         return (
             f"{self.method} = {value} over {self.comparisons} comparisons ({self.items} items ranked by all "

@@ -24,6 +24,7 @@ registering it in the chosen task the first time: for a room of trusted annotato
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -76,10 +77,12 @@ class RankingServer(ThreadingHTTPServer):
         finally:
             conn.close()
         self.db, self.signin = Path(db), signin
+        if ":" in host:
+            self.address_family = socket.AF_INET6
         try:
             super().__init__((host, port), Handler)
-        except OSError as err:
-            raise ServeError(f"cannot listen on {host}:{port}: {err.strerror or err}") from err
+        except (OSError, OverflowError) as err:  # in use, not an address of this machine, port out of range
+            raise ServeError(f"cannot listen on {host}:{port}: {getattr(err, 'strerror', None) or err}") from err
 
     @property
     def url(self) -> str:
@@ -162,8 +165,12 @@ class Handler(BaseHTTPRequestHandler):
         self._handle(lambda conn: routes[path](conn, body))
 
     def _body(self) -> dict:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self.close_connection = True
+            raise ApiError(HTTPStatus.BAD_REQUEST, "Content-Length is not a number") from None
+        if length > MAX_BODY or length < 0:
             self.close_connection = True
             raise ApiError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body over {MAX_BODY} bytes")
         try:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.human import store
 from sarnmt.human.app import RankingServer, ServeError
@@ -44,6 +44,21 @@ def _fail(err: Exception) -> None:
     sys.exit(2)
 
 
+def _require(cfg: DictConfig, command: str) -> None:
+    """:raises TaskError: naming every mandatory key (``???``) left unset."""
+    missing = [key for key in cfg if OmegaConf.is_missing(cfg, key)]
+    if missing:
+        keys = ", ".join(f"{key}=" for key in missing)
+        raise TaskError(f"missing {keys} (python -m sarnmt.human {command} --help lists the keys)")
+
+
+def _int(value, key: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise TaskError(f"{key} must be an integer, got {value!r}") from None
+
+
 def _list(value) -> list:
     return [] if value is None else [value] if isinstance(value, str | int) else list(value)
 
@@ -52,6 +67,7 @@ def create(cfg: DictConfig) -> None:
     from sarnmt.score import system_names
 
     try:
+        _require(cfg, "create")
         hyps = [str(h) for h in _list(cfg.hyps)]
         names = [str(n) for n in _list(cfg.names)] if cfg.names is not None else system_names(hyps)
         if len(names) != len(hyps):
@@ -61,7 +77,7 @@ def create(cfg: DictConfig) -> None:
         spec = TaskSpec(
             name=str(cfg.pair), source=str(cfg.source), reference=None if cfg.ref is None else str(cfg.ref),
             show_reference=bool(cfg.show_ref), systems=tuple(zip(names, hyps, strict=True)),
-            sample=cfg.sample, seed=int(cfg.seed), annotators=tuple(str(a) for a in _list(cfg.annotators)),
+            sample=cfg.sample, seed=_int(cfg.seed, "seed"), annotators=tuple(str(a) for a in _list(cfg.annotators)),
         )  # fmt: skip
         created = create_task(cfg.db, spec)
     except USER_ERRORS as err:
@@ -103,7 +119,7 @@ def annotators(cfg: DictConfig) -> None:
 
 def serve(cfg: DictConfig) -> None:
     try:
-        server = RankingServer(cfg.db, str(cfg.host), int(cfg.port), str(cfg.signin))
+        server = RankingServer(cfg.db, str(cfg.host), _int(cfg.port, "port"), str(cfg.signin))
     except USER_ERRORS as err:
         _fail(err)
     conn = store.connect(cfg.db)
