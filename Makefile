@@ -17,6 +17,11 @@ install: $(PY)  ## create .venv and install sarnmt with CPU torch (GPU users: ma
 	$(PY) -m pip install -q $(PIP_FLAGS) -e '.[$(EXTRAS)]'
 	$(PY) -c "import torch; print('torch', torch.__version__, 'cuda' if torch.version.cuda else 'cpu')"
 
+browser:  ## Debian's chromium for the ranking page's browser test (apt-get, only if missing; root or sudo)
+	@command -v chromium >/dev/null 2>&1 && echo "chromium: $$(command -v chromium)" || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
 test:  ## run the test suite (what CI runs)
 	WANDB_MODE=disabled $(PY) -m pytest -q -m "not slow"
 
@@ -60,8 +65,11 @@ systems-m30k:  ## every system of the seeds on Multi30K En->De at the README's b
 tables:  ## render Tables 1-4 from the records: make tables SCALE=mini
 	$(PY) -m sarnmt.tables table=all scale=$(SCALE) $(ARGS)
 
+human-eval-screenshot:  ## the README's picture of the ranking page (docs/human-eval.png), as the browser test renders it
+	SARNMT_HUMAN_SCREENSHOT=docs/human-eval.png WANDB_MODE=disabled $(PY) -m pytest -q tests/test_human_browser.py
+
 clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
-.PHONY: help install test test-full lint train params bench peers reproduce-table1 reproduce-table2 reproduce-table3 \
-	reproduce-table4 reproduce-tables systems-m30k tables clean-logs
+.PHONY: help install browser test test-full lint train params bench peers reproduce-table1 reproduce-table2 \
+	reproduce-table3 reproduce-table4 reproduce-tables systems-m30k tables human-eval-screenshot clean-logs

@@ -1,4 +1,5 @@
-"""A table's cells as Markdown, LaTeX, CSV and a PNG of the per-seed scores, beside the paper's numbers.
+"""A table's cells as Markdown, LaTeX, CSV (laid out by :mod:`sarnmt.sweep.formats`) and a PNG of the per-seed
+scores, beside the paper's numbers.
 
 A cell reads ``mean ± sd (n)``: the mean corpus BLEU over the row's seeds, their sample standard deviation and how
 many seeds ran; ``missing``, ``stale`` and ``broken`` runs are counted in the cell, never averaged in. Markers after
@@ -8,12 +9,12 @@ a cell compare it with the baseline row of its column: ``*``/``**`` the paper's 
 
 from __future__ import annotations
 
-import csv
-import io
 import textwrap
 from pathlib import Path
 
+from sarnmt.sweep import formats
 from sarnmt.sweep.cells import Cell
+from sarnmt.sweep.formats import tex
 from sarnmt.sweep.spec import METRICS, Scale, Table
 
 TESTS_NOTE = (
@@ -108,81 +109,43 @@ def footer(table: Table, scale: Scale, cells: dict) -> list[str]:
 
 def markdown(table: Table, scale: Scale, cells: dict) -> str:
     head = ["model", "|Θ|"] + [h for c in table.columns for h in (f"{c.label} ({c.pair})", "paper")]
-    lines = [
-        f"**{table.title}** — scale `{scale.name}`",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|---|---:|" + "---|---:|" * len(table.columns),
+    rows = [
+        [row.label, _parameters(table, cells, row.key)]
+        + [v for c in table.columns for v in (cell_text(cells[row.key, c.key]), _paper(table, row.key, c.key))]
+        for row in table.rows
     ]
-    for row in table.rows:
-        values = [v for c in table.columns for v in (cell_text(cells[row.key, c.key]), _paper(table, row.key, c.key))]
-        lines.append("| " + " | ".join([row.label, _parameters(table, cells, row.key), *values]) + " |")
-    lines += [""] + [f"- {line}" for line in footer(table, scale, cells)]
-    return "\n".join(lines) + "\n"
-
-
-def _tex(text: str) -> str:
-    return text.replace("&", r"\&").replace("_", r"\_").replace("%", r"\%").replace("#", r"\#")
+    title = f"**{table.title}** — scale `{scale.name}`"
+    return formats.markdown(title, head, "lr" * (len(table.columns) + 1), rows, footer(table, scale, cells))
 
 
 def latex(table: Table, scale: Scale, cells: dict) -> str:
-    columns = "lr" + "lr" * len(table.columns)
-    head = ["Model", r"$|\Theta|$"] + [h for c in table.columns for h in (_tex(c.label), "paper")]
-    lines = [
-        r"\begin{table}[t]",
-        r"\centering\small",
-        rf"\begin{{tabular}}{{{columns}}}",
-        r"\toprule",
-        " & ".join(head) + r" \\",
-        r"\midrule",
-    ]
-    for row in table.rows:
-        values = [
+    head = ["Model", r"$|\Theta|$"] + [h for c in table.columns for h in (tex(c.label), "paper")]
+    rows = [
+        [tex(row.label), _parameters(table, cells, row.key)]
+        + [
             v
             for c in table.columns
-            for v in (_tex(cell_text(cells[row.key, c.key], latex=True)), _paper(table, row.key, c.key))
+            for v in (tex(cell_text(cells[row.key, c.key], latex=True)), _paper(table, row.key, c.key))
         ]
-        lines.append(" & ".join([_tex(row.label), _parameters(table, cells, row.key), *values]) + r" \\")
-    lines += [
-        r"\bottomrule",
-        r"\end{tabular}",
-        rf"\caption{{{_tex(table.title)} (sarnmt, scale {scale.name}). {_tex(TESTS_NOTE)}}}",
-        r"\end{table}",
+        for row in table.rows
     ]
-    return "\n".join(lines) + "\n"
+    caption = f"{tex(table.title)} (sarnmt, scale {scale.name}). {tex(TESTS_NOTE)}"
+    return formats.latex("lr" + "lr" * len(table.columns), head, rows, caption)
+
+
+CSV_HEADER = (
+    "table", "scale", "row", "column", "pair", "test", "metric", "seeds_expected", "seeds_done", "mean", "sd",
+    "scores", "p_t_test", "p_bootstrap", "paper", "parameters", "stale", "broken", "missing",
+)  # fmt: skip
 
 
 def csv_text(table: Table, scale: Scale, cells: dict) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(
-        [
-            "table",
-            "scale",
-            "row",
-            "column",
-            "pair",
-            "test",
-            "metric",
-            "seeds_expected",
-            "seeds_done",
-            "mean",
-            "sd",
-            "scores",
-            "p_t_test",
-            "p_bootstrap",
-            "paper",
-            "parameters",
-            "stale",
-            "broken",
-            "missing",
-        ]
-    )
+    rows = []
     for row in table.rows:
         for column in table.columns:
             cell = cells[row.key, column.key]
             s = cell.score
-            writer.writerow(
+            rows.append(
                 [
                     table.number,
                     scale.name,
@@ -205,7 +168,7 @@ def csv_text(table: Table, scale: Scale, cells: dict) -> str:
                     cell.missing,
                 ]
             )
-    return buffer.getvalue()
+    return formats.csv_text(CSV_HEADER, rows)
 
 
 def plot(table: Table, scale: Scale, cells: dict, path: Path) -> None:

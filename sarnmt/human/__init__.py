@@ -1,0 +1,9 @@
+"""Human evaluation, the paper's Table 5: a blind ranking of system outputs by annotators.
+
+- :mod:`~sarnmt.human.task`: create a task (sample sentences, fix each one's hidden order of the systems);
+- :mod:`~sarnmt.human.store`: the SQLite database (tasks, items, annotators, one judgement per annotator and item);
+- :mod:`~sarnmt.human.app` and ``static/``: the ranking page and its JSON API (standard-library HTTP server);
+- :mod:`~sarnmt.human.export`: Table 5 beside the paper's numbers, raw judgements; :mod:`~sarnmt.human.agreement`:
+  Cohen's / Fleiss' kappa;
+- :mod:`~sarnmt.human.cli`: ``python -m sarnmt.human create|serve|export|annotators``.
+"""

@@ -1,0 +1,198 @@
+"""``python -m sarnmt.human COMMAND [key=value ...]``: one Hydra entry point per command (``conf/human_<command>.yaml``)
+over the pure functions of the package; a user's mistake ends in one ``error: ...`` line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from sarnmt.human import store
+from sarnmt.human.app import RankingServer, ServeError
+from sarnmt.human.export import ExportError, export
+from sarnmt.human.task import TaskError, TaskSpec, create_task, new_token
+
+USAGE = """\
+usage: python -m sarnmt.human COMMAND [key=value ...]      (python -m sarnmt.human COMMAND --help: its keys)
+
+A blind ranking of system outputs by human annotators, stored in SQLite, exported as the paper's Table 5.
+
+commands:
+  create      sample sentences of a source file and 2+ system outputs into a task (one per language pair)
+  serve       the ranking page for the annotators (http://127.0.0.1:8000/; --host 0.0.0.0 to listen elsewhere)
+  export      Table 5 (Markdown, LaTeX, CSV) beside the paper's numbers, the raw judgements, the agreement
+  annotators  a task's annotators and their sign-in tokens; add=[name,...] adds annotators
+
+example:
+  python -m sarnmt.human create db=human.sqlite pair=en_de source=test.en ref=test.de \\
+      hyps=[baseline.de,mean.de,attentive.de] names=[baseline,mean_residual,self_attentive_content] \\
+      annotators=[ana,ben]
+  python -m sarnmt.human serve db=human.sqlite
+  python -m sarnmt.human export db=human.sqlite output_dir=human-eval
+"""
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"  # absolute: the commands live in this module, not __main__
+USER_ERRORS = (TaskError, ServeError, ExportError, store.StoreError)
+
+
+def _fail(err: Exception) -> None:
+    print(f"error: {err}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def _require(cfg: DictConfig, command: str) -> None:
+    """:raises TaskError: naming every mandatory key (``???``) left unset."""
+    missing = [key for key in cfg if OmegaConf.is_missing(cfg, key)]
+    if missing:
+        keys = ", ".join(f"{key}=" for key in missing)
+        raise TaskError(f"missing {keys} (python -m sarnmt.human {command} --help lists the keys)")
+
+
+def _int(value, key: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise TaskError(f"{key} must be an integer, got {value!r}") from None
+
+
+def _list(value) -> list:
+    return [] if value is None else [value] if isinstance(value, str | int) else list(value)
+
+
+def create(cfg: DictConfig) -> None:
+    from sarnmt.score import system_names
+
+    try:
+        _require(cfg, "create")
+        hyps = [str(h) for h in _list(cfg.hyps)]
+        names = [str(n) for n in _list(cfg.names)] if cfg.names is not None else system_names(hyps)
+        if len(names) != len(hyps):
+            raise TaskError(f"names has {len(names)} entries but hyps has {len(hyps)}")
+        if cfg.names is None and len(set(names)) < len(names):
+            raise TaskError(f"the file names do not tell the systems apart ({', '.join(names)}): give names=[...]")
+        spec = TaskSpec(
+            name=str(cfg.pair), source=str(cfg.source), reference=None if cfg.ref is None else str(cfg.ref),
+            show_reference=bool(cfg.show_ref), systems=tuple(zip(names, hyps, strict=True)),
+            sample=cfg.sample, seed=_int(cfg.seed, "seed"), annotators=tuple(str(a) for a in _list(cfg.annotators)),
+        )  # fmt: skip
+        created = create_task(cfg.db, spec)
+    except USER_ERRORS as err:
+        _fail(err)
+    print(
+        f"task {created.name}: {created.items} sentences of {cfg.source}, systems {', '.join(created.systems)} "
+        f"(the outputs of each sentence in a hidden order), stored in {cfg.db}"
+    )
+    _print_tokens(created.tokens)
+    print(f"next: python -m sarnmt.human serve db={cfg.db}")
+
+
+def _print_tokens(tokens: dict[str, str], host: str = "127.0.0.1", port: int = 8000) -> None:
+    if tokens:
+        print("sign-in tokens (give each annotator theirs; `annotators` lists them again):")
+    for name, token in tokens.items():
+        print(f"  {name}\t{token}\thttp://{host}:{port}/#token={token}")
+
+
+def annotators(cfg: DictConfig) -> None:
+    try:
+        conn = store.connect(cfg.db)
+        try:
+            tasks = store.task_names(conn) if cfg.pair is None else [str(cfg.pair)]
+            if _list(cfg.add) and len(tasks) != 1:
+                raise TaskError(f"add= needs one task: give pair= (tasks: {', '.join(tasks)})")
+            for task in tasks:
+                task_id = store.task_row(conn, task)["id"]
+                with store.transaction(conn):
+                    for name in _list(cfg.add):
+                        store.add_annotator(conn, task_id, str(name), new_token())
+                print(f"task {task}:")
+                _print_tokens({a.name: a.token for a in store.annotators(conn, task_id)})
+        finally:
+            conn.close()
+    except USER_ERRORS as err:
+        _fail(err)
+
+
+def serve(cfg: DictConfig) -> None:
+    try:
+        server = RankingServer(cfg.db, str(cfg.host), _int(cfg.port, "port"), str(cfg.signin))
+    except USER_ERRORS as err:
+        _fail(err)
+    conn = store.connect(cfg.db)
+    try:
+        tasks = ", ".join(store.task_names(conn))
+    finally:
+        conn.close()
+    print(f"serving {cfg.db} (tasks: {tasks}; sign-in by {cfg.signin}) at {server.url}  (Ctrl-C stops)", flush=True)
+    if str(cfg.host) not in ("127.0.0.1", "localhost", "::1"):
+        print(f"listening on {cfg.host}: anyone who can reach this machine can open the page", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it as Ctrl-C does
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
+    finally:
+        server.server_close()
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def export_command(cfg: DictConfig) -> None:
+    try:
+        files = export(cfg.db, cfg.output_dir)
+    except USER_ERRORS as err:
+        _fail(err)
+    print(files["table5.md"])
+    if cfg.output_dir is not None:
+        print(f"written: {cfg.output_dir}/{{{','.join(files)}}}")
+
+
+COMMANDS: dict[str, Callable[[DictConfig], None]] = {
+    "create": create,
+    "serve": serve,
+    "export": export_command,
+    "annotators": annotators,
+}
+FLAGS = {"--host": "host", "--port": "port"}
+
+
+def flags_to_overrides(args: list[str]) -> list[str]:
+    """``--host H`` / ``--host=H`` / ``--port P`` → Hydra's ``host=H`` / ``port=P``; everything else unchanged."""
+    out, k = [], 0
+    while k < len(args):
+        flag, eq, value = args[k].partition("=")
+        if flag in FLAGS:
+            if not eq:
+                if k + 1 >= len(args):
+                    raise TaskError(f"{flag} needs a value")
+                value, k = args[k + 1], k + 1
+            out.append(f"{FLAGS[flag]}={value}")
+        else:
+            out.append(args[k])
+        k += 1
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE, end="", file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"error: unknown command {command!r}; commands: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    try:
+        rest = flags_to_overrides(rest)
+    except TaskError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    sys.argv = [f"python -m sarnmt.human {command}", *rest]
+    hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=f"human_{command}")(COMMANDS[command])()
+    return 0

@@ -1,0 +1,297 @@
+"""Export a human evaluation: Table 5 (Markdown, LaTeX, CSV, laid out by :mod:`sarnmt.sweep.formats` as Tables 1-4
+are, with the paper's numbers beside), the raw judgements (CSV) and the inter-annotator agreement (CSV).
+
+**What Table 5 counts.** For each task (language pair) and each pair of its systems (first, second): among the
+``ranked`` judgements, the percentage in which the first system's output got a better rank (``>``), the same rank
+(``=``) or a worse rank (``<``) than the second's. Rows are the pairs (later system, earlier system) in the order the
+systems were given to ``create`` — for ``baseline, mean_residual, self_attentive_content`` exactly the paper's rows.
+**Several annotators**: each annotator's ranking of a sentence is one judgement and all are pooled, so ``n`` is
+sentences × annotators (the paper had one annotator per pair, where n = sentences); agreement is reported beside
+(:mod:`sarnmt.human.agreement`). **Skipped and flagged** items are not judgements of quality: they are left out of
+the percentages and counted in the notes and in ``agreement.csv``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from sarnmt.human import store
+from sarnmt.human.agreement import Agreement, agreement, compare
+from sarnmt.sweep import formats
+from sarnmt.sweep.formats import tex
+from sarnmt.sweep.records import write_atomic
+from sarnmt.sweep.spec import SWEEPS_DIR
+
+PAPER_TABLE = SWEEPS_DIR / "human" / "table5.yaml"
+SYMBOLS = (">", "=", "<")
+
+
+class ExportError(ValueError):
+    """A database or paper-table file that cannot be exported from; the message names it."""
+
+
+@dataclass(frozen=True)
+class Paper:
+    title: str
+    systems: dict[str, str]
+    pairs: dict[str, str]
+    numbers: dict[tuple[str, str], dict[str, list[int]]]  # (first, second) → pair → [>, =, <]
+
+
+def load_paper(path: Path = PAPER_TABLE) -> Paper:
+    """:raises ExportError: the file is missing or malformed (naming the file and key)."""
+    try:
+        node = OmegaConf.to_container(OmegaConf.load(path))
+    except Exception as err:  # missing file, YAML syntax: both name the file
+        raise ExportError(f"{path}: cannot read the paper's Table 5 ({err})") from err
+    try:
+        numbers = {}
+        for k, row in enumerate(node["paper"]):
+            cells = {pair: list(v) for pair, v in row.items() if pair not in ("first", "second")}
+            if any(len(v) != 3 for v in cells.values()):
+                raise ExportError(f"{path}: paper[{k}]: each pair needs [>, =, <], got {cells}")
+            numbers[row["first"], row["second"]] = cells
+        return Paper(str(node["title"]), dict(node["systems"]), dict(node["pairs"]), numbers)
+    except (KeyError, TypeError) as err:
+        raise ExportError(f"{path}: missing or malformed key {err}") from err
+
+
+@dataclass
+class Task:
+    """One task's systems and judgements, read from the store."""
+
+    name: str
+    systems: list[str]
+    items: int
+    judgements: list[dict] = field(default_factory=list)
+
+    def ranked(self) -> list[dict]:
+        return [j for j in self.judgements if j["status"] == "ranked"]
+
+    def count(self, status: str) -> int:
+        return sum(j["status"] == status for j in self.judgements)
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """(later, earlier) for every two systems, by the later one's then the earlier one's creation order."""
+        s = self.systems
+        return [(s[j], s[i]) for j in range(len(s)) for i in range(j)]
+
+    def counts(self, first: str, second: str) -> tuple[int, int, int]:
+        """How many ranked judgements put ``first`` higher than, equal to, lower than ``second``."""
+        labels = [compare(j["by_system"][first], j["by_system"][second]) for j in self.ranked()]
+        return labels.count(">"), labels.count("="), labels.count("<")
+
+    def agreement(self) -> Agreement:
+        ranks: dict[str, dict[int, dict[str, int]]] = defaultdict(dict)
+        for j in self.ranked():
+            ranks[j["annotator"]][j["item"]] = j["by_system"]
+        return agreement(ranks, self.pairs())
+
+    def annotators(self) -> list[str]:
+        return sorted({j["annotator"] for j in self.judgements})
+
+
+def read_tasks(db: str | Path) -> list[Task]:
+    """Every task of the database with its judgements (rank per system resolved from the order shown).
+
+    :raises ExportError: the database is missing or not a human-evaluation database.
+    """
+    try:
+        conn = store.connect(db)
+    except store.StoreError as err:
+        raise ExportError(str(err)) from err
+    try:
+        return [_read_task(conn, row) for row in conn.execute("SELECT * FROM task ORDER BY id").fetchall()]
+    finally:
+        conn.close()
+
+
+def _read_task(conn: sqlite3.Connection, row: sqlite3.Row) -> Task:
+    systems = store.systems(conn, row["id"])
+    items = conn.execute("SELECT COUNT(*) FROM item WHERE task_id = ?", (row["id"],)).fetchone()[0]
+    task = Task(row["name"], systems, items)
+    query = (
+        "SELECT j.*, a.name AS annotator, i.position, i.line FROM judgement j "
+        "JOIN annotator a ON a.id = j.annotator_id JOIN item i ON i.id = j.item_id "
+        "WHERE i.task_id = ? ORDER BY i.position, a.name"
+    )
+    for j in conn.execute(query, (row["id"],)):
+        order = [systems[k] for k in json.loads(j["shown_order"])]
+        ranks = json.loads(j["ranks"]) if j["ranks"] else None
+        task.judgements.append(
+            {
+                **{k: j[k] for k in ("annotator", "position", "line", "status", "comment", "shown_at")},
+                **{k: j[k] for k in ("submitted_at", "seconds", "submissions")},
+                "item": j["item_id"],
+                "order": order,
+                "ranks": ranks,
+                "by_system": None if ranks is None else dict(zip(order, ranks, strict=True)),
+            }
+        )
+    return task
+
+
+def table_rows(tasks: list[Task]) -> list[tuple[str, str]]:
+    """The (first, second) pairs of every task, each once, in order of first appearance."""
+    rows: list[tuple[str, str]] = []
+    for task in tasks:
+        for a, b in task.pairs():
+            if (a, b) not in rows and (b, a) not in rows:
+                rows.append((a, b))
+    return rows
+
+
+def _cell(task: Task, first: str, second: str) -> tuple[int, int, int] | None:
+    if first not in task.systems or second not in task.systems:
+        return None
+    return task.counts(first, second)
+
+
+def _percent(counts: tuple[int, int, int] | None) -> list[str]:
+    """``>``, ``=``, ``<`` in percent and n; dashes where the task lacks a system or has no ranked judgement."""
+    if counts is None:
+        return ["–"] * 4
+    n = sum(counts)
+    return [f"{100 * c / n:.1f}" for c in counts] + [str(n)] if n else ["–"] * 3 + ["0"]
+
+
+def _paper_cell(paper: Paper, first: str, second: str, pair: str) -> list[int] | None:
+    return paper.numbers.get((first, second), {}).get(pair)
+
+
+def notes(tasks: list[Task], paper: Paper) -> list[str]:
+    lines = [
+        "Cells: the percentage of ranked judgements in which the first system's translation was ranked higher (>), "
+        "equal to (=) or lower (<) than the second's; n: judgements counted (sentences × annotators: every "
+        "annotator's ranking of a sentence counts once). Skipped and flagged items are left out.",
+    ]
+    for task in tasks:
+        names = ", ".join(task.annotators()) or "none yet"
+        lines.append(
+            f"{paper.pairs.get(task.name, task.name)} (task {task.name}): {task.items} sentences, systems "
+            f"{', '.join(task.systems)}; annotators: {names}; judgements: {task.count('ranked')} ranked, "
+            f"{task.count('skipped')} skipped, {task.count('broken')} flagged as broken; agreement: "
+            f"{task.agreement().text()}."
+        )
+    lines.append(
+        "Paper: the paper's Table 5 (50 sentences per pair, one annotator); its text as this project has it gives "
+        "two triples per row under three pair headings, read as En-Zh and Es-En (sweeps/human/table5.yaml)."
+    )
+    return lines
+
+
+def _label(paper: Paper, first: str, second: str) -> str:
+    return f"{paper.systems.get(first, first)} vs. {paper.systems.get(second, second)}"
+
+
+def markdown(tasks: list[Task], paper: Paper) -> str:
+    head = ["first vs. second"]
+    for task in tasks:
+        head += [f"{paper.pairs.get(task.name, task.name)} >", "=", "<", "n", "paper > / = / <"]
+    body = []
+    for first, second in table_rows(tasks):
+        row = [_label(paper, first, second)]
+        for task in tasks:
+            cell = _paper_cell(paper, first, second, task.name)
+            row += _percent(_cell(task, first, second)) + [" / ".join(map(str, cell)) if cell else "–"]
+        body.append(row)
+    return formats.markdown(f"**{paper.title}**", head, "l" + "rrrrl" * len(tasks), body, notes(tasks, paper))
+
+
+def latex(tasks: list[Task], paper: Paper) -> str:
+    head = ["System"]
+    for task in tasks:
+        head += [rf"{tex(paper.pairs.get(task.name, task.name))} $>$", "$=$", "$<$", "$n$", "paper"]
+    body = []
+    for first, second in table_rows(tasks):
+        row = [tex(_label(paper, first, second))]
+        for task in tasks:
+            cell = _paper_cell(paper, first, second, task.name)
+            row += _percent(_cell(task, first, second)) + ["/".join(map(str, cell)) if cell else "--"]
+        body.append([c.replace("–", "--") for c in row])
+    caption = tex(paper.title + ". " + " ".join(notes(tasks, paper)))
+    return formats.latex("l" + "rrrrl" * len(tasks), head, body, caption)
+
+
+def csv_text(tasks: list[Task], paper: Paper) -> str:
+    header = ["task", "first", "second", "higher", "equal", "lower", "n", "pct_higher", "pct_equal", "pct_lower",
+              "paper_higher", "paper_equal", "paper_lower"]  # fmt: skip
+    rows = []
+    for first, second in table_rows(tasks):
+        for task in tasks:
+            counts = _cell(task, first, second)
+            if counts is None:
+                continue
+            n = sum(counts)
+            cell = _paper_cell(paper, first, second, task.name) or ["", "", ""]
+            pcts = [f"{100 * c / n:.4f}" if n else "" for c in counts]
+            rows.append([task.name, first, second, *counts, n, *pcts, *cell])
+    return formats.csv_text(header, rows)
+
+
+def judgements_csv(tasks: list[Task]) -> str:
+    """Every judgement: item id, position and line, the order shown (system names), the ranks as shown and per
+    system, and the times."""
+    header = ["task", "item", "position", "line", "annotator", "status", "shown_order", "ranks", "ranks_by_system",
+              "comment", "shown_at", "submitted_at", "seconds", "submissions"]  # fmt: skip
+    rows = [
+        [
+            task.name,
+            j["item"],
+            j["position"],
+            j["line"],
+            j["annotator"],
+            j["status"],
+            " ".join(j["order"]),
+            "" if j["ranks"] is None else " ".join(map(str, j["ranks"])),
+            "" if j["by_system"] is None else " ".join(f"{s}={r}" for s, r in j["by_system"].items()),
+            j["comment"],
+            j["shown_at"] or "",
+            j["submitted_at"],
+            "" if j["seconds"] is None else j["seconds"],
+            j["submissions"],
+        ]  # fmt: skip
+        for task in tasks
+        for j in task.judgements
+    ]
+    return formats.csv_text(header, rows)
+
+
+def agreement_csv(tasks: list[Task]) -> str:
+    header = ["task", "method", "kappa", "annotators", "items", "comparisons", "ranked", "skipped", "flagged"]
+    rows = []
+    for task in tasks:
+        a = task.agreement()
+        kappa = "" if a.kappa is None else f"{a.kappa:.6f}"
+        rows.append([task.name, a.method or "", kappa, a.annotators, a.items, a.comparisons, task.count("ranked"),
+                     task.count("skipped"), task.count("broken")])  # fmt: skip
+    return formats.csv_text(header, rows)
+
+
+def export(db: str | Path, output_dir: str | Path | None, paper_table: Path = PAPER_TABLE) -> dict[str, str]:
+    """Render everything; write ``table5.{md,tex,csv}``, ``judgements.csv`` and ``agreement.csv`` into
+    ``output_dir`` (each to a temporary name, then renamed) unless it is ``None``.
+
+    :returns: file name → text.
+    """
+    tasks = read_tasks(db)
+    if not tasks:
+        raise ExportError(f"{db} holds no task")
+    paper = load_paper(paper_table)
+    files = {
+        "table5.md": markdown(tasks, paper),
+        "table5.tex": latex(tasks, paper),
+        "table5.csv": csv_text(tasks, paper),
+        "judgements.csv": judgements_csv(tasks),
+        "agreement.csv": agreement_csv(tasks),
+    }
+    if output_dir is not None:
+        for name, text in files.items():
+            write_atomic(Path(output_dir) / name, text.encode("utf-8"))
+    return files
