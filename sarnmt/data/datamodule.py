@@ -194,6 +194,11 @@ class TranslationDataModule(L.LightningDataModule):
             raise ValueError(f"{type(self).__name__}: no split {split!r}; available: {sorted(self._raw)}")
         return self._raw[split]
 
+    def origin(self, split: str) -> str:
+        """Where ``split`` was read from (files, or the corpus description), for messages."""
+        self._split(split)
+        return self._origin[split]
+
     def sources(self, split: str) -> list[str]:
         """Raw source lines of ``split``, one per pair, corpus order, unfiltered."""
         return list(self._split(split)[0])

@@ -25,6 +25,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from sarnmt.utils.atomic import write_bytes
+
 RECORD_VERSION = 1
 HASHED = (
     "data",
@@ -86,17 +88,9 @@ def config_hash(cfg: DictConfig, tests: dict[str, str]) -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path``, flush it to disk, rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write to a temporary file beside ``path``, flush it to disk, rename it over ``path``
+    (:func:`sarnmt.utils.atomic.write_bytes`)."""
+    write_bytes(path, data)
 
 
 def write_json(path: Path, obj: Any) -> None:
