@@ -242,11 +242,13 @@ class TranslationDataModule(L.LightningDataModule):
         sampler = TokenBatchSampler(
             [len(s) for s in data.src], [len(t) for t in data.tgt], max_tokens=self.max_tokens, shuffle=True,
             seed=self.seed, maxi_batch=self.maxi_batch, num_replicas=world, rank=rank,
-            max_sentences=self.max_sentences,
+            max_sentences=self.max_sentences, epoch_source=(lambda: trainer.current_epoch) if trainer else None,
         )  # fmt: skip
         sampler.set_epoch(epoch)
         resume, self._resume = self._resume, {}
-        if resume.get("epoch") == epoch and 0 < resume.get("batches_done", 0) < len(sampler):
+        # all of them done (a checkpoint of the epoch's end): the epoch yields nothing more, so Lightning ends it
+        # instead of drawing an extra batch (it does, resuming an end-of-epoch checkpoint of a max_steps run)
+        if resume.get("epoch") == epoch and 0 < resume.get("batches_done", 0) <= len(sampler):
             sampler.skip_next(resume["batches_done"])
             _info(f"resuming epoch {epoch} after its first {resume['batches_done']} of {len(sampler)} batches")
         return self._loader(data, sampler)
