@@ -23,6 +23,9 @@ test:  ## run the test suite (what CI runs)
 test-full:  ## run every test, the slow ones too
 	WANDB_MODE=disabled $(PY) -m pytest -q
 
+faults:  ## the fault suite: killed, preempted and diverged runs, full disks, hostile input to every command; a summary
+	WANDB_MODE=disabled $(PY) -m pytest -q -m faults -p tests.fault_report
+
 lint:  ## ruff
 	$(PY) -m ruff check sarnmt tests
 
@@ -59,5 +62,5 @@ tables:  ## render Tables 1-4 from the records: make tables SCALE=mini
 clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
-.PHONY: help install test test-full lint train params bench reproduce-table1 reproduce-table2 reproduce-table3 \
+.PHONY: help install test test-full faults lint train params bench reproduce-table1 reproduce-table2 reproduce-table3 \
 	reproduce-table4 reproduce-tables systems-m30k tables clean-logs

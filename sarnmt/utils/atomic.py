@@ -36,6 +36,18 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _device_refusal(err: BaseException) -> OSError | None:
+    """The ``OSError`` of a refused write in ``err`` or what it was raised from: ``torch.save`` reports a full disk
+    as a ``RuntimeError`` ("unexpected pos ...") raised while handling the ``OSError``."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and not isinstance(err, WriteError) and err.errno in WRITE_FAILURES:
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
 def write_failure(path: Path, err: OSError) -> WriteError:
     """The :class:`WriteError` of a failed write of ``path``, saying what happened and what is left."""
     left = f"the previous {path.name} is unchanged" if path.exists() else f"no {path.name} was written"
@@ -65,9 +77,10 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[A
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except OSError as err:
-        if err.errno in WRITE_FAILURES:
-            raise write_failure(path, err) from err
+    except Exception as err:
+        refused = _device_refusal(err)
+        if refused is not None:
+            raise write_failure(path, refused) from err
         raise
     finally:
         tmp.unlink(missing_ok=True)
