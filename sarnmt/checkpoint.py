@@ -56,7 +56,7 @@ class LoadedModel:
 
 def _unsafe_global(err: Exception) -> str:
     """The first object type named by a refused ``weights_only`` load, e.g. `` (posix.system)``, or ""."""
-    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
+    found = re.search(r"GLOBAL ([\w.]+)", str(err))
     return f" ({found.group(1)})" if found else ""
 
 

@@ -127,6 +127,8 @@ class RecordStatus:
 
 def read_record(path: Path, expected_hash: str | None = None) -> RecordStatus:
     """Read a record and judge it against ``expected_hash`` (None: any hash is current)."""
+    if path.is_dir():
+        return RecordStatus("broken", path, reason=f"record {path} is a folder, not a file")
     if not path.is_file():
         return RecordStatus("missing", path, reason=f"no record {path}")
     try:
@@ -136,6 +138,14 @@ def read_record(path: Path, expected_hash: str | None = None) -> RecordStatus:
     if not isinstance(record, dict) or any(key not in record for key in REQUIRED):
         missing = [k for k in REQUIRED if not isinstance(record, dict) or k not in record]
         return RecordStatus("broken", path, reason=f"record {path} lacks {missing}")
+    tests = record["tests"]
+    if not isinstance(tests, dict) or not all(isinstance(t, dict) for t in tests.values()):
+        return RecordStatus("broken", path, reason=f"record {path}: 'tests' is not a mapping of test sets")
+    if not isinstance(record.get("parameters"), int | None):
+        return RecordStatus("broken", path, reason=f"record {path}: 'parameters' is not a number")
+    wrong = [key for key in ("wall_seconds", "hardware") if not isinstance(record.get(key, {}), dict)]
+    if wrong:
+        return RecordStatus("broken", path, reason=f"record {path}: {wrong} are not mappings")
     sentences = path.with_name(path.name.removesuffix(".json") + ".sentences.json.gz")
     if not sentences.is_file():
         return RecordStatus("broken", path, record, f"record {path}: its sentence statistics {sentences} are missing")
