@@ -257,6 +257,14 @@ def test_evaluate_refuses_bad_test_files_naming_them(capsys, ckpt, tmp_path, src
     assert not (tmp_path / "run" / "eval.test.json").exists()
 
 
+@pytest.mark.parametrize("case", ["truncated", "pickle running code"])
+def test_evaluate_refuses_a_hostile_checkpoint_without_running_it(capsys, hostile, tmp_path, case):
+    """evaluate refuses a truncated or code-running checkpoint in one line, running none of it."""
+    path, says = hostile[case]
+    line = one_error(_evaluate(capsys, path, tmp_path, b"ta brin\n", b"a\n"))
+    assert line.startswith(f"error: checkpoint {path} ") and says in line and not (path.parent / "pwned").exists()
+
+
 def test_evaluate_refuses_a_folder_and_keeps_its_outputs_on_a_full_disk(capsys, ckpt, tmp_path, monkeypatch):
     """evaluate refuses a folder given as a test file; a full disk while it writes leaves the previous outputs."""
     (tmp_path / "test.src").mkdir()

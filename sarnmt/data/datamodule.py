@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 from sarnmt.data.batching import UNK, collate
 from sarnmt.data.codecs import TextCodec, codec_from_state
 from sarnmt.data.sampler import TokenBatchSampler
+from sarnmt.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ class TranslationDataModule(L.LightningDataModule):
             f"and {too_long} with a side of >= {self.max_len} tokens"
         )
         if not keep:
-            raise ValueError(f"train data {origin}: no pair left after filtering (max_len={self.max_len})")
+            raise InputError(f"train data {origin}: no pair left after filtering (max_len={self.max_len})")
         return EncodedSplit(keep, [src_ids[k] for k in keep], [tgt_ids[k] for k in keep])
 
     def _need_setup(self) -> None:
@@ -191,7 +192,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _split(self, split: str) -> tuple[list[str], list[str]]:
         if not self.has_split(split):
-            raise ValueError(f"{type(self).__name__}: no split {split!r}; available: {sorted(self._raw)}")
+            raise InputError(f"{type(self).__name__}: no split {split!r}; available: {sorted(self._raw)}")
         return self._raw[split]
 
     def origin(self, split: str) -> str:
