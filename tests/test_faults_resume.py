@@ -161,3 +161,16 @@ def test_cluster_signal_checkpoints_then_hands_over_to_the_launchers_handler(uni
     train(compose_train([*RUN, "trainer.max_steps=22", f"ckpt_path={last}"], output_dir=tmp_path))
     reference = _weights(uninterrupted)
     assert all(torch.equal(v, reference[k]) for k, v in _weights(last).items())
+
+
+def test_sigterm_at_an_epochs_last_update_resumes_exactly_in_an_epoch_bounded_run(tmp_path):
+    """An epoch-bounded run (max_epochs, no max_steps) stopped by SIGTERM at its first epoch's last update resumes
+    into the second epoch with the uninterrupted run's batches and ends with its weights."""
+    overrides = [*RUN, "trainer.max_epochs=2"]
+    train(compose_train(overrides, output_dir=tmp_path / "whole"))
+    with pytest.raises(TrainingStopped, match="SIGTERM received: stopped after update 13"):
+        train(compose_train([*overrides, "faults=inject", "faults.signal_at_step=12"], output_dir=tmp_path / "cut"))
+    last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
+    train(compose_train([*overrides, f"ckpt_path={last}"], output_dir=tmp_path / "cut"))
+    reference = _weights(tmp_path / "whole" / "checkpoints" / "last.ckpt")
+    assert _step(last) == 26 and all(torch.equal(v, reference[k]) for k, v in _weights(last).items())

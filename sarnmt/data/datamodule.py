@@ -247,10 +247,11 @@ class TranslationDataModule(L.LightningDataModule):
         )  # fmt: skip
         sampler.set_epoch(epoch)
         resume, self._resume = self._resume, {}
-        # all of them done (a checkpoint of the epoch's end): the epoch yields nothing more, so Lightning ends it
-        # instead of drawing an extra batch (it does, resuming an end-of-epoch checkpoint of a max_steps run)
+        # all of them done (a checkpoint of the epoch's end): if Lightning finishes that epoch again (it does for a
+        # max_steps run) it yields nothing more, so the epoch ends instead of drawing an extra batch; if it goes on
+        # with the next epoch, nothing is skipped there
         if resume.get("epoch") == epoch and 0 < resume.get("batches_done", 0) <= len(sampler):
-            sampler.skip_next(resume["batches_done"])
+            sampler.skip_next(resume["batches_done"], epoch)
             _info(f"resuming epoch {epoch} after its first {resume['batches_done']} of {len(sampler)} batches")
         return self._loader(data, sampler)
 

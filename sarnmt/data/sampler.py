@@ -106,14 +106,18 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.epoch_source = epoch_source
         self.sampler = _EpochForwarder(self)  # so that Lightning's per-epoch set_epoch reaches this object
         self._cache: tuple[int, list[list[int]]] | None = None
-        self._skip = 0
+        self._skip: tuple[int | None, int] = (None, 0)
 
-    def skip_next(self, batches: int) -> None:
+    def skip_next(self, batches: int, epoch: int | None = None) -> None:
         """The next ``iter()`` starts after the first ``batches`` batches of its epoch (a resumed mid-epoch run);
-        ``len()`` stays the whole epoch's, as Lightning counts the skipped batches as done."""
+        ``len()`` stays the whole epoch's, as Lightning counts the skipped batches as done.
+
+        :param epoch: skip only if the next ``iter()`` is of this epoch (None: whichever it is): resuming a checkpoint
+            of an epoch's end, Lightning either finishes that epoch again (then all its batches are skipped and it
+            ends at once) or goes on with the next (then nothing is skipped)."""
         if batches < 0:
             raise ValueError(f"TokenBatchSampler: cannot skip {batches} batches")
-        self._skip = batches
+        self._skip = (epoch, batches)
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose shuffle the next ``iter()`` and ``len()`` use.
@@ -174,9 +178,9 @@ class TokenBatchSampler(Sampler[list[int]]):
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
-        plan, skip = self._plan(), self._skip
-        self._skip = 0
-        yield from plan[skip:]
+        (epoch, skip), self._skip = self._skip, (None, 0)
+        plan = self._plan()
+        yield from plan[skip if epoch in (None, self.epoch) else 0 :]
 
     def __len__(self) -> int:
         return len(self._plan())
