@@ -28,6 +28,9 @@ test:  ## run the test suite (what CI runs)
 test-full:  ## run every test, the slow ones too
 	WANDB_MODE=disabled $(PY) -m pytest -q
 
+faults:  ## the fault suite: killed, preempted and diverged runs, full disks, hostile input to every command; a summary
+	WANDB_MODE=disabled $(PY) -m pytest -q -m faults -p tests.fault_report
+
 lint:  ## ruff
 	$(PY) -m ruff check sarnmt tests benchmarks
 
@@ -71,5 +74,5 @@ human-eval-screenshot:  ## the README's picture of the ranking page (docs/human-
 clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
-.PHONY: help install browser test test-full lint train params bench peers reproduce-table1 reproduce-table2 \
+.PHONY: help install browser test test-full faults lint train params bench peers reproduce-table1 reproduce-table2 \
 	reproduce-table3 reproduce-table4 reproduce-tables systems-m30k tables human-eval-screenshot clean-logs

@@ -5,7 +5,9 @@ The output is a sarnmt checkpoint (loadable by :func:`sarnmt.checkpoint.load_mod
 ``evaluate``) holding the element-wise mean of the model weights; its other entries come from the newest input,
 without optimizer, scheduler and loop states (it is for decoding, not for resuming), and
 ``checkpoint["sarnmt"]["averaged_from"]`` lists the inputs. "Last N" is by the stored ``global_step`` (``last.ckpt``
-is skipped, as it duplicates a numbered checkpoint).
+is skipped, as it duplicates a numbered checkpoint). Inputs are read as every checkpoint is
+(:func:`sarnmt.checkpoint.read_checkpoint`: truncated files, other projects' checkpoints and pickles that would run
+code are refused by name); the output is written atomically, so a failed write leaves the previous file.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
 from sarnmt.checkpoint import CheckpointError, read_checkpoint
+from sarnmt.errors import InputError, reported
+from sarnmt.utils.atomic import atomic_open
 
 log = logging.getLogger("sarnmt")
 DROPPED = ("optimizer_states", "lr_schedulers", "callbacks", "loops")
@@ -31,7 +35,7 @@ def average_checkpoints(paths: list[str | Path], output: str | Path) -> dict[str
     :raises CheckpointError: when a checkpoint cannot be read or the models differ.
     """
     if not paths:
-        raise ValueError("average_checkpoints: no checkpoint to average")
+        raise InputError("average_checkpoints: no checkpoint to average")
     checkpoints = [read_checkpoint(path) for path in paths]
     first = checkpoints[0]
     config = first["sarnmt"]["net_config"]
@@ -55,21 +59,22 @@ def average_checkpoints(paths: list[str | Path], output: str | Path) -> dict[str
         for name, value in newest["state_dict"].items()
     }
     averaged["sarnmt"] = {**newest["sarnmt"], "averaged_from": [str(p) for p in paths]}
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(averaged, output)
+    with atomic_open(output, "wb") as handle:  # complete or not at all: a failed write leaves the old file
+        torch.save(averaged, handle)
     return averaged
 
 
 def last_checkpoints(directory: str | Path, count: int, exclude: Path | None = None) -> list[Path]:
     """The ``count`` checkpoints of ``directory`` with the highest ``global_step`` (``last.ckpt`` excluded)."""
     directory = Path(directory)
+    if directory.is_file():
+        raise InputError(f"dir={directory} is a file; give the folder that holds the checkpoints")
     if not directory.is_dir():
         raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
     found = [p for p in sorted(directory.glob("*.ckpt"))
              if p.name != "last.ckpt" and (exclude is None or p.resolve() != exclude.resolve())]  # fmt: skip
     if len(found) < count:
-        raise ValueError(f"asked for the last {count} checkpoints but {directory} has {len(found)}: "
+        raise InputError(f"asked for the last {count} checkpoints but {directory} has {len(found)}: "
                          f"{[p.name for p in found]}")  # fmt: skip
     steps = {p: read_checkpoint(p).get("global_step", 0) for p in found}
     return sorted(found, key=lambda p: (steps[p], p.stat().st_mtime))[-count:]
@@ -80,12 +85,12 @@ def average(cfg: DictConfig) -> Path:
     output = Path(to_absolute_path(cfg.output))
     if cfg.checkpoints:
         if cfg.dir is not None:
-            raise ValueError("give either checkpoints=[...] or dir=... last=N, not both")
+            raise InputError("give either checkpoints=[...] or dir=... last=N, not both")
         paths = [Path(to_absolute_path(p)) for p in cfg.checkpoints]
     elif cfg.dir is not None:
         paths = last_checkpoints(to_absolute_path(cfg.dir), cfg.last, exclude=output)
     else:
-        raise ValueError("nothing to average: give checkpoints=[a.ckpt,b.ckpt,...] or dir=DIR last=N")
+        raise InputError("nothing to average: give checkpoints=[a.ckpt,b.ckpt,...] or dir=DIR last=N")
     average_checkpoints(paths, output)
     log.info("averaged %d checkpoints into %s: %s", len(paths), output, ", ".join(p.name for p in paths))
     return output
@@ -93,7 +98,8 @@ def average(cfg: DictConfig) -> Path:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="average")
 def main(cfg: DictConfig) -> None:
-    print(average(cfg), flush=True)
+    with reported():
+        print(average(cfg), flush=True)
 
 
 if __name__ == "__main__":

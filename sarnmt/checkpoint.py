@@ -18,6 +18,7 @@ or the decoder variant.
 from __future__ import annotations
 
 import pickle
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +29,13 @@ from torch import nn
 
 from sarnmt.data.codecs import TextCodec
 from sarnmt.data.datamodule import codecs_from_state
+from sarnmt.errors import UserError
 from sarnmt.models.factory import ModelConfigError, build_model
 
 NET_PREFIX = "net."
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint that is missing, not a sarnmt checkpoint, or corrupt; the message says which."""
 
 
@@ -52,24 +54,41 @@ class LoadedModel:
     global_step: int | None
 
 
-def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """The raw checkpoint dict, checked to be a sarnmt checkpoint.
+def _unsafe_global(err: Exception) -> str:
+    """The first object type named by a refused ``weights_only`` load, e.g. `` (posix.system)``, or ""."""
+    found = re.search(r"GLOBAL ([\w.]+)", str(err))
+    return f" ({found.group(1)})" if found else ""
 
-    :raises CheckpointError: "does not exist", "is corrupt or not a PyTorch checkpoint", or "is not a sarnmt
-        checkpoint" (with the reason).
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The raw checkpoint dict, checked to be a sarnmt checkpoint. Loaded with ``torch.load(weights_only=True)``:
+    tensors and plain containers only, so a file holding any other Python object (a pickle that would run code) is
+    refused without running any of it.
+
+    :raises CheckpointError: "does not exist", "is a folder", "is corrupt or truncated", "is not a PyTorch
+        checkpoint file", or "is not a sarnmt checkpoint" (with the reason).
     """
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"checkpoint {path} is a folder; give a .ckpt file (e.g. {path}/last.ckpt)")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:  # weights_only refused an object: written by something else
-        raise CheckpointError(f"checkpoint {path} is not a sarnmt checkpoint (it holds objects that "
-                              f"weights_only loading refuses: {str(err).splitlines()[0]})") from err  # fmt: skip
+    except pickle.UnpicklingError as err:  # weights_only refused an object, or the file is no pickle at all
+        if not zipfile.is_zipfile(path):
+            raise CheckpointError(f"checkpoint {path} is not a PyTorch checkpoint file (another kind of file, or "
+                                  "truncated); refused without running any of its content") from None  # fmt: skip
+        raise CheckpointError(f"checkpoint {path} is not a sarnmt checkpoint: it holds Python objects"
+                              f"{_unsafe_global(err)} that sarnmt never loads, as loading them could run code; "
+                              "refused without running any of its content") from None  # fmt: skip
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as err:
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a PyTorch checkpoint: {err}") from err
-    if not isinstance(checkpoint, dict) or "sarnmt" not in checkpoint or "state_dict" not in checkpoint:
-        keys = sorted(checkpoint)[:8] if isinstance(checkpoint, dict) else type(checkpoint).__name__
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({first}); use another checkpoint, e.g. "
+                              "the run's last.ckpt") from err  # fmt: skip
+    ours = isinstance(checkpoint, dict) and "sarnmt" in checkpoint and isinstance(checkpoint.get("state_dict"), dict)
+    if not ours:
+        keys = sorted(map(str, checkpoint))[:8] if isinstance(checkpoint, dict) else type(checkpoint).__name__
         raise CheckpointError(f"checkpoint {path} is not a sarnmt checkpoint (no 'sarnmt'/'state_dict' entry; "
                               f"found {keys})")  # fmt: skip
     net_config = checkpoint["sarnmt"].get("net_config") if isinstance(checkpoint["sarnmt"], dict) else None
@@ -110,7 +129,10 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", kernels: st
         net.load_state_dict(net_state_dict(checkpoint), strict=True)
     except RuntimeError as err:
         raise CheckpointError(f"checkpoint {path} is corrupt: its weights do not fit its model config: {err}") from err
-    codecs = codecs_from_state(info["codecs"]) if info.get("codecs") is not None else (None, None)
+    try:
+        codecs = codecs_from_state(info["codecs"]) if info.get("codecs") is not None else (None, None)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise CheckpointError(f"checkpoint {path} is corrupt: its text codecs cannot be read ({err!r})") from err
     return LoadedModel(
         net=net.to(device).eval(), src_codec=codecs[0], tgt_codec=codecs[1], path=str(path),
         parameters=int(info.get("parameters", sum(p.numel() for p in net.parameters()))),

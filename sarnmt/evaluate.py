@@ -9,7 +9,11 @@ training's final test and ``translate``), then writes to ``output_dir``:
 - ``eval.<split>.json``: ``bleu`` (sacrebleu 13a on plain text against the raw references: NIST mteval-v13a
   style, Table 3), ``bleu_tokenized`` and ``bleu_tokenized_lc`` (``tokenize=none`` on the codec's tokenised
   hypotheses and references: multi-bleu.perl and its ``-lc``, Tables 1, 2, 4), ``chrf``, each with its signature,
-  plus the decoding settings, checkpoint, parameter count, sentence count and speed.
+  plus the decoding settings, checkpoint, parameter count, sentence count and speed, and the lines truncated to
+  ``max_input_tokens`` (:mod:`sarnmt.decoding.input_limit`).
+
+Each file is written atomically (a temporary name, flushed, renamed): an interrupted or failed evaluation leaves
+the previous files or none, never a half-written one. An empty split is refused, naming it.
 """
 
 from __future__ import annotations
@@ -31,11 +35,14 @@ from tqdm import tqdm
 
 from sarnmt.checkpoint import load_model
 from sarnmt.data.codecs import TextCodec
+from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.search import Search
 from sarnmt.decoding.stream import decode_stream
+from sarnmt.errors import InputError, reported
 from sarnmt.evaluation.bleu import Score, corpus_bleu, corpus_chrf
 from sarnmt.translate import pick_device
 from sarnmt.utils.allocator import keep_freed_memory
+from sarnmt.utils.atomic import write_text
 from sarnmt.utils.precision import check_precision, precision_context
 
 log = logging.getLogger("sarnmt")
@@ -68,10 +75,14 @@ class SplitOutput:
 def translate_split(
     net: nn.Module, src_codec: TextCodec, tgt_codec: TextCodec, sources: list[str], references: list[str],
     search: Search, batch_size: int, device: torch.device, precision: str = "fp32", progress: bool = True,
-    desc: str = "decode", bleu_tokenize: str = "13a",
+    desc: str = "decode", bleu_tokenize: str = "13a", limit: InputLimit | None = None,
 ) -> SplitOutput:  # fmt: skip
-    """Decode raw source lines (a blank line gives an empty translation) and pair them with their references."""
+    """Decode raw source lines (a blank line gives an empty translation) and pair them with their references.
+
+    :param limit: the longest source decoded (:class:`~sarnmt.decoding.input_limit.InputLimit`); None: no limit."""
     encoded = [src_codec.encode(line) if line.strip() else [] for line in sources]
+    if limit is not None:
+        encoded = [limit(ids, line_no) for line_no, ids in enumerate(encoded, 1)]
     start = time.perf_counter()
     with precision_context(device, precision):
         results = list(tqdm(decode_stream(net, search, encoded, batch_size, device), total=len(encoded), desc=desc,
@@ -86,7 +97,8 @@ def translate_split(
 
 
 def write_lines(path: Path, lines: list[str]) -> None:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    """One line each, atomically (:func:`sarnmt.utils.atomic.write_text`)."""
+    write_text(path, "".join(line + "\n" for line in lines))
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
@@ -103,12 +115,16 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     src_codec = loaded.src_codec or datamodule.src_codec
     tgt_codec = loaded.tgt_codec or datamodule.tgt_codec
     sources, references = datamodule.sources(cfg.split), datamodule.references(cfg.split)
+    if not sources:
+        raise InputError(f"{datamodule.name}/{cfg.split} has no sentences, so there is nothing to evaluate "
+                         f"(read from {datamodule.origin(cfg.split)})")  # fmt: skip
+    limit = InputLimit(cfg.max_input_tokens, cfg.truncate_long_input, f"{datamodule.name}/{cfg.split}")
     search = instantiate(cfg.decoding)
     log.info("evaluating %s on %s/%s (%d sentences) with %s", ckpt_path, datamodule.name, cfg.split,
              len(sources), search)  # fmt: skip
     output = translate_split(loaded.net, src_codec, tgt_codec, sources, references, search, cfg.batch_size, device,
                              cfg.precision, cfg.progress, desc=f"decode {cfg.split}",
-                             bleu_tokenize=datamodule.bleu_tokenize)  # fmt: skip
+                             bleu_tokenize=datamodule.bleu_tokenize, limit=limit)  # fmt: skip
     scores = output.scores()
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -123,11 +139,11 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         "sentences_per_second": round(len(sources) / seconds, 2) if seconds > 0 else None,
         "bleu": scores["bleu"].as_dict(), "bleu_tokenized": scores["bleu_tok"].as_dict(),
         "bleu_tokenized_lc": scores["bleu_tok_lc"].as_dict(), "chrf": scores["chrf"].as_dict(),
+        "max_input_tokens": limit.max_tokens, "truncated_lines": limit.truncated,
         "hypotheses": str(hyp_path), "hypotheses_tokenized": str(tok_path),
         "model": OmegaConf.to_container(OmegaConf.create(loaded.net_config), resolve=True),
     }  # fmt: skip
-    (out / f"eval.{cfg.split}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n",
-                                                 encoding="utf-8")  # fmt: skip
+    write_text(out / f"eval.{cfg.split}.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     return record
 
 
@@ -145,7 +161,8 @@ def summary(record: dict[str, Any]) -> str:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
-    print(summary(evaluate(cfg)), flush=True)
+    with reported():
+        print(summary(evaluate(cfg)), flush=True)
 
 
 if __name__ == "__main__":

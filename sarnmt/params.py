@@ -11,12 +11,12 @@ from pathlib import Path
 
 import torch
 from hydra import compose, initialize_config_dir
-from hydra.errors import HydraException
 from hydra.utils import get_class
 from omegaconf import DictConfig
 
+from sarnmt.errors import reported
 from sarnmt.lit_module import count_parameters
-from sarnmt.models.factory import PAPER_MODEL, ModelConfigError, build_model, valid_decoders
+from sarnmt.models.factory import PAPER_MODEL, build_model, valid_decoders
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -86,11 +86,8 @@ def table(overrides: list[str]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    try:
+    with reported():  # Hydra's message names the valid choices; so does ours
         return _run(argv)
-    except (HydraException, ModelConfigError) as err:  # Hydra's message names the valid choices; so does ours
-        print(f"error: {err}", file=sys.stderr)
-        return 2
 
 
 def _run(argv: list[str]) -> int:

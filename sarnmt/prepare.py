@@ -13,6 +13,8 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from sarnmt.errors import InputError, reported
+
 log = logging.getLogger("sarnmt")
 
 
@@ -20,7 +22,7 @@ def prepare(cfg: DictConfig) -> dict[str, Any]:
     """Prepare ``cfg.data`` (a DataModule with a ``prepare()`` method). :returns: its report."""
     datamodule = instantiate(cfg.data)
     if not hasattr(datamodule, "prepare"):
-        raise ValueError(f"data={type(datamodule).__name__} has nothing to prepare (use a corpus such as mini_es_en)")
+        raise InputError(f"data={type(datamodule).__name__} has nothing to prepare (use a corpus such as mini_es_en)")
     return datamodule.prepare()
 
 
@@ -43,7 +45,8 @@ def format_report(report: dict[str, Any]) -> str:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="prepare")
 def main(cfg: DictConfig) -> None:
-    print(format_report(prepare(cfg)), flush=True)
+    with reported():
+        print(format_report(prepare(cfg)), flush=True)
 
 
 if __name__ == "__main__":

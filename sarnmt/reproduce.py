@@ -19,9 +19,9 @@ import hydra
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
+from sarnmt.errors import reported
 from sarnmt.sweep.job import JobSettings
 from sarnmt.sweep.launch import (
-    SweepError,
     check_corpora,
     format_command,
     job_states,
@@ -30,7 +30,7 @@ from sarnmt.sweep.launch import (
     multirun_command,
 )
 from sarnmt.sweep.plan import plan_jobs
-from sarnmt.sweep.spec import SpecError, available_tables, load_scale, load_table
+from sarnmt.sweep.spec import available_tables, load_scale, load_table
 from sarnmt.utils.choices import group_choice
 
 log = logging.getLogger("sarnmt")
@@ -116,11 +116,8 @@ def reproduce(cfg: DictConfig, out=sys.stdout) -> dict[str, Any]:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="reproduce")
 def main(cfg: DictConfig) -> None:
-    try:
+    with reported():
         result = reproduce(cfg)
-    except (SpecError, SweepError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
     if result["returncode"]:
         sys.exit(result["returncode"])
 

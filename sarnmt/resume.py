@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime
 import os
-from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -26,24 +25,19 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+from sarnmt.utils.atomic import atomic_open
+
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """``torch.save`` into ``.<name>.tmp-<pid>`` beside the target, flushed to disk, then ``os.replace``."""
+    """``torch.save`` into ``.<name>.tmp-<pid>`` beside the target, flushed to disk, then ``os.replace``
+    (:func:`sarnmt.utils.atomic.atomic_open`). A write the device refuses (a full disk) raises
+    :class:`~sarnmt.errors.WriteError` naming the file and leaves the previous checkpoint as it was."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None) -> None:
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options, got {storage_options!r}")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        try:
-            with open(tmp, "wb") as handle:
-                torch.save(checkpoint, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with atomic_open(path, "wb") as handle:
+            torch.save(checkpoint, handle)
 
 
 class ResumeCheckpoint(ModelCheckpoint):

@@ -4,6 +4,10 @@
 The first system is the baseline. Prints a Markdown table with BLEU, its 95% confidence interval and three
 p-values against the baseline (see :mod:`sarnmt.evaluation.significance`). :func:`score` is a pure function of
 the config; :func:`main` is the Hydra entry point.
+
+Files are read strictly (:mod:`sarnmt.data.reading`: lines end at ``\\n`` only, CRLF read as LF, empty lines kept as
+empty lines, non-UTF-8 bytes refused naming the file and line); a hypothesis file whose line count differs from the
+reference's, an empty reference and a folder given as a file are refused with one line naming them.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ import hydra
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
+from sarnmt.errors import InputError, reported
 from sarnmt.evaluation.bleu import check_parallel, read_lines
 from sarnmt.evaluation.significance import compare_systems, markdown_table
+from sarnmt.utils.atomic import write_text
 
 
 def system_names(paths: list[str]) -> list[str]:
@@ -48,11 +54,13 @@ def score(cfg: DictConfig) -> dict[str, Any]:
     """:returns: ``{"table": markdown, "signature": ..., "systems": [row dicts]}``."""
     hyp_paths = list(cfg.hyps) if not isinstance(cfg.hyps, str) else [cfg.hyps]
     if not hyp_paths:
-        raise ValueError("hyps is empty: give hyps=[baseline.txt,system.txt,...]")
+        raise InputError("hyps is empty: give hyps=[baseline.txt,system.txt,...]")
     names = list(cfg.names) if cfg.names is not None else system_names(hyp_paths)
     if len(names) != len(hyp_paths):
-        raise ValueError(f"names has {len(names)} entries but hyps has {len(hyp_paths)}")
+        raise InputError(f"names has {len(names)} entries but hyps has {len(hyp_paths)}")
     refs = read_lines(_path(cfg.ref))
+    if not refs:
+        raise InputError(f"reference {cfg.ref} is empty: there is nothing to score")
     systems = []
     for path in hyp_paths:
         hyps = read_lines(_path(path))
@@ -69,9 +77,8 @@ def score(cfg: DictConfig) -> dict[str, Any]:
     }  # fmt: skip
     if cfg.output:
         out = Path(_path(cfg.output))
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.with_suffix(".md").write_text(record["table"] + "\n", encoding="utf-8")
-        out.with_suffix(".json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_text(out.with_suffix(".md"), record["table"] + "\n")
+        write_text(out.with_suffix(".json"), json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     return record
 
 
@@ -79,7 +86,8 @@ def score(cfg: DictConfig) -> dict[str, Any]:
 def main(cfg: DictConfig) -> None:
     os.environ.setdefault("SACREBLEU_SEED", "12345")
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-test progress lines
-    print(score(cfg)["table"], flush=True)
+    with reported():
+        print(score(cfg)["table"], flush=True)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
+from sarnmt.errors import reported
 from sarnmt.sweep.job import JobSettings, run_job
 from sarnmt.sweep.plan import job_from_id
 from sarnmt.sweep.spec import load_scale
@@ -50,7 +51,8 @@ def sweep_job(cfg: DictConfig) -> dict[str, Any] | None:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="sweep_job")
 def main(cfg: DictConfig) -> None:
-    record = sweep_job(cfg)
+    with reported():
+        record = sweep_job(cfg)
     if record is not None:
         scores = ", ".join(f"{t} {v['scores']['bleu_tok']['score']:.2f}" for t, v in record["tests"].items())
         print(f"{record['job']}: tokenised BLEU {scores}", flush=True)

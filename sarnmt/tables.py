@@ -14,10 +14,11 @@ import hydra
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
+from sarnmt.errors import reported
 from sarnmt.sweep import render
 from sarnmt.sweep.cells import collect
 from sarnmt.sweep.records import write_atomic
-from sarnmt.sweep.spec import SpecError, available_tables, load_scale, load_table
+from sarnmt.sweep.spec import available_tables, load_scale, load_table
 
 
 def render_tables(
@@ -75,7 +76,7 @@ def log_wandb(number: int, scale: str, csv_text: str, markdown: str, settings: d
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="tables")
 def main(cfg: DictConfig) -> None:
-    try:
+    with reported():
         numbers = available_tables() if str(cfg.table) == "all" else [load_table(cfg.table).number]
         wandb_settings = None
         if cfg.wandb.log:
@@ -89,9 +90,6 @@ def main(cfg: DictConfig) -> None:
             cfg.plot,
             wandb_settings=wandb_settings,
         )
-    except SpecError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
 
 
 if __name__ == "__main__":

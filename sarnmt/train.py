@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,11 +14,14 @@ import hydra
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Timer
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.average import average_checkpoints, last_checkpoints
+from sarnmt.errors import InputError, reported
 from sarnmt.lit_module import TranslationModule, count_parameters
-from sarnmt.models.factory import ModelConfigError, build_model, check_combination, net_config
+from sarnmt.models.factory import build_model, check_combination, net_config
+from sarnmt.preemption import Preemption
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
 
@@ -62,10 +64,13 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
         log.info("model: %s parameters (V_src=%d, V_tgt=%d)", f"{parameters:,}",
                  datamodule.src_vocab_size, datamodule.tgt_vocab_size)
         loggers = instantiate_dict(cfg.get("logger"))
-        trainer = instantiate(cfg.trainer, callbacks=instantiate_dict(cfg.get("callbacks")), logger=loggers or False)
+        callbacks = instantiate_dict(cfg.get("callbacks"))
+        if cfg.get("faults") is not None:  # the fault tests' injections (sarnmt/faults.py); off by default
+            callbacks.append(instantiate(cfg.faults))
+        trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
         for logger in trainer.loggers:
             logger.log_hyperparams({"cfg": OmegaConf.to_container(cfg, resolve=True), "parameters": parameters})
-        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+        fit(trainer, module, datamodule, cfg.ckpt_path)
         metrics = {key: float(value) for key, value in trainer.callback_metrics.items()}
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         result: dict[str, Any] = {**metrics, "best_model_path": best, "parameters": parameters}
@@ -84,11 +89,23 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
     return result
 
 
+def fit(trainer: L.Trainer, module: TranslationModule, datamodule, ckpt_path: str | None) -> None:
+    """``trainer.fit``; a stop on a preemption signal becomes :class:`~sarnmt.errors.TrainingStopped` (exit status
+    128 + the signal), after the checkpoint was written (:mod:`sarnmt.preemption`)."""
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    except SIGTERMException:
+        stops = [cb for cb in trainer.callbacks if isinstance(cb, Preemption) and cb.saved_at is not None]
+        if not stops:
+            raise
+        raise stops[0].stopped() from None
+
+
 def check_averaging(cfg: DictConfig) -> None:
     """``average_last`` needs that many checkpoints kept: fail before training, not after it."""
     keep = OmegaConf.select(cfg, "callbacks.model_checkpoint.save_top_k")
     if cfg.average_last > 1 and (keep is None or (keep != -1 and keep < cfg.average_last)):
-        raise ValueError(f"average_last={cfg.average_last} needs callbacks.model_checkpoint.save_top_k >= "
+        raise InputError(f"average_last={cfg.average_last} needs callbacks.model_checkpoint.save_top_k >= "
                          f"{cfg.average_last} (or -1), but it is {keep}")  # fmt: skip
 
 
@@ -123,10 +140,8 @@ def report(result: dict[str, Any]) -> str:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    try:
+    with reported():  # bad input, a model= / decoder= pair that does not go together, a stop: one line, no traceback
         result = train(cfg)
-    except ModelConfigError as err:  # a model= / decoder= pair that does not go together: one line, no traceback
-        sys.exit(f"error: {err}")
     print(report(result), flush=True)
     return result.get("val/bleu")
 

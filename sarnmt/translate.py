@@ -5,6 +5,13 @@ Input lines are encoded with the checkpoint's source codec (its preprocessing), 
 (:mod:`sarnmt.decoding.stream`), and decoded with the target codec (its postprocessing), one output line per input
 line, in order; an empty (or blank) input line gives an empty output line.
 
+**Input** is read as :mod:`sarnmt.data.reading` reads files: lines end at ``\\n`` only (a CRLF line reads as LF; NUL and
+other control characters stay inside their line), and bytes that are not UTF-8 stop the run with an error naming
+the file (or ``<stdin>``) and the line. A line longer than ``max_input_tokens`` source tokens is translated from its
+first ``max_input_tokens`` tokens, with a warning naming it (``truncate_long_input=false``: refused instead), which
+bounds decoding time and memory (:mod:`sarnmt.decoding.input_limit`). ``output=`` and ``attention=`` files are
+written atomically: after an error there is no half-written file.
+
 **Attention file** (``attention=PATH``), JSON Lines, one record per input line, in order::
 
     {"line": 0, "source": ["tok", ..., "</s>"], "target": ["tok", ..., "</s>"], "target_ids": [12, ...],
@@ -26,12 +33,13 @@ Fewer than K lines when fewer hypotheses finished; an empty input line gives one
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 import hydra
 import torch
@@ -39,10 +47,14 @@ from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from sarnmt.checkpoint import load_model
+from sarnmt.checkpoint import CheckpointError, load_model
 from sarnmt.data.codecs import EOS_TOKEN
+from sarnmt.data.reading import check_file, stream_lines
+from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.stream import Translation, decode_stream
+from sarnmt.errors import InputError, reported
 from sarnmt.utils.allocator import keep_freed_memory
+from sarnmt.utils.atomic import atomic_open
 from sarnmt.utils.precision import check_precision, precision_context
 
 log = logging.getLogger("sarnmt")
@@ -72,39 +84,57 @@ def nbest_line(index: int, text: str, score: float, normalized: float) -> str:
     return f"{index} ||| {text} ||| {score:.6f} ||| {normalized:.6f}\n"
 
 
-def _open(path: str | None, mode: str, stack: ExitStack, default: TextIO) -> TextIO:
+def _open_output(path: str | None, stack: ExitStack, default: TextIO) -> TextIO:
+    """``default`` for None or ``-``, else the file, written atomically (complete, or not at all)."""
     if path is None or path == "-":
         return default
-    return stack.enter_context(open(to_absolute_path(path), mode, encoding="utf-8", newline="\n"))
+    return stack.enter_context(atomic_open(to_absolute_path(path), "w"))
 
 
-def translate(cfg: DictConfig, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
-    """Translate ``cfg.input`` into ``cfg.output``.  :returns: the number of lines written."""
+def _input_lines(path: str | None, stack: ExitStack, stdin: IO[Any] | None) -> tuple[Iterator[str], str]:
+    """The input's lines (split on ``\\n`` only, strict UTF-8: :func:`sarnmt.data.reading.stream_lines`) and its
+    name for messages."""
+    if path is not None and path != "-":
+        name = to_absolute_path(path)
+        return stream_lines(stack.enter_context(open(check_file(name, "an input file"), "rb")), name), name
+    stream = stdin if stdin is not None else sys.stdin
+    binary = getattr(stream, "buffer", stream)
+    if isinstance(binary, io.TextIOBase):  # already text (a StringIO)
+        return (line.removesuffix("\n").removesuffix("\r") for line in binary), "<stdin>"
+    return stream_lines(binary, "<stdin>"), "<stdin>"
+
+
+def translate(cfg: DictConfig, stdin: IO[Any] | None = None, stdout: TextIO | None = None) -> int:
+    """Translate ``cfg.input`` into ``cfg.output``.  :returns: the number of lines written.
+
+    :raises InputError: on input that is not UTF-8, or a line longer than ``max_input_tokens`` with
+        ``truncate_long_input=false`` (naming the line); an output file is then not written at all.
+    """
     check_precision(cfg.precision)
+    limit = InputLimit(cfg.max_input_tokens, cfg.truncate_long_input)
     device = pick_device(cfg.device)
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()
     loaded = load_model(to_absolute_path(cfg.ckpt_path), device, cfg.kernels)
     if loaded.src_codec is None or loaded.tgt_codec is None:
-        raise ValueError(f"checkpoint {cfg.ckpt_path} has no text codecs (saved without a datamodule)")
+        raise CheckpointError(f"checkpoint {cfg.ckpt_path} has no text codecs (saved without a datamodule)")
     search = instantiate(cfg.decoding)
     if not 1 <= cfg.nbest <= search.beam_size:
-        raise ValueError(f"nbest={cfg.nbest} must be between 1 and the beam size ({search.beam_size}; "
+        raise InputError(f"nbest={cfg.nbest} must be between 1 and the beam size ({search.beam_size}; "
                          f"decoding=beam decoding.beam_size=K for more)")  # fmt: skip
     log.info("translating with %s on %s (%s parameters)", search, device, f"{loaded.parameters:,}")
     src_codec, tgt_codec = loaded.src_codec, loaded.tgt_codec
     with ExitStack() as stack:
-        source = _open(cfg.input, "r", stack, stdin or sys.stdin)
-        target = _open(cfg.output, "w", stack, stdout or sys.stdout)
-        attention = _open(cfg.attention, "w", stack, sys.stdout) if cfg.attention else None
+        source, limit.name = _input_lines(cfg.input, stack, stdin)
+        target = _open_output(cfg.output, stack, stdout or sys.stdout)
+        attention = _open_output(cfg.attention, stack, sys.stdout) if cfg.attention else None
         pieces: list[list[str]] = []  # source pieces of the lines read ahead (attention output only)
 
         def encoded() -> Iterator[list[int]]:
-            for line in source:
-                line = line.rstrip("\r\n")
-                ids = src_codec.encode(line) if line.strip() else []
+            for line_no, line in enumerate(source, 1):
+                ids = limit(src_codec.encode(line), line_no) if line.strip() else []
                 if attention is not None:
-                    pieces.append(src_codec.tokens(line) if ids else [])
+                    pieces.append(src_codec.tokens(line)[: len(ids)] if ids else [])
                 yield ids
 
         results = decode_stream(loaded.net, search, encoded(), cfg.batch_size, device, attention is not None,
@@ -128,7 +158,8 @@ def translate(cfg: DictConfig, stdin: TextIO | None = None, stdout: TextIO | Non
 @hydra.main(version_base="1.3", config_path="../conf", config_name="translate")
 def main(cfg: DictConfig) -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="[%(levelname)s] %(message)s")
-    count = translate(cfg)
+    with reported():
+        count = translate(cfg)
     log.info("wrote %d lines", count)
 
 

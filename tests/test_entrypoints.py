@@ -33,7 +33,7 @@ def test_params_unknown_decoder_lists_choices():
 
 def test_train_and_params_refuse_a_pair_that_does_not_go_together_in_one_line():
     out = _run(["sarnmt.train", "model=lstm_input_feeding_tiny", "decoder=mean_residual"])
-    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines()[-1] == (
         "error: decoder MeanResidual (hooks: readout) does not go with model InputFeedingLSTM (offers: no hook; "
         "needs: nothing); valid decoder= options for this model: none")  # fmt: skip

@@ -68,6 +68,19 @@ def test_sampler_skips_only_the_next_iteration():
         sampler.skip_next(-1)
 
 
+def test_sampler_skips_only_in_the_epoch_it_was_told():
+    """Resuming an end-of-epoch checkpoint: all of epoch 0 is skipped if Lightning finishes epoch 0 again, nothing if it
+    goes on with epoch 1."""
+    sampler = TokenBatchSampler([3] * 40, [4] * 40, max_tokens=30, shuffle=True, seed=5)
+    epoch1 = (sampler.set_epoch(1), list(sampler))[1]
+    sampler.set_epoch(0)
+    sampler.skip_next(len(sampler), epoch=0)
+    assert list(sampler) == []
+    sampler.skip_next(len(sampler), epoch=0)
+    sampler.set_epoch(1)
+    assert list(sampler) == epoch1
+
+
 def test_atomic_checkpoint_io_never_leaves_a_partial_file(tmp_path, monkeypatch):
     io, path = AtomicCheckpointIO(), tmp_path / "a" / "last.ckpt"
     io.save_checkpoint({"x": torch.arange(3)}, path)

@@ -19,6 +19,7 @@ from sarnmt.data.datamodule import EncodedSplit, TranslationDataModule
 from sarnmt.data.pipeline import SideSettings
 from sarnmt.data.preparation import RaggedIds, keep_mask, load_cache, prepare_corpus
 from sarnmt.data.text_datamodules import resolve_path
+from sarnmt.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class CorpusDataModule(TranslationDataModule):
         log.info("train data %s: kept %d of %d pairs; removed %d with an empty side and %d with a side of >= %d "
                  "tokens", origin, len(index), len(src_ids), empty, too_long, self.max_len)  # fmt: skip
         if not len(index):
-            raise ValueError(f"train data {origin}: no pair left after filtering (max_len={self.max_len})")
+            raise InputError(f"train data {origin}: no pair left after filtering (max_len={self.max_len})")
         return EncodedSplit(index.tolist(), src_ids.subset(index), tgt_ids.subset(index))
 
     @property

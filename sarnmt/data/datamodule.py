@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 from sarnmt.data.batching import UNK, collate
 from sarnmt.data.codecs import TextCodec, codec_from_state
 from sarnmt.data.sampler import TokenBatchSampler
+from sarnmt.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ class TranslationDataModule(L.LightningDataModule):
             f"and {too_long} with a side of >= {self.max_len} tokens"
         )
         if not keep:
-            raise ValueError(f"train data {origin}: no pair left after filtering (max_len={self.max_len})")
+            raise InputError(f"train data {origin}: no pair left after filtering (max_len={self.max_len})")
         return EncodedSplit(keep, [src_ids[k] for k in keep], [tgt_ids[k] for k in keep])
 
     def _need_setup(self) -> None:
@@ -191,8 +192,13 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _split(self, split: str) -> tuple[list[str], list[str]]:
         if not self.has_split(split):
-            raise ValueError(f"{type(self).__name__}: no split {split!r}; available: {sorted(self._raw)}")
+            raise InputError(f"{type(self).__name__}: no split {split!r}; available: {sorted(self._raw)}")
         return self._raw[split]
+
+    def origin(self, split: str) -> str:
+        """Where ``split`` was read from (files, or the corpus description), for messages."""
+        self._split(split)
+        return self._origin[split]
 
     def sources(self, split: str) -> list[str]:
         """Raw source lines of ``split``, one per pair, corpus order, unfiltered."""
@@ -237,12 +243,15 @@ class TranslationDataModule(L.LightningDataModule):
         sampler = TokenBatchSampler(
             [len(s) for s in data.src], [len(t) for t in data.tgt], max_tokens=self.max_tokens, shuffle=True,
             seed=self.seed, maxi_batch=self.maxi_batch, num_replicas=world, rank=rank,
-            max_sentences=self.max_sentences,
+            max_sentences=self.max_sentences, epoch_source=(lambda: trainer.current_epoch) if trainer else None,
         )  # fmt: skip
         sampler.set_epoch(epoch)
         resume, self._resume = self._resume, {}
-        if resume.get("epoch") == epoch and 0 < resume.get("batches_done", 0) < len(sampler):
-            sampler.skip_next(resume["batches_done"])
+        # all of them done (a checkpoint of the epoch's end): if Lightning finishes that epoch again (it does for a
+        # max_steps run) it yields nothing more, so the epoch ends instead of drawing an extra batch; if it goes on
+        # with the next epoch, nothing is skipped there
+        if resume.get("epoch") == epoch and 0 < resume.get("batches_done", 0) <= len(sampler):
+            sampler.skip_next(resume["batches_done"], epoch)
             _info(f"resuming epoch {epoch} after its first {resume['batches_done']} of {len(sampler)} batches")
         return self._loader(data, sampler)
 

@@ -21,10 +21,12 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from sarnmt.errors import UserError
+
 CHUNK = 1 << 16
 
 
-class FetchError(RuntimeError):
+class FetchError(UserError, RuntimeError):
     """A corpus file could not be fetched or verified; the message says what to do by hand."""
 
 

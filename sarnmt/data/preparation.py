@@ -9,7 +9,9 @@ write the cache folder ``<cache_dir>/<corpus>-<key>/``:
 - ``pipeline.json``: the learned :class:`~sarnmt.data.pipeline.Pipeline` state;
 - ``<split>.{src,tgt}.raw`` / ``.tok``: raw and tokenised lines (UTF-8, one per line);
 - ``<split>.ids.npz``: BPE ids of both sides (``src``/``tgt`` flat int32 arrays, ``src_off``/``tgt_off`` offsets);
-- ``manifest.json``: the settings, per-split counts and origins (written last).
+- ``manifest.json``: the settings, per-split counts and origins, and the size and SHA-256 of every other file
+  (written last; :mod:`sarnmt.data.manifest`), checked whenever the cache is used: a damaged cache is built again
+  by ``prepare``, and refused by name when loaded.
 
 ``key`` hashes every setting that changes the data (corpus description, pipeline settings, vocabulary size, the
 sizes of the input files). The folder is written under a temporary name and renamed, so a half-written cache is
@@ -35,11 +37,13 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from sarnmt.data import manifest as manifest_file
 from sarnmt.data.corpora import Corpus, Download
 from sarnmt.data.fetch import FetchError, download, extract
 from sarnmt.data.pipeline import Pipeline, SideSettings
 from sarnmt.data.reading import read_lines
 from sarnmt.data.sgml import read_pair
+from sarnmt.errors import InputError
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1
@@ -54,6 +58,9 @@ def ensure_files(
     corpus: Corpus, root: Path, url_base: str | None = None, checksums: dict[str, str] | None = None
 ) -> list[str]:
     """Download and extract what is missing under ``root``. :returns: names of the files downloaded."""
+    folders = [str(root / p) for p in _paths(corpus) if (root / p).is_dir()]
+    if folders:
+        raise InputError(f"{corpus.name}: {', '.join(folders)} is a folder, but a corpus file is expected there")
     fetched = []
     for dl in corpus.downloads:
         missing = [p for p in _paths(corpus) if p.split("/", 1)[0] == dl.folder and not (root / p).is_file()]
@@ -99,7 +106,7 @@ def read_split(corpus: Corpus, root: Path, split: str) -> tuple[list[str], list[
     for part in corpus.splits[split]:
         a, b = read_pair(root / part.src, root / part.tgt)
         if part.lines is not None and len(a) != part.lines:
-            raise ValueError(f"{root / part.src} / {root / part.tgt}: {len(a)} pairs, expected {part.lines}")
+            raise InputError(f"{root / part.src} / {root / part.tgt}: {len(a)} pairs, expected {part.lines}")
         src += part.select(a)
         tgt += part.select(b)
         origins.append(f"{part.src} / {part.tgt}" + (f" (lines i % {part.rows[0]} in {list(part.rows[1])})"
@@ -173,16 +180,30 @@ def prepare_corpus(
     with _locked(cache_dir / f".{corpus.name}.lock"):  # one process at a time (e.g. DDP ranks); others wait
         downloaded = ensure_files(corpus, root, url_base, checksums)
         final = cache_dir / f"{corpus.name}-{cache_key(corpus, root, src, tgt, vocab_size, joint_vocab)}"
-        cached = (final / "manifest.json").is_file()
+        cached = (final / manifest_file.NAME).is_file() and _usable(final)
         if not cached:
             _build(corpus, root, final, src, tgt, vocab_size, joint_vocab, workers)
-    manifest = json.loads((final / "manifest.json").read_text())
+    manifest = manifest_file.read(final)
     train = load_ids(final / "train.ids.npz")
     return {
         "corpus": corpus.name, "cache": str(final), "cached": cached, "downloaded": downloaded,
         "splits": manifest["splits"], "vocab": manifest["vocab"],
         "train_filter": filter_counts(train["src"], train["tgt"], max_len), "seconds": round(time.time() - start, 1),
     }  # fmt: skip
+
+
+def _usable(folder: Path) -> bool:
+    """Whether the cache in ``folder`` matches its manifest (one written before the hashes gets them now). A damaged
+    one is removed, with a warning naming what was wrong, to be built again."""
+    try:
+        if manifest_file.add_hashes(folder):
+            log.info("%s: file hashes added to the manifest of a cache written before them", folder)
+        manifest_file.check(folder, manifest_file.read(folder))
+    except InputError as err:
+        log.warning("%s; building it again", err)
+        shutil.rmtree(folder)
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -200,6 +221,9 @@ def _build(
     joint_vocab: bool, workers: int,
 ) -> None:  # fmt: skip
     splits = {name: read_split(corpus, root, name) for name in corpus.splits}  # all read (and checked) first
+    empty = [f"{name} ({origin})" for name, (src_lines, _, origin) in splits.items() if not src_lines]
+    if empty:
+        raise InputError(f"corpus {corpus.name}: no lines in split {', '.join(empty)}; check the files")
     for required in ("train", "val"):
         if required not in splits:
             raise ValueError(f"corpus {corpus.name}: no {required!r} split")
@@ -225,7 +249,7 @@ def _build(
             _save_ids(tmp / f"{name}.ids.npz", ids)
             manifest["splits"][name] = {"pairs": len(src_raw), "origin": origin}
         manifest["vocab"] = {side: pipeline.codec(side).vocab_size for side in SIDES}
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        manifest_file.write(tmp, manifest)  # last, with the size and SHA-256 of every file
         if final.exists():  # another process finished first: keep its copy
             shutil.rmtree(tmp)
         else:
@@ -236,9 +260,12 @@ def _build(
 
 
 def load_cache(folder: str | os.PathLike[str]) -> tuple[Pipeline, dict[str, dict[str, Any]]]:
-    """The pipeline and ``{split: {"raw": (src, tgt), "tok": (src, tgt), "ids": (src, tgt), "origin": str}}``."""
+    """The pipeline and ``{split: {"raw": (src, tgt), "tok": (src, tgt), "ids": (src, tgt), "origin": str}}``.
+
+    :raises InputError: when a file does not match the manifest's size and SHA-256, naming it."""
     folder = Path(folder)
-    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest = manifest_file.read(folder)
+    manifest_file.check(folder, manifest)
     pipeline = Pipeline.load(folder / "pipeline.json")
     splits = {}
     for name, info in manifest["splits"].items():

@@ -29,20 +29,22 @@ deterministic and not sharded (every rank iterates the whole split, so ``num_rep
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from torch.utils.data import Sampler
 
 
 class _EpochForwarder:
     """Lightning and Fabric call ``set_epoch`` on ``dataloader.batch_sampler.sampler``, not on the batch
-    sampler itself; this object, exposed as ``TokenBatchSampler.sampler``, passes that call on."""
+    sampler itself; this object, exposed as ``TokenBatchSampler.sampler``, passes that call on (with the owner's
+    ``epoch_source``, when it has one, deciding the epoch)."""
 
     def __init__(self, owner: TokenBatchSampler) -> None:
         self._owner = owner
 
     def set_epoch(self, epoch: int) -> None:
-        self._owner.set_epoch(epoch)
+        source = self._owner.epoch_source
+        self._owner.set_epoch(source() if source is not None else epoch)
 
 
 class TokenBatchSampler(Sampler[list[int]]):
@@ -57,6 +59,10 @@ class TokenBatchSampler(Sampler[list[int]]):
     :param maxi_batch: size of the sorting window in (approximate) batches; 0 sorts the whole split at once.
     :param num_replicas: number of DDP ranks sharing the batches (training only).
     :param rank: this process's rank, ``0 <= rank < num_replicas``.
+    :param epoch_source: when given, the epoch Lightning announces (through :attr:`sampler`) is replaced by what it
+        returns (the trainer's ``current_epoch``): after a resume from an end-of-epoch checkpoint Lightning 2.6
+        announces its ``epoch_progress.processed``, one more than the epoch it trains, which would shuffle the
+        resumed run's batches differently from the uninterrupted run's.
     """
 
     def __init__(
@@ -70,6 +76,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         num_replicas: int = 1,
         rank: int = 0,
         max_sentences: int | None = None,
+        epoch_source: Callable[[], int] | None = None,
     ) -> None:
         if len(src_lengths) != len(tgt_lengths):
             raise ValueError(f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths")
@@ -96,16 +103,21 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch = 0
+        self.epoch_source = epoch_source
         self.sampler = _EpochForwarder(self)  # so that Lightning's per-epoch set_epoch reaches this object
         self._cache: tuple[int, list[list[int]]] | None = None
-        self._skip = 0
+        self._skip: tuple[int | None, int] = (None, 0)
 
-    def skip_next(self, batches: int) -> None:
+    def skip_next(self, batches: int, epoch: int | None = None) -> None:
         """The next ``iter()`` starts after the first ``batches`` batches of its epoch (a resumed mid-epoch run);
-        ``len()`` stays the whole epoch's, as Lightning counts the skipped batches as done."""
+        ``len()`` stays the whole epoch's, as Lightning counts the skipped batches as done.
+
+        :param epoch: skip only if the next ``iter()`` is of this epoch (None: whichever it is): resuming a checkpoint
+            of an epoch's end, Lightning either finishes that epoch again (then all its batches are skipped and it
+            ends at once) or goes on with the next (then nothing is skipped)."""
         if batches < 0:
             raise ValueError(f"TokenBatchSampler: cannot skip {batches} batches")
-        self._skip = batches
+        self._skip = (epoch, batches)
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose shuffle the next ``iter()`` and ``len()`` use.
@@ -166,9 +178,9 @@ class TokenBatchSampler(Sampler[list[int]]):
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
-        plan, skip = self._plan(), self._skip
-        self._skip = 0
-        yield from plan[skip:]
+        (epoch, skip), self._skip = self._skip, (None, 0)
+        plan = self._plan()
+        yield from plan[skip if epoch in (None, self.epoch) else 0 :]
 
     def __len__(self) -> int:
         return len(self._plan())

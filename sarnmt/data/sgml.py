@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from sarnmt.data.reading import read_lines, read_parallel
+from sarnmt.errors import InputError
 
 _DOC = re.compile(r"<doc\s[^>]*?docid=\"([^\"]*)\"", re.IGNORECASE)
 _SEG = re.compile(r"<seg[^>]*>(.*)</seg>", re.IGNORECASE)
@@ -20,7 +21,7 @@ _SEG = re.compile(r"<seg[^>]*>(.*)</seg>", re.IGNORECASE)
 def read_sgml(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
     """``[(docid, sentence), ...]`` in file order.
 
-    :raises ValueError: naming file and line on a ``<seg`` line that does not close, or as :func:`read_lines`.
+    :raises InputError: naming file and line on a ``<seg`` line that does not close, or as :func:`read_lines`.
     """
     out, doc = [], ""
     for number, line in enumerate(read_lines(path), 1):
@@ -30,7 +31,7 @@ def read_sgml(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
         if stripped.lower().startswith("<seg"):
             m = _SEG.search(stripped)
             if m is None:
-                raise ValueError(f"{path}:{number}: malformed <seg> line: {stripped[:80]!r}")
+                raise InputError(f"{path}:{number}: malformed <seg> line: {stripped[:80]!r}")
             out.append((doc, m.group(1).strip()))
     return out
 
@@ -40,18 +41,18 @@ def read_sgml_parallel(
 ) -> tuple[list[str], list[str]]:
     """Both sides of an SGML test set, checked to have the same documents and segment counts.
 
-    :raises ValueError: naming both files, the document and both counts on a mismatch.
+    :raises InputError: naming both files, the document and both counts on a mismatch.
     """
     src, tgt = read_sgml(src_path), read_sgml(tgt_path)
     docs_src, docs_tgt = _counts(src), _counts(tgt)
     for doc in dict.fromkeys([*docs_src, *docs_tgt]):
         a, b = docs_src.get(doc, 0), docs_tgt.get(doc, 0)
         if a != b:
-            raise ValueError(
+            raise InputError(
                 f"SGML files misaligned in document {doc!r}: {src_path} has {a} segments, {tgt_path} has {b}"
             )
     if len(src) != len(tgt):
-        raise ValueError(f"SGML files misaligned: {src_path} has {len(src)} segments, {tgt_path} has {len(tgt)}")
+        raise InputError(f"SGML files misaligned: {src_path} has {len(src)} segments, {tgt_path} has {len(tgt)}")
     return [s for _, s in src], [t for _, t in tgt]
 
 

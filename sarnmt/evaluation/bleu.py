@@ -8,34 +8,33 @@
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
+from sarnmt.data import reading
+from sarnmt.errors import InputError
+
 TOKENIZERS = ("none", "13a", "intl", "zh", "char")
 
 
 def read_lines(path: str | Path) -> list[str]:
-    """The lines of a UTF-8 text file, plain or gzip-compressed (``.gz``), without their line endings.
+    """The lines of a UTF-8 text file, plain or gzip-compressed (``.gz``), without their line endings; strict, as
+    :func:`sarnmt.data.reading.read_lines` (non-UTF-8 bytes and folders refused naming the file and line).
 
-    :raises FileNotFoundError: naming the file.
+    :raises FileNotFoundError: naming the file.  :raises InputError: see :func:`sarnmt.data.reading.read_lines`.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", newline="\n") as handle:
-        return [line.rstrip("\r\n") for line in handle]
+    return reading.read_lines(path)
 
 
 def check_parallel(hyps: Sequence[str], refs: Sequence[str], hyp_name: str, ref_name: str) -> None:
-    """:raises ValueError: naming both files and their line counts when they differ."""
+    """:raises InputError: naming both files and their line counts when they differ."""
     if len(hyps) != len(refs):
-        raise ValueError(
-            f"line counts differ: hypotheses {hyp_name} have {len(hyps)} lines, reference {ref_name} has {len(refs)}"
+        raise InputError(
+            f"line counts differ: hypotheses {hyp_name} have {len(hyps)} lines, reference {ref_name} has "
+            f"{len(refs)}; give line-aligned files (one hypothesis per reference line, empty lines included)"
         )
 
 

@@ -18,12 +18,14 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
+from sarnmt.errors import UserError
+
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 PAPER_MODEL = "sarnmt.models.seq2seq.Seq2Seq"  # the paper's cGRU: counted by Table 1, reimplemented by the bench
 LEGACY_DECODER_KEYS = ("emb_dim", "hidden_dim")  # early checkpoints stored the variant's config resolved
 
 
-class ModelConfigError(ValueError):
+class ModelConfigError(UserError, ValueError):
     """A ``model=`` / ``decoder=`` config that names no class, or a pair that does not go together."""
 
 

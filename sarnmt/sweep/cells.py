@@ -10,6 +10,7 @@ row's runs of the same column, sentence by sentence.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import make_job, row_registry, seeds_of
 from sarnmt.sweep.records import read_record, read_sentence_stats
 from sarnmt.sweep.spec import Column, Row, Scale, Table
+
+log = logging.getLogger("sarnmt")
+STATS_WIDTH = 10  # per sentence: hypothesis and reference length, matching and total n-grams for n = 1..4
 
 
 @dataclass
@@ -68,12 +72,14 @@ def collect(table: Table, scale: Scale, results_dir: Path) -> dict[tuple[str, st
                         cell.broken.append(f"{status.path} has no test set {name!r}")
                         continue
                     try:
-                        sentence = read_sentence_stats(status.path)[name][column.metric]
-                    except (ValueError, KeyError) as err:
+                        sentence = np.asarray(read_sentence_stats(status.path)[name][column.metric], dtype=np.int64)
+                        if sentence.ndim != 2 or sentence.shape[1] != STATS_WIDTH:
+                            raise ValueError(f"shape {sentence.shape}, expected (sentences, {STATS_WIDTH})")
+                    except (ValueError, KeyError, TypeError) as err:
                         cell.broken.append(f"{status.path}: sentence statistics unusable ({err})")
                         continue
                     cell.records.append(status.record)
-                    cell.stats.append(np.asarray(sentence, dtype=np.int64))
+                    cell.stats.append(sentence)
             if cell.records:
                 cell.score = stats.cell_score(cell.stats, column.metric)
             cells[row.key, column.key] = cell
@@ -83,5 +89,8 @@ def collect(table: Table, scale: Scale, results_dir: Path) -> dict[tuple[str, st
             cell = cells[row.key, column.key]
             if row.key == table.baseline or not cell.records or not base.records:
                 continue
-            cell.score.p_t_test, cell.score.p_bootstrap = stats.compare(cell.stats, base.stats, column.metric)
+            try:
+                cell.score.p_t_test, cell.score.p_bootstrap = stats.compare(cell.stats, base.stats, column.metric)
+            except ValueError as err:  # runs on test sets of different sizes: the cell is shown without markers
+                log.warning("%s / %s: no significance test against the baseline: %s", row.key, column.key, err)
     return cells

@@ -21,6 +21,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from sarnmt.data.fetch import FetchError
+from sarnmt.errors import UserError
 from sarnmt.sweep.folders import folder_hash
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.records import read_record
@@ -30,7 +31,7 @@ from sarnmt.utils.compose import compose
 LAUNCHERS = ("local", "joblib", "slurm")
 
 
-class SweepError(RuntimeError):
+class SweepError(UserError, RuntimeError):
     """A sweep that cannot start (a corpus missing, a bad launcher); the message says what to do."""
 
 

@@ -25,6 +25,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from sarnmt.utils.atomic import write_bytes
+
 RECORD_VERSION = 1
 HASHED = (
     "data",
@@ -86,17 +88,9 @@ def config_hash(cfg: DictConfig, tests: dict[str, str]) -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path``, flush it to disk, rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write to a temporary file beside ``path``, flush it to disk, rename it over ``path``
+    (:func:`sarnmt.utils.atomic.write_bytes`)."""
+    write_bytes(path, data)
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -133,6 +127,8 @@ class RecordStatus:
 
 def read_record(path: Path, expected_hash: str | None = None) -> RecordStatus:
     """Read a record and judge it against ``expected_hash`` (None: any hash is current)."""
+    if path.is_dir():
+        return RecordStatus("broken", path, reason=f"record {path} is a folder, not a file")
     if not path.is_file():
         return RecordStatus("missing", path, reason=f"no record {path}")
     try:
@@ -142,6 +138,14 @@ def read_record(path: Path, expected_hash: str | None = None) -> RecordStatus:
     if not isinstance(record, dict) or any(key not in record for key in REQUIRED):
         missing = [k for k in REQUIRED if not isinstance(record, dict) or k not in record]
         return RecordStatus("broken", path, reason=f"record {path} lacks {missing}")
+    tests = record["tests"]
+    if not isinstance(tests, dict) or not all(isinstance(t, dict) for t in tests.values()):
+        return RecordStatus("broken", path, reason=f"record {path}: 'tests' is not a mapping of test sets")
+    if not isinstance(record.get("parameters"), int | None):
+        return RecordStatus("broken", path, reason=f"record {path}: 'parameters' is not a number")
+    wrong = [key for key in ("wall_seconds", "hardware") if not isinstance(record.get(key, {}), dict)]
+    if wrong:
+        return RecordStatus("broken", path, reason=f"record {path}: {wrong} are not mappings")
     sentences = path.with_name(path.name.removesuffix(".json") + ".sentences.json.gz")
     if not sentences.is_file():
         return RecordStatus("broken", path, record, f"record {path}: its sentence statistics {sentences} are missing")

@@ -20,6 +20,8 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from sarnmt.errors import UserError
+
 SWEEPS_DIR = Path(__file__).resolve().parents[2] / "sweeps"
 METRICS = {
     "bleu_tok": "BLEU (multi-bleu) on tokenised text, cased",
@@ -28,7 +30,7 @@ METRICS = {
 }
 
 
-class SpecError(ValueError):
+class SpecError(UserError, ValueError):
     """A table or scale file that is missing or malformed, or a name that is not defined; the message lists the
     valid ones."""
 

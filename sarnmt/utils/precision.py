@@ -12,13 +12,15 @@ from contextlib import contextmanager
 
 import torch
 
+from sarnmt.errors import InputError
+
 PRECISIONS = ("fp32", "bf16")
 
 
 def check_precision(precision: str) -> str:
-    """:raises ValueError: for an unknown precision (call it before opening outputs).  :returns: ``precision``."""
+    """:raises InputError: for an unknown precision (call it before opening outputs).  :returns: ``precision``."""
     if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        raise InputError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     return precision
 
 
@@ -43,7 +45,7 @@ def autocast_dtype(device_type: str) -> torch.dtype | None:
 
 @contextmanager
 def precision_context(device: torch.device, precision: str) -> Iterator[None]:
-    """Run the body in ``precision`` on ``device``.  :raises ValueError: for an unknown precision."""
+    """Run the body in ``precision`` on ``device``.  :raises InputError: for an unknown precision."""
     check_precision(precision)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
         yield

@@ -1,0 +1,88 @@
+"""How a bad input reaches the user: one line on stderr naming the file, line or key and what to do, and exit status 2.
+
+Every error caused by what the user gave (a file, a line of it, a setting, a checkpoint) is a :class:`UserError`;
+the domain errors are too (:class:`~sarnmt.checkpoint.CheckpointError`,
+:class:`~sarnmt.models.factory.ModelConfigError`, :class:`~sarnmt.sweep.spec.SpecError`,
+:class:`~sarnmt.sweep.launch.SweepError`, :class:`~sarnmt.data.fetch.FetchError`, :class:`InputError`,
+:class:`WriteError`, :class:`TrainingStopped`). Every command line entry point runs its work inside
+:func:`reported`, the one place that turns them, and operating-system errors on the user's paths (a missing file, a
+directory where a file is expected, a full disk), into ``error: <message>`` and a non-zero exit status instead of a
+traceback. A bug (any other exception) still shows its traceback. ``HYDRA_FULL_ERROR=1`` shows the traceback of
+every error, these included.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+USER_ERROR_STATUS = 2
+
+
+class UserError(Exception):
+    """An error caused by the user's input, whose message names the file, line or key and says what to do."""
+
+    prefix = "error"
+
+
+class InputError(UserError, ValueError):
+    """A file, a line of it or a setting that cannot be used as given."""
+
+
+class WriteError(UserError, OSError):
+    """An output that could not be written (e.g. the disk is full); the previous file, if any, is unchanged."""
+
+
+class TrainingStopped(UserError, RuntimeError):
+    """A training run stopped on purpose (e.g. too many non-finite updates in a row); the message says why and
+    which checkpoint to resume from. ``status`` is the exit status (2; 128 + signal for a preemption)."""
+
+    prefix = "stopped"
+
+    def __init__(self, message: str, status: int = USER_ERROR_STATUS) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def verbose() -> bool:
+    """Whether errors should keep their traceback (``HYDRA_FULL_ERROR=1``)."""
+    return os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+def describe(err: BaseException) -> str:
+    """The one-line message of a user error, an operating-system error or a Hydra config error."""
+    if isinstance(err, OSError) and not isinstance(err, UserError) and err.filename is not None:
+        what = err.strerror or str(err)
+        hint = {IsADirectoryError: "expected a file", NotADirectoryError: "expected a folder"}.get(type(err), "")
+        return f"{err.filename}: {what}" + (f" ({hint})" if hint else "")
+    text = str(err).split("\nConfig search path:")[0]  # Hydra's list of config folders: noise for the user
+    message = ""
+    for part in (line.strip() for line in text.splitlines() if line.strip()):
+        message += part if not message else (" " if message.endswith(":") else "; ") + part
+    return message or type(err).__name__
+
+
+def _missing_value(err: BaseException) -> str:
+    key = getattr(err, "full_key", None) or str(err).splitlines()[0]
+    return f"missing value for {key}: give it on the command line ({key}=...)"
+
+
+@contextmanager
+def reported() -> Iterator[None]:
+    """Run a command line entry point's work: a :class:`UserError`, an ``OSError``, a Hydra config error (a typo in a
+    key, a group option that does not exist) or a missing mandatory config value becomes ``error: <message>``
+    (``stopped: <message>`` for a :class:`TrainingStopped`) on stderr and ``SystemExit`` (status 2, or the error's
+    ``status``)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import MissingMandatoryValue
+
+    try:
+        yield
+    except (UserError, OSError, MissingMandatoryValue, HydraException) as err:
+        if verbose():
+            raise
+        message = _missing_value(err) if isinstance(err, MissingMandatoryValue) else describe(err)
+        print(f"{getattr(err, 'prefix', 'error')}: {message}", file=sys.stderr, flush=True)
+        raise SystemExit(getattr(err, "status", USER_ERROR_STATUS)) from None

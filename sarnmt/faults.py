@@ -1,0 +1,64 @@
+"""Fault injection, for the fault tests (``make faults``) only: a training run that kills itself, signals itself or
+meets a NaN at a chosen update, so the tests can interrupt it at exact points.
+
+Off unless selected: ``python -m sarnmt.train faults=inject faults.kill_at_step=7`` (``conf/faults/inject.yaml``).
+Steps count updates: "at step k" means after k updates, when update k + 1 is about to start.
+
+- ``kill_at_step``: SIGKILL the process itself (nothing is saved, as when the machine dies). With ``k`` a multiple
+  of the resume checkpoint's interval, the kill comes right after a checkpoint.
+- ``signal_at_step`` with ``signal_name``: send the process that signal (e.g. SIGTERM, SIGUSR2) as update k + 1
+  starts, as a scheduler would in the middle of a step.
+- ``signal_in_validation_after_step``: send it at the first validation batch after update k instead.
+- ``nan_at_steps``: the gradients of update k + 1 become NaN, for every k listed (a diverged batch).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Sequence
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback
+
+
+class FaultInjection(Callback):
+    """See the module docstring for the parameters; all are off (None, empty) by default."""
+
+    def __init__(
+        self,
+        kill_at_step: int | None = None,
+        signal_at_step: int | None = None,
+        signal_in_validation_after_step: int | None = None,
+        signal_name: str = "SIGTERM",
+        nan_at_steps: Sequence[int] = (),
+    ) -> None:
+        self.kill_at_step = kill_at_step
+        self.signal_at_step = signal_at_step
+        self.signal_in_validation_after_step = signal_in_validation_after_step
+        self.signal = signal.Signals[signal_name]
+        self.nan_at_steps = set(nan_at_steps)
+        self._signalled = False
+
+    def _send(self) -> None:
+        if not self._signalled:
+            self._signalled = True
+            os.kill(os.getpid(), self.signal)
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, index: int) -> None:
+        if trainer.global_step == self.kill_at_step:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if trainer.global_step == self.signal_at_step:
+            self._send()
+
+    def on_validation_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        step = self.signal_in_validation_after_step
+        if trainer.state.fn == "fit" and step is not None and trainer.global_step >= step:
+            self._send()
+
+    def on_after_backward(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.global_step in self.nan_at_steps:
+            with torch.no_grad():
+                next(p for p in pl_module.parameters() if p.grad is not None).grad.fill_(float("nan"))

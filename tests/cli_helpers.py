@@ -1,0 +1,100 @@
+"""Running sarnmt's command line entry points inside the test process, as ``python -m sarnmt.<name>`` would, and the
+hostile files the fault tests feed them."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import os
+import pickle
+import runpy
+import sys
+import warnings
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from sarnmt.train import train
+from tests.conftest import compose_train
+
+QUIET_HYDRA = ["hydra/job_logging=none", "hydra/hydra_logging=none"]
+
+
+@dataclass
+class Outcome:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(capsys, name: str, args: list[str], stdin: bytes | None = None) -> Outcome:
+    """``python -m sarnmt.<name> args`` in this process; ``stdin`` as the bytes of standard input."""
+    module = importlib.import_module(f"sarnmt.{name}")
+    saved = sys.argv, sys.stdin
+    sys.argv = [module.__file__, *args, *QUIET_HYDRA]  # Hydra's logging setup would outlive the captured streams
+    if stdin is not None:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # runpy: the module is imported already
+            runpy.run_module(f"sarnmt.{name}", run_name="__main__")
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        sys.argv, sys.stdin = saved
+    captured = capsys.readouterr()
+    return Outcome(code, captured.out, captured.err)
+
+
+def one_error(outcome: Outcome) -> str:
+    """The single ``error: ...`` line a refused input prints (asserting that it is the only output on stderr)."""
+    assert outcome.code == 2, outcome
+    lines = outcome.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in outcome.err, outcome.err
+    return lines[0]
+
+
+def train_tiny(out: Path) -> Path:
+    """A 43K-parameter model trained 3 updates on the toy corpus; its checkpoint."""
+    train(compose_train(["data.n_train=200", "data.n_dev=20", "data.n_test=20", "model.emb_dim=16",
+                         "model.hidden_dim=32", "trainer.max_steps=3", "test=false", "validation=cost",
+                         "val_bleu=false", "trainer.enable_progress_bar=false", "~callbacks.progress_bar",
+                         "~callbacks.model_summary"], output_dir=out))  # fmt: skip
+    return out / "checkpoints" / "last.ckpt"
+
+
+class RunsCode:
+    """Unpickling it runs ``touch <marker>``: what a malicious checkpoint would do."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def hostile_checkpoints(folder: Path, good: Path) -> dict[str, tuple[Path, str]]:
+    """``{case: (checkpoint, what its refusal says)}``; the code-running ones would create ``folder/pwned``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = good.read_bytes()
+    (folder / "truncated.ckpt").write_bytes(data[: len(data) // 2])
+    torch.save({"state_dict": {"encoder.weight": torch.zeros(2, 2)}, "epoch": 3}, folder / "other.ckpt")
+    torch.save({"model": RunsCode(folder / "pwned")}, folder / "runs_code.ckpt")  # a torch zip file
+    (folder / "runs_code.pkl").write_bytes(pickle.dumps(RunsCode(folder / "pwned")))  # a bare pickle
+    (folder / "a_folder.ckpt").mkdir(exist_ok=True)
+    (folder / "empty.ckpt").write_bytes(b"")
+    assert zipfile.is_zipfile(folder / "runs_code.ckpt")
+    return {
+        "truncated": (folder / "truncated.ckpt", "is corrupt or truncated"),
+        "another project's": (folder / "other.ckpt", "is not a sarnmt checkpoint (no 'sarnmt'/'state_dict' entry"),
+        "pickle running code": (folder / "runs_code.ckpt", "is not a sarnmt checkpoint: it holds Python objects "
+                                "(posix.system) that sarnmt never loads, as loading them could run code; refused "
+                                "without running any of its content"),
+        "bare pickle running code": (folder / "runs_code.pkl", "is not a PyTorch checkpoint file"),
+        "a folder": (folder / "a_folder.ckpt", "is a folder; give a .ckpt file"),
+        "empty": (folder / "empty.ckpt", "checkpoint"),
+        "missing": (folder / "missing.ckpt", "does not exist"),
+    }
