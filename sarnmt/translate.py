@@ -16,7 +16,8 @@ pieces (each id decoded alone) plus ``</s>`` when the hypothesis ended with EOS 
 stopped it). ``src_attention`` row t is α over the source at output step t; ``tgt_attention`` row t is the
 variant's attention over its history items 0..t (item 0 is the zero slot before the first word; entries above the
 diagonal are 0), null for variants without one (baseline). Empty lines give empty lists and null matrices. A model
-without source attention (the fixed-context LSTM) gives ``src_attention: null`` and empty ``source``/``target``.
+without source attention (the fixed-context LSTM) gives ``src_attention: null``, and empty ``source``/``target``
+unless its decoder has a target self-attention.
 
 **N-best output** (``nbest=K``, 1 < K <= the beam size; Moses's n-best layout): K lines per input line, best
 first, each ``LINE ||| TRANSLATION ||| SCORE ||| NORMALIZED``, with LINE the input line's 0-based index, SCORE the
@@ -57,7 +58,8 @@ def pick_device(name: str) -> torch.device:
 
 def attention_record(index: int, source_pieces: list[str], result: Translation, tgt_codec) -> dict[str, Any]:
     """One line of the attention file (format in the module docstring)."""
-    n = 0 if result.src_attention is None else result.src_attention.size(0)
+    matrix = result.src_attention if result.src_attention is not None else result.tgt_attention
+    n = 0 if matrix is None else matrix.size(0)
     target = [tgt_codec.decode([i]) for i in result.tokens] + [EOS_TOKEN] * (n - len(result.tokens))
     return {
         "line": index, "source": source_pieces + [EOS_TOKEN] if n else [], "target": target if n else [],
