@@ -30,7 +30,7 @@ from hydra.utils import instantiate
 from sarnmt.analysis import AnalysisError
 from sarnmt.analysis.attention_file import AttentionRecord, read_attention, record_from_json, write_attention
 from sarnmt.checkpoint import LoadedModel, load_model
-from sarnmt.data.batching import pad_sequences
+from sarnmt.data.batching import UNK, pad_sequences
 from sarnmt.data.codecs import EOS_TOKEN
 from sarnmt.decoding.stream import decode_stream
 from sarnmt.evaluation.bleu import read_lines
@@ -62,10 +62,17 @@ def has_self_attention(net: torch.nn.Module) -> bool:
 
 
 def forced_records(
-    loaded: LoadedModel, lines: list[str], targets: list[list[int]], batch_size: int = 32
+    loaded: LoadedModel,
+    lines: list[str],
+    targets: list[list[int]],
+    batch_size: int = 32,
+    pieces: list[list[str]] | None = None,
 ) -> list[AttentionRecord]:
     """Teacher-forced attention of ``targets`` (ids without EOS; EOS is appended and predicted) given the source
-    ``lines`` (text, encoded with the checkpoint's codec). Blank lines give empty records, as in ``translate``."""
+    ``lines`` (text, encoded with the checkpoint's codec). Blank lines give empty records, as in ``translate``.
+
+    :param pieces: the target pieces to record (the target text's own, so that a word outside the model's
+        vocabulary keeps its spelling); default: each id decoded."""
     net, device = loaded.net, next(loaded.net.parameters()).device
     src_codec, tgt_codec = loaded.src_codec, loaded.tgt_codec
     sources = [src_codec.encode(line) if line.strip() else [] for line in lines]
@@ -86,7 +93,7 @@ def forced_records(
             out[i] = AttentionRecord(
                 line=i,
                 source=(*src_codec.tokens(lines[i]), EOS_TOKEN),
-                target=(*(tgt_codec.decode([t]) for t in targets[i]), EOS_TOKEN),
+                target=(*(pieces[i] if pieces else [tgt_codec.decode([t]) for t in targets[i]]), EOS_TOKEN),
                 target_ids=tuple(targets[i]),
                 src_attention=None if src_att is None else src_att[k, :n, :width].double().cpu().numpy(),
                 tgt_attention=None if tgt_att is None else tgt_att[k, :n, :n].double().cpu().numpy(),
@@ -140,8 +147,10 @@ def check_records(
                 f"{record.line + 1} of {source_path} as {ckpt} splits it "
                 f"({' '.join(expected[:8])!r}...): another test set, or another model's vocabulary"
             )
-        if any(not 0 <= i < tgt_codec.vocab_size for i in record.target_ids) or record.words != [
-            tgt_codec.decode([i]) for i in record.target_ids
+        ids = record.target_ids
+        in_vocabulary = all(0 <= i < tgt_codec.vocab_size for i in ids)  # an unknown word keeps its own spelling
+        if not in_vocabulary or record.words != [
+            tgt_codec.decode([i]) if i != UNK else word for i, word in zip(ids, record.words, strict=True)
         ]:
             raise AnalysisError(
                 f"{where}: its target ids do not give its target tokens in the vocabulary of {ckpt}: "
@@ -209,7 +218,8 @@ def load_runs(cfg, out_dir: Path) -> list[Run]:
         else:
             if targets is not None:
                 ids = [loaded.tgt_codec.encode(line) for line in targets]
-                records = forced_records(loaded, lines, ids, cfg.batch_size)
+                pieces = [loaded.tgt_codec.tokens(line) for line in targets]
+                records = forced_records(loaded, lines, ids, cfg.batch_size, pieces)
             else:
                 records = decoded_records(loaded, lines, instantiate(cfg.decoding), cfg.batch_size)
             write_attention(out_dir / f"{name}.attention.jsonl", records)
