@@ -56,18 +56,20 @@ def _translate(ckpt: str, source: str, output: Path, attention: Path | None = No
 def test_every_analysis_runs_on_trained_toy_models_and_writes_its_files(models, tmp_path):
     both = f"ckpts=[{models['sa']},{models['base']}]"
     names = "names=[sa,base]"
-    # Figure 2: the baseline is skipped with a note; every prediction after the first of each sentence is counted
-    fig2 = run("figure2", [both, names, f"source={models['src']}", f"out_dir={tmp_path / 'f2'}"])
+    # Figure 3: the baseline's self-attention panel is a note, its source attention is drawn
+    fig3 = run("figure3", [both, names, f"source={models['src']}", "sentence=2", f"out_dir={tmp_path / 'f3'}"])
+    assert fig3["notes"] == [
+        "base: its decoder has no target self-attention (skipped in Figure 3's self-attention panel)"
+    ]
+    assert [p.name for p in fig3["files"]] == ["figure3_line2.png", "figure3_line2.svg"]
+    # Figure 2 on the attention files Figure 3 wrote (checked against their checkpoints and the test set): the
+    # baseline is skipped with a note; every prediction after the first of each sentence is counted
+    attention = f"attention=[{tmp_path / 'f3' / 'sa.attention.jsonl'},{tmp_path / 'f3' / 'base.attention.jsonl'}]"
+    fig2 = run("figure2", [both, names, f"source={models['src']}", attention, f"out_dir={tmp_path / 'f2'}"])
     assert fig2["notes"] == ["base: its decoder has no target self-attention (skipped in Figure 2)"]
-    records = [json.loads(line) for line in (tmp_path / "f2" / "sa.attention.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (tmp_path / "f3" / "sa.attention.jsonl").read_text().splitlines()]
     assert fig2["distributions"]["sa"].predictions == sum(len(r["target"]) - 1 for r in records if r["target"])
     assert {p.name for p in fig2["files"]} == {"figure2.csv", "figure2.png", "figure2.svg"}
-    # the attention files it wrote are reused, checked against their checkpoints and the test set
-    attention = f"attention=[{tmp_path / 'f2' / 'sa.attention.jsonl'},{tmp_path / 'f2' / 'base.attention.jsonl'}]"
-    fig3 = run(
-        "figure3", [both, names, f"source={models['src']}", attention, "sentence=2", f"out_dir={tmp_path / 'f3'}"]
-    )
-    assert fig3["notes"] and all(p.is_file() for p in fig3["files"]) and fig3["files"][0].suffix == ".png"
     # trees: teacher-forced on the references, scored against the toy's gold trees
     trees = run(
         "trees",

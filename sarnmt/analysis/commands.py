@@ -79,7 +79,7 @@ def toy_gold(cfg: DictConfig) -> dict[str, Any]:
 def figure2(cfg: DictConfig) -> dict[str, Any]:
     """Figure 2: the distribution of the self-attention's peak over relative positions, one curve per model."""
     out = _out(cfg)
-    runs, notes = _with_self_attention(load_runs(cfg, out), "Figure 2")
+    runs, notes = _with_self_attention(load_runs(cfg, out, self_attention_only=True), "Figure 2")
     dists = {
         r.name: positions.distribution((rec.tgt_attention for rec in r.records if rec.rows), cfg.max_distance)
         for r in runs
@@ -135,7 +135,7 @@ def figure3(cfg: DictConfig) -> dict[str, Any]:
 def trees(cfg: DictConfig) -> dict[str, Any]:
     """Algorithm 1's trees (bracket files, drawings), ParsEval against ``gold`` beside the branching baselines."""
     out = _out(cfg)
-    runs, notes = _with_self_attention(load_runs(cfg, out), "Algorithm 1's trees")
+    runs, notes = _with_self_attention(load_runs(cfg, out, self_attention_only=True), "Algorithm 1's trees")
     gold_lines = _lines(cfg.gold, "gold") if cfg.gold is not None else None
     files, scores, record = [], {}, {}
     for run in runs:

@@ -53,7 +53,11 @@ def plot(panels: list[Panel], kinds: list[str], stem: Path, title: str) -> list[
     fontsize = 8 if longest <= 30 else 6
     width = max(3.2, cell * longest + 1.2)
     fig, axes = plt.subplots(
-        len(kinds), len(panels), figsize=(width * len(panels), width * len(kinds) * 0.95), squeeze=False
+        len(kinds),
+        len(panels),
+        figsize=(width * len(panels) + 1.0, width * len(kinds)),
+        squeeze=False,
+        layout="constrained",
     )
     image = None
     for col, panel in enumerate(panels):

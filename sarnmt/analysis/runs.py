@@ -71,8 +71,7 @@ def forced_records(
     """Teacher-forced attention of ``targets`` (ids without EOS; EOS is appended and predicted) given the source
     ``lines`` (text, encoded with the checkpoint's codec). Blank lines give empty records, as in ``translate``.
 
-    :param pieces: the target pieces to record (the target text's own, so that a word outside the model's
-        vocabulary keeps its spelling); default: each id decoded."""
+    :param pieces: the target pieces to record (default: each id decoded, as ``translate`` labels them)."""
     net, device = loaded.net, next(loaded.net.parameters()).device
     src_codec, tgt_codec = loaded.src_codec, loaded.tgt_codec
     sources = [src_codec.encode(line) if line.strip() else [] for line in lines]
@@ -193,10 +192,12 @@ def names_of(paths: list[str], names: list[str] | None) -> list[str]:
     return out
 
 
-def load_runs(cfg, out_dir: Path) -> list[Run]:
+def load_runs(cfg, out_dir: Path, self_attention_only: bool = False) -> list[Run]:
     """The runs of ``cfg.ckpts`` on ``cfg.source`` (keys: ``ckpts``, ``names``, ``source``, ``target``,
     ``attention``, ``decoding``, ``batch_size``, ``device``, ``kernels``, ``tolerance``), attention files checked
-    or computed and written to ``out_dir`` (see the module docstring)."""
+    or computed and written to ``out_dir`` (see the module docstring).
+
+    :param self_attention_only: a model without a target self-attention is not decoded (its run has no records)."""
     paths = [str(p) for p in _as_list(cfg.ckpts, "ckpts")]
     names = names_of(paths, None if cfg.names is None else list(cfg.names))
     files = _as_list(cfg.attention, "attention") if cfg.attention is not None else None
@@ -212,20 +213,30 @@ def load_runs(cfg, out_dir: Path) -> list[Run]:
         loaded = load_model(path, device, cfg.kernels)
         if loaded.src_codec is None or loaded.tgt_codec is None:
             raise AnalysisError(f"checkpoint {path} has no text codecs (saved without a datamodule)")
-        if files is not None:
+        self_attention = has_self_attention(loaded.net)
+        if self_attention_only and not self_attention:
+            records = []
+        elif files is not None:
             records = read_attention(files[k])
             check_records(records, str(files[k]), lines, loaded, cfg.source, cfg.tolerance)
         else:
             if targets is not None:
                 ids = [loaded.tgt_codec.encode(line) for line in targets]
-                pieces = [loaded.tgt_codec.tokens(line) for line in targets]
+                pieces = [_labels(loaded.tgt_codec, i, line) for i, line in zip(ids, targets, strict=True)]
                 records = forced_records(loaded, lines, ids, cfg.batch_size, pieces)
             else:
                 records = decoded_records(loaded, lines, instantiate(cfg.decoding), cfg.batch_size)
             write_attention(out_dir / f"{name}.attention.jsonl", records)
             log.info("%s: attention of %d lines written to %s", name, len(records), out_dir / f"{name}.attention.jsonl")
-        runs.append(Run(name, path, records, has_self_attention(loaded.net), loaded))
+        runs.append(Run(name, path, records, self_attention, loaded))
     return runs
+
+
+def _labels(codec, ids: list[int], line: str) -> list[str]:
+    """Target labels as ``translate`` writes them (each id decoded alone), except that a piece outside the
+    vocabulary keeps its own spelling from the target text rather than ``<unk>``."""
+    pieces = codec.tokens(line)
+    return [piece if i == UNK else codec.decode([i]) for i, piece in zip(ids, pieces, strict=True)]
 
 
 def _as_list(value, key: str) -> list:
