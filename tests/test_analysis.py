@@ -54,17 +54,19 @@ def focus_matrix(items: list[int]) -> np.ndarray:
 
 def test_figure2_counts_each_peak_at_its_relative_position_weighted_by_the_history_length():
     a = focus_matrix([0, 1, 2])  # rows 1 and 2 peak at the previous word (-1), with 2 and 3 items to choose among
-    b = focus_matrix([0, 0, 1])  # row 1 peaks at the zero slot (-2), row 2 at the first word (-2)
+    b = focus_matrix([0, 0, 1])  # row 1 peaks at the zero slot (counted apart), row 2 at the first word (-2)
     dist = distribution([a, b])
     assert dist.predictions == 4 and dist.beyond == 0  # the first row of each matrix chooses nothing
-    np.testing.assert_array_equal(dist.count[1:4], [2, 2, 0])
-    np.testing.assert_allclose(dist.weighted[1:4], [1 / 2 + 1 / 3, 1 / 2 + 1 / 3, 0])
-    np.testing.assert_allclose(dist.percent[1:4], [50, 50, 0])
-    np.testing.assert_array_equal(dist.opportunities[1:4], [4, 4, 2])  # -3 only exists for the rows r = 2
-    np.testing.assert_allclose(dist.rate[1:4], [0.5, 0.5, 0])
-    assert dist.farthest == 3
+    np.testing.assert_array_equal(dist.count[1:4], [2, 1, 0])
+    np.testing.assert_allclose(dist.weighted[1:4], [1 / 2 + 1 / 3, 1 / 3, 0])
+    assert dist.start == 1 and dist.start_weighted == pytest.approx(1 / 2)
+    np.testing.assert_allclose(dist.percent[1:4], [50, 20, 0])  # of 5/6 + 1/3 + 1/2 = 5/3
+    assert dist.start_percent == pytest.approx(30)
+    np.testing.assert_array_equal(dist.opportunities[1:4], [4, 2, 0])  # -2 exists only for the rows r = 2
+    np.testing.assert_allclose(dist.rate[1:3], [0.5, 0.5])
+    assert dist.farthest == 2
     short = distribution([a, b], max_distance=1)
-    assert short.beyond == 2 and short.count[1] == 2 and short.percent[1] == 100
+    assert short.beyond == 1 and short.count[1] == 2 and short.start == 1
 
 
 # -- Algorithm 1 and the branching trees

@@ -89,10 +89,14 @@ def figure2(cfg: DictConfig) -> dict[str, Any]:
     files += positions.plot(
         dists, out / "figure2", f"Figure 2: peaks of the target self-attention ({cfg.source})", cfg.log_scale
     )
-    rows = ["| model | predictions | -1 | -2 | -3 | -4 | -5 and further |", "|---|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| model | predictions | -1 | -2 | -3 | -4 | -5 and further | zero slot |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, dist in dists.items():
         near = " | ".join(f"{dist.percent[k]:.1f}" for k in range(1, 5))
-        rows.append(f"| {name} | {dist.predictions:,} | {near} | {dist.percent[5:].sum():.1f} |")
+        far = dist.percent[5:].sum()
+        rows.append(f"| {name} | {dist.predictions:,} | {near} | {far:.1f} | {dist.start_percent:.1f} |")
     report = "% of predictions (each counted 1 / #previous words) by relative position\n\n" + "\n".join(rows)
     return {"report": "\n".join([report, *notes]), "files": files, "notes": notes, "distributions": dists}
 

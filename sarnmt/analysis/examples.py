@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from sarnmt.evaluation.significance import sentence_bleu
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-!|~])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")  # what can change the meaning inside a table cell
 
 
 @dataclass
