@@ -34,7 +34,7 @@ from sarnmt.data.batching import UNK, pad_sequences
 from sarnmt.data.codecs import EOS_TOKEN
 from sarnmt.decoding.stream import decode_stream
 from sarnmt.evaluation.bleu import read_lines
-from sarnmt.translate import attention_record, pick_device
+from sarnmt.translate import attention_record, pick_device, target_pieces
 
 log = logging.getLogger("sarnmt")
 
@@ -71,7 +71,7 @@ def forced_records(
     """Teacher-forced attention of ``targets`` (ids without EOS; EOS is appended and predicted) given the source
     ``lines`` (text, encoded with the checkpoint's codec). Blank lines give empty records, as in ``translate``.
 
-    :param pieces: the target pieces to record (default: each id decoded, as ``translate`` labels them)."""
+    :param pieces: the target pieces to record (default: as ``translate`` labels them)."""
     net, device = loaded.net, next(loaded.net.parameters()).device
     src_codec, tgt_codec = loaded.src_codec, loaded.tgt_codec
     sources = [src_codec.encode(line) if line.strip() else [] for line in lines]
@@ -92,7 +92,7 @@ def forced_records(
             out[i] = AttentionRecord(
                 line=i,
                 source=(*src_codec.tokens(lines[i]), EOS_TOKEN),
-                target=(*(pieces[i] if pieces else [tgt_codec.decode([t]) for t in targets[i]]), EOS_TOKEN),
+                target=(*(pieces[i] if pieces else target_pieces(tgt_codec, targets[i])), EOS_TOKEN),
                 target_ids=tuple(targets[i]),
                 src_attention=None if src_att is None else src_att[k, :n, :width].double().cpu().numpy(),
                 tgt_attention=None if tgt_att is None else tgt_att[k, :n, :n].double().cpu().numpy(),
@@ -149,7 +149,8 @@ def check_records(
         ids = record.target_ids
         in_vocabulary = all(0 <= i < tgt_codec.vocab_size for i in ids)  # an unknown word keeps its own spelling
         if not in_vocabulary or record.words != [
-            tgt_codec.decode([i]) if i != UNK else word for i, word in zip(ids, record.words, strict=True)
+            word if i == UNK else label
+            for i, word, label in zip(ids, record.words, target_pieces(tgt_codec, list(ids)), strict=True)
         ]:
             raise AnalysisError(
                 f"{where}: its target ids do not give its target tokens in the vocabulary of {ckpt}: "
@@ -233,10 +234,12 @@ def load_runs(cfg, out_dir: Path, self_attention_only: bool = False) -> list[Run
 
 
 def _labels(codec, ids: list[int], line: str) -> list[str]:
-    """Target labels as ``translate`` writes them (each id decoded alone), except that a piece outside the
-    vocabulary keeps its own spelling from the target text rather than ``<unk>``."""
+    """Target labels as ``translate`` writes them (:func:`~sarnmt.translate.target_pieces`), except that a piece
+    outside the vocabulary keeps its own spelling from the target text rather than ``<unk>``."""
     pieces = codec.tokens(line)
-    return [piece if i == UNK else codec.decode([i]) for i, piece in zip(ids, pieces, strict=True)]
+    return [
+        piece if i == UNK else label for i, piece, label in zip(ids, pieces, target_pieces(codec, ids), strict=True)
+    ]
 
 
 def _as_list(value, key: str) -> list:
