@@ -146,12 +146,7 @@ def check_records(
                 f"{record.line + 1} of {source_path} as {ckpt} splits it "
                 f"({' '.join(expected[:8])!r}...): another test set, or another model's vocabulary"
             )
-        ids = record.target_ids
-        in_vocabulary = all(0 <= i < tgt_codec.vocab_size for i in ids)  # an unknown word keeps its own spelling
-        if not in_vocabulary or record.words != [
-            word if i == UNK else label
-            for i, word, label in zip(ids, record.words, target_pieces(tgt_codec, list(ids)), strict=True)
-        ]:
+        if not _labels_fit(tgt_codec, list(record.target_ids), record.words):
             raise AnalysisError(
                 f"{where}: its target ids do not give its target tokens in the vocabulary of {ckpt}: "
                 f"written by another model"
@@ -231,6 +226,18 @@ def load_runs(cfg, out_dir: Path, self_attention_only: bool = False) -> list[Run
             log.info("%s: attention of %d lines written to %s", name, len(records), out_dir / f"{name}.attention.jsonl")
         runs.append(Run(name, path, records, self_attention, loaded))
     return runs
+
+
+def _labels_fit(codec, ids: list[int], words: list[str]) -> bool:
+    """Whether ``words`` label ``ids`` in the codec's vocabulary, as ``translate`` writes them today
+    (:func:`~sarnmt.translate.target_pieces`) or wrote them before (each id decoded alone); an unknown word (``<unk>``
+    id) may keep its own spelling."""
+    if not all(0 <= i < codec.vocab_size for i in ids):
+        return False
+    for labels in (target_pieces(codec, ids), [codec.decode([i]) for i in ids]):
+        if all(i == UNK or word == label for i, word, label in zip(ids, words, labels, strict=True)):
+            return True
+    return False
 
 
 def _labels(codec, ids: list[int], line: str) -> list[str]:
