@@ -141,6 +141,8 @@ def test_models_without_self_attention_and_mismatched_files_are_named(models, tm
     with pytest.raises(AnalysisError, match="line 1: it has no target self-attention, the decoder of .* has"):
         run("figure2", [*sa, f"attention=[{tmp_path / 'base.jsonl'}]"])
     _translate(models["sa"], models["src"], tmp_path / "sa.hyp", tmp_path / "sa.jsonl")
+    with pytest.raises(AnalysisError, match=r"sa.jsonl line \d+: its target is not line \d+ of target .*test.ref"):
+        run("figure2", [*sa, f"attention=[{tmp_path / 'sa.jsonl'}]"])  # translations, claimed teacher-forced
     checkpoint = torch.load(models["sa"], map_location="cpu", weights_only=True)
     generator = torch.Generator().manual_seed(0)
     checkpoint["state_dict"] = {

@@ -167,7 +167,8 @@ def trees(cfg: DictConfig) -> dict[str, Any]:
             record[run.name] = {
                 k: {c: v.as_dict() for c, v in counts.items()} for k, counts in scores[run.name].items()
             }
-    report = tree_report.markdown(scores) if scores else "(no gold trees given: trees written, not scored)"
+    shared = all([r.words for r in run.records] == [r.words for r in runs[0].records] for run in runs)
+    report = tree_report.markdown(scores, shared) if scores else "(no gold trees given: trees written, not scored)"
     if scores:
         (out / "parseval.md").write_text(report + "\n", encoding="utf-8")
         (out / "parseval.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
@@ -244,7 +245,7 @@ def agreement_probe(cfg: DictConfig) -> dict[str, Any]:
             "decoded": agreement.by_bin(distances, free, edges),
         }
         overall[name] = {"forced": float(forced.mean()), "decoded": float(free.mean())}
-    files = agreement.write_outputs(table, overall, labels, out, f"final-verb agreement ({where})")
+    files = agreement.write_outputs(table, overall, labels, out, f"final-verb agreement, {where}")
     return {
         "report": (out / "agreement.md").read_text(encoding="utf-8"),
         "files": files,

@@ -123,6 +123,7 @@ def check_records(
     loaded: LoadedModel,
     source_path: str,
     tolerance: float = 0.01,
+    targets: tuple[str, list[str]] | None = None,
 ) -> None:
     """Check that ``records`` (read from ``path``) are the attention of ``loaded`` on ``lines`` (read from
     ``source_path``); the checks are listed in the module docstring.
@@ -157,6 +158,14 @@ def check_records(
             raise AnalysisError(
                 f"{where}: it {has} target self-attention, the decoder of {ckpt} {model}: written by another model"
             )
+    if targets is not None:  # claimed to be teacher-forced on these sentences
+        target_path, target_lines = targets
+        for record, line in zip(records, target_lines, strict=True):
+            if record.rows and list(record.target_ids) != tgt_codec.encode(line):
+                raise AnalysisError(
+                    f"attention file {path} line {record.line + 1}: its target is not line {record.line + 1} of "
+                    f"target {target_path} (a translation, or the attention of other sentences)"
+                )
     forced = forced_records(loaded, lines, [list(r.target_ids) for r in records])
     for record, again in zip(records, forced, strict=True):
         for key in ("src_attention", "tgt_attention"):
@@ -214,7 +223,8 @@ def load_runs(cfg, out_dir: Path, self_attention_only: bool = False) -> list[Run
             records = []
         elif files is not None:
             records = read_attention(files[k])
-            check_records(records, str(files[k]), lines, loaded, cfg.source, cfg.tolerance)
+            claimed = (cfg.target, targets) if targets is not None else None
+            check_records(records, str(files[k]), lines, loaded, cfg.source, cfg.tolerance, claimed)
         else:
             if targets is not None:
                 ids = [loaded.tgt_codec.encode(line) for line in targets]

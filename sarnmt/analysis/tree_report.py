@@ -84,20 +84,29 @@ def score_kinds(
     return out
 
 
-def markdown(scores: dict[str, dict[str, dict[str, Counts]]]) -> str:
+def markdown(scores: dict[str, dict[str, dict[str, Counts]]], shared_sentences: bool = False) -> str:
     """One row per (model, tree kind): precision / recall / F1 with and without the whole-sentence span, and the
-    paper's precision beside."""
+    paper's precision beside.  :param shared_sentences: every model analysed the same sentences (teacher forcing on
+    one target file), so the branching trees are the same for all: their rows are given once, last."""
     lines = [
         "| model | trees | P | R | F1 | P (no whole-sentence span) | R | F1 | paper P (§8.2) | sentences |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def row(model: str, kind: str, counts: dict[str, Counts]) -> str:
+        whole, inner = counts["whole"], counts["inner"]
+        paper = PAPER_PRECISION.get(kind)
+        return (
+            f"| {model} | {CAPTIONS[kind]} | {whole.precision:.3f} | {whole.recall:.3f} | {whole.f1:.3f} | "
+            f"{inner.precision:.3f} | {inner.recall:.3f} | {inner.f1:.3f} | "
+            f"{'' if paper is None else f'{paper:.2f}'} | {whole.sentences} |"
+        )
+
     for model, kinds in scores.items():
-        for kind, counts in kinds.items():
-            whole, inner = counts["whole"], counts["inner"]
-            paper = PAPER_PRECISION.get(kind)
-            lines.append(
-                f"| {model} | {CAPTIONS[kind]} | {whole.precision:.3f} | {whole.recall:.3f} | {whole.f1:.3f} | "
-                f"{inner.precision:.3f} | {inner.recall:.3f} | {inner.f1:.3f} | "
-                f"{'' if paper is None else f'{paper:.2f}'} | {whole.sentences} |"
-            )
+        lines += [
+            row(model, kind, counts) for kind, counts in kinds.items() if kind == "algorithm1" or not shared_sentences
+        ]
+    if shared_sentences and scores:
+        last = next(reversed(scores.values()))
+        lines += [row("(every model)", kind, counts) for kind, counts in last.items() if kind != "algorithm1"]
     return "\n".join(lines)
