@@ -87,6 +87,8 @@ def test_algorithm1_without_focused_words_gives_one_phrase_and_on_the_previous_w
     previous = algorithm1(WORDS, focus_matrix([0, 1, 2, 3, 4, 5]))  # the Memory RNN's habit
     assert previous == right_branching(WORDS)
     assert brackets(algorithm1(["a"], focus_matrix([0, 1]))) == "(X a)"
+    no_eos = algorithm1(WORDS, focus_matrix([0, 1, 1, 3, 3]))  # the length limit stopped it: no row for word 4
+    assert brackets(no_eos) == "(X (X w0 w1) (X w2 w3 w4))"
     with pytest.raises(ValueError, match="5 words need"):
         algorithm1(WORDS, focus_matrix([0, 1, 2]))
 

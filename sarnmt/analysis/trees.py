@@ -162,16 +162,17 @@ def algorithm1(words: Sequence[str], weights: np.ndarray) -> Tree | str:
     """The paper's Algorithm 1 (as read in the module docstring): split before every focused word, left to right.
 
     :param words: the sentence (n words, no EOS).  :param weights: its target self-attention, shape (R, I) with
-        R >= n rows (n, or n + 1 with the EOS prediction) over items 0..n, as in :func:`focus`.
+        n + 1 rows over items 0..n with the EOS prediction, n rows over items 0..n - 1 without it (a hypothesis the
+        length limit stopped: no prediction saw its last word), as in :func:`focus`.
     :returns: ``(X p_1 (X p_2 (... p_m)))``, each phrase ``p_k`` flat (or a bare word).
     """
     if not words:
         raise ValueError("algorithm1: an empty sentence has no tree")
     weights = np.asarray(weights)
-    if weights.ndim != 2 or weights.shape[0] < len(words) or weights.shape[1] < len(words) + 1:
+    if weights.ndim != 2 or min(weights.shape) < len(words):
         raise ValueError(
             f"algorithm1: {len(words)} words need a self-attention matrix of at least "
-            f"{len(words)} x {len(words) + 1}, got {weights.shape}"
+            f"{len(words)} x {len(words)}, got {weights.shape}"
         )
     bounds = [0, *split_points(weights, len(words)), len(words)]
     phrases = [flat(words[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
