@@ -49,6 +49,8 @@ def usage() -> str:
 def settings(name: str) -> str:
     """The analysis's config file, as its documentation (the package line left out)."""
     text = (CONF_DIR / "analyze" / f"{name}.yaml").read_text(encoding="utf-8")
+    if "  - _runs\n" in text:  # the settings it shares with the other analyses of attention
+        text += "\n" + (CONF_DIR / "analyze" / "_runs.yaml").read_text(encoding="utf-8")
     return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# @package"))
 
 

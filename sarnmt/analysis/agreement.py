@@ -70,14 +70,23 @@ def forced_choice(loaded: LoadedModel, items: Sequence[Item], batch_size: int = 
     """Per item, whether the correct verb form outscores the other forms after the reference prefix (bool array)."""
     net, src_codec, tgt_codec = loaded.net, loaded.src_codec, loaded.tgt_codec
     device = next(net.parameters()).device
+    references = [tgt_codec.encode(" ".join(it.reference)) for it in items]
+    known = sum(len(ids) == len(it.reference) and UNK not in ids for ids, it in zip(references, items, strict=True))
+    if known < len(items) / 2:
+        raise AnalysisError(
+            f"checkpoint {loaded.path} does not know the toy corpus's words (one id each) in {len(items) - known} of "
+            f"{len(items)} references: the agreement probe needs a model trained on data=toy"
+        )
     right = np.zeros(len(items), dtype=bool)
     for start in range(0, len(items), batch_size):
         batch = items[start : start + batch_size]
         src, src_mask = pad_sequences([src_codec.encode(it.source) for it in batch])
-        tgt, _ = pad_sequences([tgt_codec.encode(" ".join(it.reference)) for it in batch])
+        tgt, _ = pad_sequences(references[start : start + batch_size])
         with torch.inference_mode():
             logits = net(src.to(device), src_mask.to(device), tgt.to(device)).logits.float().cpu()
         for k, item in enumerate(batch):
+            if len(references[start + k]) != len(item.reference):
+                continue  # a word the codec splits: no single position to read
             ids = {key: tgt_codec.encode(form)[0] for key, form in item.forms.items()}
             ids = {key: i for key, i in ids.items() if i != UNK}
             if item.agreement not in ids:
