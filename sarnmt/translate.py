@@ -19,11 +19,12 @@ written atomically: after an error there is no half-written file.
      "src_attention": [[...S floats...], ...n rows...],  "tgt_attention": [[...n floats...], ...n rows...] | null}
 
 ``source`` are the source codec's pieces plus the EOS the encoder reads (S = len + 1); ``target`` are the output
-pieces (each id decoded alone) plus ``</s>`` when the hypothesis ended with EOS (n rows; without it the length limit
-stopped it). ``src_attention`` row t is α over the source at output step t; ``tgt_attention`` row t is the
-variant's attention over its history items 0..t (item 0 is the zero slot before the first word; entries above the
-diagonal are 0), null for variants without one (baseline). Empty lines give empty lists and null matrices. A model
-without source attention (the fixed-context LSTM) gives ``src_attention: null`` and empty ``source``/``target``.
+pieces in the same form (:func:`target_pieces`) plus ``</s>`` when the hypothesis ended with EOS (n rows; without it
+the length limit stopped it). ``src_attention`` row t is α over the source at output step t; ``tgt_attention`` row t
+is the variant's attention over its history items 0..t (item 0 is the zero slot before the first word; entries above
+the diagonal are 0), null for variants without one (baseline). Empty lines give empty lists and null matrices. A model
+without source attention (the fixed-context LSTM) gives ``src_attention: null``, and empty ``source``/``target``
+unless its decoder has a target self-attention.
 
 **N-best output** (``nbest=K``, 1 < K <= the beam size; Moses's n-best layout): K lines per input line, best
 first, each ``LINE ||| TRANSLATION ||| SCORE ||| NORMALIZED``, with LINE the input line's 0-based index, SCORE the
@@ -67,10 +68,22 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def target_pieces(codec, ids: list[int]) -> list[str]:
+    """Labels of output ids in the form of the source side's pieces: the codec's ``tokens`` of the translation (for
+    a Moses pipeline the truecased ``@@`` pieces, not each piece postprocessed alone, which capitalises it), or,
+    when encoding the translation again does not give the same ids back, each id's tokenised form alone."""
+    if ids:
+        text = codec.decode(ids)
+        if codec.encode(text) == list(ids):
+            return codec.tokens(text)
+    return [codec.decode_tokenized([i]) for i in ids]
+
+
 def attention_record(index: int, source_pieces: list[str], result: Translation, tgt_codec) -> dict[str, Any]:
     """One line of the attention file (format in the module docstring)."""
-    n = 0 if result.src_attention is None else result.src_attention.size(0)
-    target = [tgt_codec.decode([i]) for i in result.tokens] + [EOS_TOKEN] * (n - len(result.tokens))
+    matrix = result.src_attention if result.src_attention is not None else result.tgt_attention
+    n = 0 if matrix is None else matrix.size(0)
+    target = target_pieces(tgt_codec, result.tokens) + [EOS_TOKEN] * (n - len(result.tokens))
     return {
         "line": index, "source": source_pieces + [EOS_TOKEN] if n else [], "target": target if n else [],
         "target_ids": result.tokens, "score": result.score, "normalized_score": result.normalized_score,

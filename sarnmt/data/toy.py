@@ -124,6 +124,30 @@ def realize_target(c: Clause) -> str:
     return " ".join(words + [_tgt_verb(c.verb, c.subj)])
 
 
+def _np_tree(np: NP) -> str:
+    cls = NOUNS[np.noun][2]
+    parts = [f"(D {_tgt_det(np)})", f"(N {NOUNS[np.noun][1] + (TGT_PLURAL if np.plural else '')})"]
+    parts += [f"(A {ADJS[a][1] + ADJ_SUFFIX[cls]})" for a in reversed(np.adjs)]
+    if np.rel:
+        parts.append(f"(RC (REL {TGT_REL}) {_np_tree(np.rel[1])} (V {_tgt_verb(np.rel[0], np)}))")
+    return f"(NP {' '.join(parts)})"
+
+
+def target_tree(c: Clause) -> str:
+    """The target sentence's constituency tree as the grammar derives it, in Penn Treebank bracket form::
+
+        (S NP NP [(PP NP (P p))] (V v))       NP -> (NP (D d) (N n) (A a)* [(RC (REL ki) NP' (V v))])
+
+    one node per grammar symbol (the optional groups ``[NP P]`` and ``[ki NP' V]`` are the PP and RC nodes); its
+    leaves are the words of :func:`realize_target`. The gold trees of the tree analysis (paper §8.2).
+    """
+    parts = [_np_tree(c.subj), _np_tree(c.obj)]
+    if c.pp:
+        parts.append(f"(PP {_np_tree(c.pp[1])} (P {PREPS[c.pp[0]][1]}))")
+    parts.append(f"(V {_tgt_verb(c.verb, c.subj)})")
+    return f"(S {' '.join(parts)})"
+
+
 def _sample_np(rng: random.Random, allow_rel: bool) -> NP:
     noun = rng.randrange(len(NOUNS))
     plural = rng.random() < 0.35
@@ -262,6 +286,22 @@ def _check_tgt_np(toks: list[str], i: int, allow_rel: bool) -> tuple[tuple[int, 
             raise _ParseError(f"relative verb {toks[i]!r} does not agree with its head noun")
         i += 1
     return (noun, plural), i
+
+
+def verb_features(word: str) -> tuple[int, str, bool] | None:
+    """``(verb index, class, plural)`` of a target verb form (the class and number of its subject), or None when
+    ``word`` is not a verb form."""
+    return _T_VERB.get(word)
+
+
+def verb_forms(verb: int) -> dict[tuple[str, bool], str]:
+    """The six target forms of verb ``verb``, by ``(class, plural)`` of the subject they agree with."""
+    return {key: VERBS[verb][1] + suffix for key, suffix in VERB_SUFFIX.items()}
+
+
+def subject_agreement(c: Clause) -> tuple[str, bool]:
+    """``(class, plural)`` of the sentence subject: what the main verb must agree with."""
+    return NOUNS[c.subj.noun][2], c.subj.plural
 
 
 def check_agreement(src_line: str, tgt_line: str) -> bool:

@@ -1,0 +1,93 @@
+"""The paper's analysis (§8) as commands: ``python -m sarnmt.analyze <analysis> [key=value ...]``.
+
+Each analysis is a config, ``conf/analyze/<analysis>.yaml`` (Hydra overrides as for every sarnmt command), and a pure
+function of it in :mod:`sarnmt.analysis.commands`. Bad input (a file, a line, a key) is one ``error:`` line, exit 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from sarnmt.analysis import AnalysisError, commands
+from sarnmt.checkpoint import CheckpointError
+from sarnmt.utils.compose import CONF_DIR, compose
+
+ANALYSES: dict[str, tuple[Callable[[DictConfig], dict[str, Any]], str]] = {
+    "figure2": (commands.figure2, "Figure 2: relative position of the self-attention's peak, one curve per model"),
+    "figure3": (commands.figure3, "Figure 3: one sentence's self-attention and source attention, a panel per model"),
+    "trees": (commands.trees, "§8.2: Algorithm 1's trees, drawn, and ParsEval against gold trees (0.56 / 0.45)"),
+    "table7": (commands.table7, "Table 7: sentences where one system beats the other by sentence BLEU, and loses"),
+    "agreement": (commands.agreement_probe, "the toy corpus's long-distance agreement, per decoder and distance"),
+    "toy_gold": (commands.toy_gold, "a toy split as files, with the references' gold trees (Penn Treebank)"),
+}
+
+USAGE = """usage: python -m sarnmt.analyze <analysis> [key=value ...]
+       python -m sarnmt.analyze <analysis> --help     (its settings: conf/analyze/<analysis>.yaml)
+
+The paper's analysis (§8) over your checkpoints; every file is written under out_dir (outputs/analysis/<analysis>).
+
+{analyses}
+
+Example on the toy corpus (README, "Analysis"):
+  python -m sarnmt.analyze toy_gold
+  python -m sarnmt.analyze trees ckpts=[run/checkpoints/last.ckpt] source=outputs/analysis/toy/test.src \\
+      target=outputs/analysis/toy/test.ref gold=outputs/analysis/toy/test.trees
+"""
+
+
+def usage() -> str:
+    return USAGE.format(analyses="\n".join(f"  {name:<10} {text}" for name, (_, text) in ANALYSES.items()))
+
+
+def settings(name: str) -> str:
+    """The analysis's config file, as its documentation (the package line left out)."""
+    text = (CONF_DIR / "analyze" / f"{name}.yaml").read_text(encoding="utf-8")
+    if "  - _runs\n" in text:  # the settings it shares with the other analyses of attention
+        text += "\n" + (CONF_DIR / "analyze" / "_runs.yaml").read_text(encoding="utf-8")
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# @package"))
+
+
+def run(name: str, overrides: list[str]) -> dict[str, Any]:
+    """Compose ``conf/analyze/<name>.yaml`` with ``overrides`` and run the analysis.
+
+    :raises AnalysisError: for an unknown analysis or a missing setting (and whatever the analysis raises)."""
+    if name not in ANALYSES:
+        raise AnalysisError(f"unknown analysis {name!r}; one of: {', '.join(ANALYSES)}")
+    cfg = compose(f"analyze/{name}", overrides)
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        raise AnalysisError(
+            f"{name} needs {', '.join(f'{key}=...' for key in missing)} (python -m sarnmt.analyze {name} --help)"
+        )
+    return ANALYSES[name][0](cfg)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    name, overrides = argv[0], argv[1:]
+    if name in ANALYSES and any(arg in ("-h", "--help") for arg in overrides):
+        print(settings(name))
+        return 0
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="[%(levelname)s] %(message)s")
+    logging.getLogger("sacrebleu").setLevel(logging.WARNING)
+    try:
+        result = run(name, overrides)
+    except (AnalysisError, CheckpointError, HydraException, OmegaConfBaseException) as err:
+        print(f"error: {str(err).strip().splitlines()[0] if isinstance(err, HydraException) else err}", file=sys.stderr)
+        return 1
+    print(result["report"])
+    print("wrote: " + ", ".join(str(path) for path in result["files"]), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
