@@ -17,11 +17,10 @@ from omegaconf import DictConfig
 
 from sarnmt.analysis import AnalysisError, agreement, examples, heatmaps, positions, tree_report
 from sarnmt.analysis.drawing import plot_trees
-from sarnmt.analysis.runs import Run, load_runs, names_of
+from sarnmt.analysis.runs import Run, load_runs, names_of, read_input
 from sarnmt.analysis.trees import brackets
 from sarnmt.checkpoint import load_model
 from sarnmt.data.toy import generate_toy_corpus, parse_source, target_tree
-from sarnmt.evaluation.bleu import read_lines
 from sarnmt.translate import pick_device
 
 log = logging.getLogger("sarnmt")
@@ -31,13 +30,6 @@ def _out(cfg: DictConfig) -> Path:
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return out
-
-
-def _lines(path: str, key: str) -> list[str]:
-    try:
-        return read_lines(path)
-    except FileNotFoundError as err:
-        raise AnalysisError(f"{key}: {err}") from err
 
 
 def _with_self_attention(runs: list[Run], what: str) -> tuple[list[Run], list[str]]:
@@ -140,7 +132,7 @@ def trees(cfg: DictConfig) -> dict[str, Any]:
     """Algorithm 1's trees (bracket files, drawings), ParsEval against ``gold`` beside the branching baselines."""
     out = _out(cfg)
     runs, notes = _with_self_attention(load_runs(cfg, out, self_attention_only=True), "Algorithm 1's trees")
-    gold_lines = _lines(cfg.gold, "gold") if cfg.gold is not None else None
+    gold_lines = read_input(cfg.gold, "gold") if cfg.gold is not None else None
     files, scores, record = [], {}, {}
     for run in runs:
         sentences = [r.words for r in run.records]
@@ -185,7 +177,7 @@ def table7(cfg: DictConfig) -> dict[str, Any]:
     if len(names) != 2:
         raise AnalysisError(f"names must have two entries, got {len(names)}")
     texts = {
-        key: _lines(path, key)
+        key: read_input(path, key)
         for key, path in (
             ("source", cfg.source),
             ("reference", cfg.reference),
@@ -223,7 +215,7 @@ def table7(cfg: DictConfig) -> dict[str, Any]:
 def agreement_probe(cfg: DictConfig) -> dict[str, Any]:
     """The agreement probe: forced-choice and decoded agreement of the final verb per distance bin, per model."""
     if cfg.source is not None:
-        lines, where = _lines(cfg.source, "source"), cfg.source
+        lines, where = read_input(cfg.source, "source"), cfg.source
     else:
         lines = generate_toy_corpus(cfg.data.seed, cfg.data.n_train, cfg.data.n_dev, cfg.data.n_test)["test"][0]
         where = f"toy test split (seed {cfg.data.seed}, {cfg.data.n_test} sentences)"

@@ -60,21 +60,18 @@ def plot(panels: list[Panel], kinds: list[str], stem: Path, title: str) -> list[
         layout="constrained",
     )
     image = None
+
+    def _missing(ax, text: str) -> None:
+        """A panel for what the model does not have: its note in the middle, no axes."""
+        ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=9, transform=ax.transAxes)
+        ax.set_axis_off()
+
     for col, panel in enumerate(panels):
         for row, kind in enumerate(kinds):
             ax = axes[row][col]
             if kind == "self":
                 if panel.self_attention is None:
-                    ax.text(
-                        0.5,
-                        0.5,
-                        f"{panel.name}:\nno target self-attention",
-                        ha="center",
-                        va="center",
-                        fontsize=9,
-                        transform=ax.transAxes,
-                    )
-                    ax.set_axis_off()
+                    _missing(ax, f"{panel.name}:\nno target self-attention")
                     continue
                 image = _heatmap(
                     ax,
@@ -87,16 +84,7 @@ def plot(panels: list[Panel], kinds: list[str], stem: Path, title: str) -> list[
                 ax.set_ylabel("previous words", fontsize=8)
             else:
                 if panel.src_attention is None:
-                    ax.text(
-                        0.5,
-                        0.5,
-                        f"{panel.name}:\nno source attention",
-                        ha="center",
-                        va="center",
-                        fontsize=9,
-                        transform=ax.transAxes,
-                    )
-                    ax.set_axis_off()
+                    _missing(ax, f"{panel.name}:\nno source attention")
                     continue
                 image = _heatmap(
                     ax, panel.src_attention.T, panel.source, panel.target, f"{panel.name}: source attention", fontsize

@@ -208,8 +208,8 @@ def load_runs(cfg, out_dir: Path, self_attention_only: bool = False) -> list[Run
     files = _as_list(cfg.attention, "attention") if cfg.attention is not None else None
     if files is not None and len(files) != len(paths):
         raise AnalysisError(f"attention has {len(files)} files but ckpts has {len(paths)} checkpoints (one each)")
-    lines = _read(cfg.source, "source")
-    targets = _read(cfg.target, "target") if cfg.target is not None else None
+    lines = read_input(cfg.source, "source")
+    targets = read_input(cfg.target, "target") if cfg.target is not None else None
     if targets is not None and len(targets) != len(lines):
         raise AnalysisError(f"target {cfg.target} has {len(targets)} lines but source {cfg.source} has {len(lines)}")
     device = pick_device(cfg.device)
@@ -268,7 +268,8 @@ def _as_list(value, key: str) -> list:
     return items
 
 
-def _read(path: str, key: str) -> list[str]:
+def read_input(path: str, key: str) -> list[str]:
+    """The lines of the file that config key ``key`` names.  :raises AnalysisError: naming the key if it is missing."""
     try:
         return read_lines(path)
     except FileNotFoundError as err:
