@@ -20,14 +20,8 @@ from sarnmt.data.datamodule import codecs_from_state
 from sarnmt.data.reading import read_lines, read_parallel
 from sarnmt.data.sampler import TokenBatchSampler
 from sarnmt.data.text_datamodules import FilesDataModule, ToyDataModule
-from sarnmt.data.toy import (
-    SRC_VOCAB_SIZE,
-    TGT_VOCAB_SIZE,
-    TOY_EXAMPLE,
-    check_agreement,
-    generate_toy_corpus,
-    translate,
-)
+from sarnmt.data.toy import TOY_EXAMPLE, generate_toy_corpus
+from sarnmt.data.toy_reading import SRC_VOCAB_SIZE, TGT_VOCAB_SIZE, check_agreement, translate
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 MULTI30K = SHARED_DATA / "multi30k-en-de"

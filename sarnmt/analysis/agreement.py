@@ -28,7 +28,8 @@ from sarnmt.analysis import AnalysisError
 from sarnmt.analysis.figures import pyplot, save
 from sarnmt.checkpoint import LoadedModel
 from sarnmt.data.batching import UNK, pad_sequences
-from sarnmt.data.toy import parse_source, realize_target, subject_agreement, verb_features, verb_forms
+from sarnmt.data.toy import realize_target
+from sarnmt.data.toy_reading import parse_source, subject_agreement, verb_features, verb_forms
 from sarnmt.decoding.stream import decode_stream
 
 MEASURES = {

@@ -206,12 +206,12 @@ def bench_workload(cfg: DictConfig, systems: dict[str, System], device: torch.de
     batches = [b.to(device) for b in sorted_batches(workload.pairs, cfg.batch_size, cfg.train_batches)]
     models = {system: bench_model(cfg, spec, device) for system, spec in systems.items()}
     rates = train_rates(cfg, models, batches, systems)
+    sizes = {system: count_parameters(model) for system, model in models.items()}
     del models
     variants = []
     for system in systems:
         ours = rates[system]["sarnmt"]
-        size = count_parameters(bench_model(cfg, systems[system], device))
-        v: dict[str, Any] = {"decoder": system, "parameters": size,
+        v: dict[str, Any] = {"decoder": system, "parameters": sizes[system],
                              "train_tok_s": ours["tok_s"], "model_tok_s": ours["model_tok_s"],
                              "optimizer_ms": ours["optimizer_ms"]}  # fmt: skip
         for impl, theirs in rates[system].items():
