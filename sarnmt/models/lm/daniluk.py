@@ -71,5 +71,7 @@ class NgramOutput(OutputHead):
         steps = outputs.size(1)
         end = items.size(1)
         # part j (0-based) comes from the output j steps back: items [end - steps - j, end - j)
-        parts = [items[:, end - steps - j : end - j, j * self.part : (j + 1) * self.part] for j in range(self.order - 1)]
+        parts = [
+            items[:, end - steps - j : end - j, j * self.part : (j + 1) * self.part] for j in range(self.order - 1)
+        ]
         return torch.tanh(self.combine(torch.cat(parts, dim=-1))), None
