@@ -1,0 +1,432 @@
+"""Corpora for word-level language models: a corpus folder (WikiText, PTB) or a mini English corpus built from
+``../shared/data``, turned into token-id streams and cached.
+
+**Folder layout.** A folder holds three already-tokenised UTF-8 text files, one per split; the accepted names are, per
+split (exactly one of them must be present): ``train``: ``wiki.train.tokens``, ``ptb.train.txt``, ``train.txt``;
+``val``: ``wiki.valid.tokens``, ``ptb.valid.txt``, ``valid.txt``; ``test``: ``wiki.test.tokens``, ``ptb.test.txt``,
+``test.txt`` (:data:`FILE_NAMES`). Lines are split on ``\\n`` only (:func:`sarnmt.data.reading.read_lines`), words on
+whitespace (``str.split()``); every non-empty line ends with ``<eos>``; empty lines (WikiText has blank lines) are
+skipped and counted. Errors, one line each (:class:`LMCorpusError`, an :class:`~sarnmt.errors.InputError`): a missing
+split names the folder, the split and the file names looked for; an empty split names its file; bytes that are not
+UTF-8 name the file and the line (:mod:`sarnmt.data.reading`).
+
+**Vocabulary**, built from the training split only: ``<eos>`` = 0 and ``<unk>`` = 1 (the ids of
+:mod:`sarnmt.data.batching`, where 0 is EOS everywhere in the project), then the training words by decreasing
+frequency, ties by first appearance (deterministic). ``max_size`` caps the whole vocabulary, the two specials
+included; ``min_count`` drops words seen fewer times in train; ``None`` keeps all. A literal ``<unk>`` in the text
+(PTB, WikiText) is ``<unk>``; a literal ``<eos>`` is ``<eos>``. Words outside the vocabulary become ``<unk>`` in every
+split and are counted (``unk_oov``) apart from the literal ones (``unk_literal``).
+
+**Streams.** A split is one int32 array of shape (N,): the words of its non-empty lines in file order, each line
+followed by ``<eos>``; N is the split's ``tokens`` (every one of them is a target once in evaluation,
+:mod:`sarnmt.data.lm_datamodule`). Per split the report gives ``lines``, ``empty_lines``, ``words``, ``tokens``
+(words + one ``<eos>`` per non-empty line), ``unk_oov``, ``oov_rate`` (= unk_oov / tokens), ``unk_literal`` and
+``eos_literal``.
+
+**Mini corpus** (:func:`prepare_mini`): the English sides under ``root``, Moses-tokenised (sacremoses, ``escape=False``,
+no aggressive dash splitting, no punctuation normalisation) and lowercased, PTB style (numbers are kept, not
+replaced by ``N``). Valid = the English of newstest2010, test = the English of newstest2011 (contiguous news
+articles, file order); train = :data:`MINI_TRAIN` in that order, lines in file order, one continuous stream. Left
+out of train (read only to keep their lines out of it): every set the translation configs evaluate on
+(:data:`MINI_EVAL_SETS`: newstest2012-2016 and 2019, the Multi30K val/test sets, the three Tatoeba test sets,
+FLORES-101); ``released-outputs/`` is not read at all. A train line (compared after tokenisation and
+lowercasing) is removed, and counted per source, when it is empty, when it occurs in valid/test
+(``in_valid_test``), when it occurs in a translation evaluation set (``in_eval_sets``), or when it already occurred
+earlier in train (``duplicate``: the WMT news sets of 2008-2009 are in both ``es-en/`` and ``en-de/``, byte for
+byte, so their second copies go entirely). ``*.en.gz`` files under ``root`` in none of these lists are reported as
+``unused_files`` (with a warning). The wmt-sample is already Moses-tokenised with ``&apos;``-style escapes: it is
+unescaped and detokenised before tokenising. With the default ``vocab_max_size=10000`` (PTB-like), from
+``../shared/data`` (about 15 s to build)::
+
+    split  lines   tokens     words      unk_oov  oov_rate
+    train  69,899  1,182,903  1,113,004  46,979   3.97%
+    val     2,489     64,394     61,905   5,766   8.95%
+    test    3,003     77,756     74,753   7,357   9.46%
+
+    vocabulary 10,000 of 38,704 training types (28,706 types, 46,979 training tokens, below the cut)
+    train: 69,899 of 76,583 lines kept; removed: duplicate 5,575 (5,075 of them the es-en copies of the 2008-2009
+    news sets), in_eval_sets 1,108 (1,097 of them Anki sentences that are in the es-en/en-de Tatoeba test sets),
+    in_valid_test 0, empty 1 (wmt-sample line 5)
+
+Cache: ``<cache_dir>/lm-<name>-<key>/`` (``name``: ``mini``, or the folder's name), ``key`` a hash of the settings
+and of the input files' paths, sizes and modification times. It holds ``{train,val,test}.npy`` (the streams),
+``vocab.txt`` (one word per line, id order), ``report.json``, for the mini corpus ``{train,valid,test}.txt`` (its
+tokenised text), and ``manifest.json`` (settings, per-split counts, size and SHA-256 of every file), built once
+under a lock and checked whenever used (:func:`sarnmt.utils.prepared_cache.build_once`): a damaged cache is built
+again, a half-written one is never seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import logging
+import os
+import re
+import time
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sarnmt.data import manifest as manifest_file
+from sarnmt.data.batching import EOS, UNK
+from sarnmt.data.reading import read_lines
+from sarnmt.errors import InputError
+from sarnmt.utils.atomic import write_text
+from sarnmt.utils.prepared_cache import build_once
+
+log = logging.getLogger(__name__)
+
+CACHE_VERSION = 1
+SPLITS = ("train", "val", "test")
+FILE_NAMES: dict[str, tuple[str, ...]] = {
+    "train": ("wiki.train.tokens", "ptb.train.txt", "train.txt"),
+    "val": ("wiki.valid.tokens", "ptb.valid.txt", "valid.txt"),
+    "test": ("wiki.test.tokens", "ptb.test.txt", "test.txt"),
+}
+EOS_WORD, UNK_WORD = "<eos>", "<unk>"
+SPECIALS = (EOS_WORD, UNK_WORD)  # ids EOS = 0 and UNK = 1, in this order
+assert (EOS, UNK) == (0, 1), "the vocabulary puts <eos> at 0 and <unk> at 1"
+
+
+class LMCorpusError(InputError):
+    """A language-model corpus that cannot be used as given (a missing or empty split, bad settings)."""
+
+
+# --- reading a folder -----------------------------------------------------------------------------------------------
+def find_split_files(folder: str | os.PathLike[str]) -> dict[str, Path]:
+    """``{split: file}`` of a corpus folder (:data:`FILE_NAMES`).
+
+    :raises LMCorpusError: when the folder is missing, or a split has none (or more than one) of its file names.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise LMCorpusError(f"{folder}: no such folder (a language-model corpus folder is expected)")
+    found = {}
+    for split, names in FILE_NAMES.items():
+        present = [folder / name for name in names if (folder / name).is_file()]
+        if not present:
+            raise LMCorpusError(f"{folder}: no {split} split; looked for {', '.join(names)}")
+        if len(present) > 1:
+            raise LMCorpusError(f"{folder}: {len(present)} files for the {split} split "
+                                f"({', '.join(p.name for p in present)}); keep one")  # fmt: skip
+        found[split] = present[0]
+    return found
+
+
+def word_counts(lines: Iterable[str]) -> Counter[str]:
+    """How often each word occurs; the keys are in order of first appearance."""
+    counts: Counter[str] = Counter()
+    for line in lines:
+        counts.update(line.split())
+    return counts
+
+
+# --- vocabulary -----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VocabSettings:
+    """``max_size``: the largest vocabulary, ``<eos>`` and ``<unk>`` included; ``min_count``: words seen fewer times
+    in train are left out. ``None``: no limit."""
+
+    max_size: int | None = None
+    min_count: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_size is not None and self.max_size < len(SPECIALS):
+            raise LMCorpusError(f"vocab_max_size must be >= {len(SPECIALS)} (it counts <eos> and <unk>) or null, "
+                                f"got {self.max_size}")  # fmt: skip
+        if self.min_count is not None and self.min_count < 1:
+            raise LMCorpusError(f"vocab_min_count must be >= 1 or null, got {self.min_count}")
+
+
+def build_vocab(counts: Counter[str], settings: VocabSettings) -> tuple[list[str], dict[str, int]]:
+    """The words in id order (``<eos>``, ``<unk>``, then by decreasing count, ties by first appearance) and what
+    the cut left out: ``{"size", "train_types", "dropped_types", "dropped_tokens"}`` (types and tokens of train,
+    the specials not counted)."""
+    ranked = sorted((wc for wc in counts.items() if wc[0] not in SPECIALS), key=lambda wc: -wc[1])  # stable
+    if settings.min_count is not None:
+        ranked_kept = [wc for wc in ranked if wc[1] >= settings.min_count]
+    else:
+        ranked_kept = ranked
+    if settings.max_size is not None:
+        ranked_kept = ranked_kept[: settings.max_size - len(SPECIALS)]
+    words = [*SPECIALS, *(w for w, _ in ranked_kept)]
+    stats = {"size": len(words), "train_types": len(ranked), "dropped_types": len(ranked) - len(ranked_kept),
+             "dropped_tokens": sum(c for _, c in ranked) - sum(c for _, c in ranked_kept)}  # fmt: skip
+    return words, stats
+
+
+# --- encoding -------------------------------------------------------------------------------------------------------
+def encode_lines(lines: Sequence[str], index: dict[str, int]) -> tuple[np.ndarray, dict[str, int]]:
+    """The stream of a split, int32 of shape (N,), and its counts (see the module docstring)."""
+    ids, empty, oov_id = array("i"), 0, -1
+    get = index.get
+    for line in lines:
+        words = line.split()
+        if not words:
+            empty += 1
+            continue
+        ids.extend([get(w, oov_id) for w in words])
+        ids.append(EOS)
+    stream = np.frombuffer(ids, dtype=np.int32).copy() if ids else np.zeros(0, dtype=np.int32)
+    oov = stream == oov_id
+    stream[oov] = UNK
+    sentences = len(lines) - empty
+    counts = {"lines": len(lines), "empty_lines": empty, "words": len(stream) - sentences, "tokens": len(stream),
+              "unk_oov": int(oov.sum()), "unk_literal": int((stream == UNK).sum() - oov.sum()),
+              "eos_literal": int((stream == EOS).sum() - sentences)}  # fmt: skip
+    counts["oov_rate"] = round(counts["unk_oov"] / max(1, counts["tokens"]), 6)
+    return stream, counts
+
+
+# --- the prepared folder --------------------------------------------------------------------------------------------
+@dataclass
+class PreparedCorpus:
+    """A loaded cache: ``vocab`` (words in id order), ``streams`` (``{split: int32 array (N,)}``), ``report``."""
+
+    folder: Path
+    vocab: list[str]
+    streams: dict[str, np.ndarray]
+    report: dict[str, Any]
+
+
+def _save_array(path: Path, array_: np.ndarray) -> None:
+    with open(path, "wb") as handle:
+        np.save(handle, array_, allow_pickle=False)
+
+
+def build_prepared(folder: Path, files: dict[str, Path], settings: VocabSettings, info: dict[str, Any]) -> None:
+    """Read the three split files, build the vocabulary on train, and write the streams, ``vocab.txt``,
+    ``report.json`` and (last) ``manifest.json`` into ``folder``. ``info`` is merged into the report."""
+    texts = {split: read_lines(files[split]) for split in SPLITS}  # every split read (and checked) first
+    vocab, vocab_stats = build_vocab(word_counts(texts["train"]), settings)
+    index = {w: i for i, w in enumerate(vocab)}
+    splits = {}
+    for split in SPLITS:
+        stream, counts = encode_lines(texts[split], index)
+        if not len(stream):
+            raise LMCorpusError(f"{files[split]}: the {split} split is empty (no words on any of its "
+                                f"{counts['lines']} lines)")  # fmt: skip
+        _save_array(folder / f"{split}.npy", stream)
+        inside = files[split].parent == folder  # the mini corpus's text, written into the cache itself
+        splits[split] = {"file": files[split].name if inside else str(files[split]), **counts}
+    (folder / "vocab.txt").write_text("".join(w + "\n" for w in vocab), encoding="utf-8")
+    vocab_stats.update(max_size=settings.max_size, min_count=settings.min_count)
+    report = {**info, "vocab": vocab_stats, "splits": splits}
+    write_text(folder / "report.json", json.dumps(report, indent=1))
+    manifest_file.write(folder, {"kind": "lm", "version": CACHE_VERSION, "splits": splits, "vocab": vocab_stats})
+
+
+def load_prepared(folder: str | os.PathLike[str]) -> PreparedCorpus:
+    """A prepared cache, every file checked against the manifest.
+
+    :raises InputError: naming each damaged file."""
+    folder = Path(folder)
+    manifest_file.check(folder, manifest_file.read(folder))
+    vocab = read_lines(folder / "vocab.txt")
+    streams = {split: np.load(folder / f"{split}.npy", allow_pickle=False) for split in SPLITS}
+    report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+    return PreparedCorpus(folder, vocab, streams, report)
+
+
+def _file_stamp(path: Path) -> list[int]:
+    stat = path.stat()
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+def _cache_key(spec: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps({"version": CACHE_VERSION, **spec}, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _prepared(final: Path, build: Any, start: float) -> dict[str, Any]:
+    cached = build_once(final, build)
+    report = json.loads((final / "report.json").read_text(encoding="utf-8"))
+    return {**report, "cache": str(final), "cached": cached, "seconds": round(time.time() - start, 1)}
+
+
+def prepare_folder(
+    path: str | os.PathLike[str], cache_dir: str | os.PathLike[str], settings: VocabSettings
+) -> dict[str, Any]:
+    """Prepare (once) the corpus folder ``path`` under ``cache_dir``.
+
+    :returns: its report (``corpus``, ``source``, ``vocab``, ``splits``) plus ``cache`` (the prepared folder),
+        ``cached`` (True when nothing was built) and ``seconds``.
+    """
+    start, folder = time.time(), Path(path).expanduser()
+    files = find_split_files(folder)
+    key = _cache_key({"kind": "folder", "folder": str(folder.resolve()), "vocab": vars(settings),
+                      "files": {s: [p.name, *_file_stamp(p)] for s, p in files.items()}})  # fmt: skip
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", folder.resolve().name) or "corpus"
+    info = {"corpus": "folder", "source": str(folder)}
+    return _prepared(Path(cache_dir).expanduser() / f"lm-{slug}-{key}",
+                     lambda tmp: build_prepared(tmp, files, settings, info), start)  # fmt: skip
+
+
+# --- the mini corpus ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Source:
+    """An English file under the data root; ``form``: ``raw`` text, or ``moses``: already Moses-tokenised with
+    ``&apos;``-style escapes (unescaped and detokenised first)."""
+
+    path: str
+    form: str = "raw"
+
+
+MINI_VALID = (Source("en-de/newstest2010.en.gz"),)
+MINI_TEST = (Source("en-de/newstest2011.en.gz"),)
+MINI_TRAIN = (
+    *(Source(f"{pair}/{name}.en.gz") for pair in ("en-de", "es-en")
+      for name in ("news-test2008", "newssyscomb2009", "newstest2009")),  # es-en: the same files (duplicates)
+    Source("en-zh/newstest2017.en.gz"),
+    Source("en-zh/newstest2018.en.gz"),
+    Source("es-en/europarl-sample-train.en.gz"),
+    Source("es-en/europarl-sample-dev.en.gz"),  # training data in every translation config, as is -test
+    Source("es-en/europarl-sample-test.en.gz"),
+    Source("en-de/wmt-sample-opennmt.tok.en.gz", "moses"),
+    Source("multi30k-en-de/train.en.gz"),
+    Source("en-zh/anki-tatoeba-cmn.en.gz"),
+)  # fmt: skip
+# the es-en copies of valid and test (byte-identical to the en-de ones): their lines are kept out of train too
+MINI_HELD_OUT_COPIES = (Source("es-en/newstest2010.en.gz"), Source("es-en/newstest2011.en.gz"))
+# every set a translation config (conf/data/*.yaml, sarnmt/data/corpora.py) validates or tests on, or the paper does
+MINI_EVAL_SETS = tuple(Source(p) for p in (
+    "es-en/newstest2012.en.gz", "es-en/newstest2013.en.gz", "es-en/tatoeba-test-v2021-08-07.en.gz",
+    *(f"en-de/newstest{year}.en.gz" for year in range(2012, 2017)), "en-de/tatoeba-test-v2021-08-07.en.gz",
+    "en-zh/newstest2019.en.gz", "en-zh/flores101-devtest.en.gz", "en-zh/tatoeba-test-v2021-08-07.en.gz",
+    "multi30k-en-de/val.en.gz", "multi30k-en-de/test_2016_flickr.en.gz", "multi30k-en-de/test_2017_flickr.en.gz",
+    "multi30k-en-de/test_2018_flickr.en.gz", "multi30k-en-de/test_2017_mscoco.en.gz",
+))  # fmt: skip
+MINI_SKIPPED_FOLDERS = ("released-outputs",)  # the paper's tokenised test sets and outputs: never read
+MINI_SOURCES = (*MINI_VALID, *MINI_TEST, *MINI_TRAIN, *MINI_HELD_OUT_COPIES, *MINI_EVAL_SETS)
+REMOVALS = ("empty", "in_valid_test", "in_eval_sets", "duplicate")
+
+
+class _Tokenizer:
+    """Moses (sacremoses, English, ``escape=False``) then lowercase; for ``moses``-form sources the escapes are
+    undone and the text detokenised first."""
+
+    def __init__(self) -> None:
+        from sacremoses import MosesDetokenizer, MosesTokenizer  # imported here: only the mini corpus needs them
+
+        self._tok, self._detok = MosesTokenizer("en"), MosesDetokenizer("en")
+
+    def __call__(self, line: str, form: str) -> str:
+        if form == "moses":
+            line = self._detok.detokenize(html.unescape(line).split())
+        return self._tok.tokenize(line, escape=False, return_str=True).lower()
+
+
+def _read_source(root: Path, source: Source, tokenize: _Tokenizer) -> list[str]:
+    return [tokenize(line, source.form) for line in read_lines(root / source.path)]
+
+
+def _check_mini_root(root: Path) -> list[str]:
+    """:returns: the ``*.en.gz`` files under ``root`` that no list names.  :raises LMCorpusError: on missing files."""
+    missing = [s.path for s in MINI_SOURCES if not (root / s.path).is_file()]
+    if missing:
+        raise LMCorpusError(f"mini LM corpus: {len(missing)} file(s) missing under root {root}: "
+                            f"{', '.join(missing)} (data.root must be the shared data folder)")  # fmt: skip
+    named = {s.path for s in MINI_SOURCES}
+    return sorted(p.relative_to(root).as_posix() for p in root.glob("*/*.en.gz")
+                  if p.parent.name not in MINI_SKIPPED_FOLDERS and p.relative_to(root).as_posix() not in named)
+
+
+def _removal(line: str, held_out: set[str], eval_lines: set[str], seen: set[str]) -> str | None:
+    """Why a training line is removed (the first of :data:`REMOVALS` that applies), or None when it is kept."""
+    checks = (not line, line in held_out, line in eval_lines, line in seen)
+    return next((reason for reason, hit in zip(REMOVALS, checks, strict=True) if hit), None)
+
+
+def _filter_train(root: Path, tokenize: _Tokenizer, held_out: set[str], eval_lines: set[str]) -> tuple[list[str], list]:
+    """The training lines of :data:`MINI_TRAIN` in order, and per source its counts."""
+    kept, seen, per_source = [], set(), []
+    for source in MINI_TRAIN:
+        lines = _read_source(root, source, tokenize)
+        counts = dict.fromkeys(("lines", "kept", *REMOVALS), 0)
+        counts["lines"] = len(lines)
+        for line in lines:
+            reason = _removal(line, held_out, eval_lines, seen) or "kept"
+            counts[reason] += 1
+            if reason == "kept":
+                kept.append(line)
+                seen.add(line)
+        per_source.append({"path": source.path, **counts})
+    return kept, per_source
+
+
+def build_mini_text(root: Path, folder: Path) -> dict[str, Any]:
+    """Write the mini corpus's ``train.txt``, ``valid.txt`` and ``test.txt`` into ``folder``.
+
+    :returns: its composition (for the report): the sources of each split, per-source counts, the removals."""
+    unused = _check_mini_root(root)
+    if unused:
+        log.warning("mini LM corpus: %d English file(s) under %s are in none of its lists and not used: %s",
+                    len(unused), root, ", ".join(unused))  # fmt: skip
+    tokenize = _Tokenizer()
+    valid = [line for s in MINI_VALID for line in _read_source(root, s, tokenize)]
+    test = [line for s in MINI_TEST for line in _read_source(root, s, tokenize)]
+    held_out = set(valid) | set(test) | {line for s in MINI_HELD_OUT_COPIES for line in _read_source(root, s, tokenize)}
+    eval_lines = {line for s in MINI_EVAL_SETS for line in _read_source(root, s, tokenize)}
+    train, per_source = _filter_train(root, tokenize, held_out - {""}, eval_lines - {""})
+    for name, lines in (("train", train), ("valid", valid), ("test", test)):
+        (folder / f"{name}.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    removed = {reason: sum(s[reason] for s in per_source) for reason in REMOVALS}
+    log.info("mini LM corpus: train keeps %d of %d lines; removed %s", len(train),
+             sum(s["lines"] for s in per_source), removed)  # fmt: skip
+    return {"train_sources": per_source, "valid_sources": [s.path for s in MINI_VALID],
+            "test_sources": [s.path for s in MINI_TEST], "held_out_copies": [s.path for s in MINI_HELD_OUT_COPIES],
+            "eval_sets_excluded": [s.path for s in MINI_EVAL_SETS], "skipped_folders": list(MINI_SKIPPED_FOLDERS),
+            "train_removed": removed, "test_lines_in_valid": len(set(test) & set(valid) - {""}),
+            "unused_files": unused, "tokenizer": _tokenizer_spec()}  # fmt: skip
+
+
+def _tokenizer_spec() -> dict[str, Any]:
+    return {"sacremoses": version("sacremoses"), "lang": "en", "escape": False, "aggressive_dash_splits": False,
+            "lowercase": True}  # fmt: skip
+
+
+def prepare_mini(
+    root: str | os.PathLike[str], cache_dir: str | os.PathLike[str], settings: VocabSettings
+) -> dict[str, Any]:
+    """Prepare (once) the mini English corpus from ``root`` (the shared data folder) under ``cache_dir``.
+
+    :returns: as :func:`prepare_folder`, the report with ``mini`` (the composition) too.
+    """
+    start, root = time.time(), Path(root).expanduser()
+    _check_mini_root(root)
+    spec = {"kind": "mini", "root": str(root.resolve()), "vocab": vars(settings), "tokenizer": _tokenizer_spec(),
+            "sources": {s.path: [s.form, *_file_stamp(root / s.path)] for s in MINI_SOURCES},
+            "lists": [[s.path for s in group] for group in (MINI_VALID, MINI_TEST, MINI_TRAIN, MINI_HELD_OUT_COPIES)]}
+
+    def build(tmp: Path) -> None:
+        mini = build_mini_text(root, tmp)
+        files = {split: tmp / name for split, name in zip(SPLITS, ("train.txt", "valid.txt", "test.txt"), strict=True)}
+        build_prepared(tmp, files, settings, {"corpus": "mini", "source": str(root), "mini": mini})
+
+    return _prepared(Path(cache_dir).expanduser() / f"lm-mini-{_cache_key(spec)}", build, start)
+
+
+# --- the report -----------------------------------------------------------------------------------------------------
+def format_report(report: dict[str, Any]) -> str:
+    """The report of :func:`prepare_folder` / :func:`prepare_mini` as a few lines of text (for logs)."""
+    vocab = report["vocab"]
+    lines = [f"LM corpus {report['corpus']} from {report['source']} (cache {report.get('cache', '?')}"
+             f"{', reused' if report.get('cached') else ''}): vocabulary {vocab['size']} words (max_size "
+             f"{vocab['max_size']}, min_count {vocab['min_count']}; {vocab['dropped_types']} of "
+             f"{vocab['train_types']} training types, {vocab['dropped_tokens']} training tokens, left out)"]
+    for split, c in report["splits"].items():
+        lines.append(f"  {split}: {c['tokens']} tokens ({c['words']} words + <eos>) from {c['lines']} lines of "
+                     f"{c['file']} ({c['empty_lines']} empty, skipped); {c['unk_oov']} out-of-vocabulary words "
+                     f"as <unk> ({c['oov_rate']:.2%}), {c['unk_literal']} literal <unk>")  # fmt: skip
+    mini = report.get("mini")
+    if mini:
+        lines.append(f"  mini train: removed {mini['train_removed']} lines; valid {mini['valid_sources']}, test "
+                     f"{mini['test_sources']}; unused files: {mini['unused_files'] or 'none'}")  # fmt: skip
+    return "\n".join(lines)
