@@ -81,7 +81,7 @@ def report(result: dict[str, Any]) -> str:
     """The lines printed at the end of a run."""
     lines = []
     if result.get("test/ppl") is not None:
-        unknown = (result.get("report") or {}).get("test", {}).get("unk")
+        unknown = (result.get("report") or {}).get("splits", {}).get("test", {}).get("unk_oov")
         note = f", {unknown:,} of them <unk>" if unknown is not None else ""
         lines.append(f"test perplexity = {result['test/ppl']:.2f}  ({int(result['test/words']):,} words{note})")
     if result.get("val/ppl") is not None:

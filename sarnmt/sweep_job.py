@@ -54,8 +54,13 @@ def main(cfg: DictConfig) -> None:
     with reported():
         record = sweep_job(cfg)
     if record is not None:
-        scores = ", ".join(f"{t} {v['scores']['bleu_tok']['score']:.2f}" for t, v in record["tests"].items())
-        print(f"{record['job']}: tokenised BLEU {scores}", flush=True)
+        scores = ", ".join(
+            f"{t} {metric} {v['scores'][metric]['score']:.2f}"
+            for t, v in record["tests"].items()
+            for metric in ("bleu_tok", "ppl")
+            if metric in v["scores"]
+        )
+        print(f"{record['job']}: {scores}", flush=True)
 
 
 if __name__ == "__main__":

@@ -51,12 +51,13 @@ from sarnmt.data.lm_text import (
     load_prepared,
     prepare_folder,
     prepare_mini,
+    prepare_toy,
 )
 from sarnmt.data.text_datamodules import resolve_path
 from sarnmt.errors import InputError
 
 log = logging.getLogger(__name__)
-CORPORA = ("folder", "mini")
+CORPORA = ("folder", "mini", "toy")
 
 
 @rank_zero_only
@@ -188,17 +189,19 @@ class LanguageModelDataModule(L.LightningDataModule):
     :param bptt: T, the segment length in tokens.
     :param eval_batch_size: E, parallel streams in validation and test.
     :param num_workers: DataLoader worker processes.
+    :param toy_seed: / :param toy_sizes: the toy corpus (``corpus=toy``): its seed and its lines of train, valid
+        and test (the target side of :mod:`sarnmt.data.toy`).
     """
 
     def __init__(
         self, *, corpus: str, path: str | None = None, root: str | None = None, cache_dir: str,
         vocab_max_size: int | None = None, vocab_min_count: int | None = None, batch_size: int, bptt: int,
-        eval_batch_size: int, num_workers: int = 0,
+        eval_batch_size: int, num_workers: int = 0, toy_seed: int = 1, toy_sizes: list[int] | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
         if corpus not in CORPORA:
             raise InputError(f"data.corpus must be one of {', '.join(CORPORA)}, got {corpus!r}")
-        needed = {"folder": ("path", path), "mini": ("root", root)}[corpus]
+        needed = {"folder": ("path", path), "mini": ("root", root), "toy": ("toy_sizes", toy_sizes)}[corpus]
         if not needed[1]:
             raise InputError(f"data.{needed[0]} is required with data.corpus={corpus}")
         for key, value in {"batch_size": batch_size, "bptt": bptt, "eval_batch_size": eval_batch_size}.items():
@@ -210,6 +213,8 @@ class LanguageModelDataModule(L.LightningDataModule):
         self.vocab_settings = VocabSettings(vocab_max_size, vocab_min_count)  # checks both
         self.batch_size, self.bptt, self.eval_batch_size = batch_size, bptt, eval_batch_size
         self.num_workers = num_workers
+        toy_sizes = None if toy_sizes is None else [int(n) for n in toy_sizes]  # plain ints in checkpoints
+        self.toy_seed, self.toy_sizes = toy_seed, toy_sizes
         self.save_hyperparameters()
         self._report: dict[str, Any] = {}
         self._prepared: PreparedCorpus | None = None
@@ -221,6 +226,8 @@ class LanguageModelDataModule(L.LightningDataModule):
         cache_dir = resolve_path(self.cache_dir)
         if self.corpus == "folder":
             report = prepare_folder(resolve_path(self.path), cache_dir, self.vocab_settings)
+        elif self.corpus == "toy":
+            report = prepare_toy(cache_dir, self.vocab_settings, self.toy_seed, self.toy_sizes)
         else:
             report = prepare_mini(resolve_path(self.root), cache_dir, self.vocab_settings)
         _info(format_report(report))
@@ -253,9 +260,11 @@ class LanguageModelDataModule(L.LightningDataModule):
     @property
     def report(self) -> dict[str, Any]:
         """The preparation report: ``corpus``, ``source``, ``cache``, ``vocab`` and per-split ``splits`` counts
-        (``tokens``, ``unk_oov``, ``oov_rate``, ...; :mod:`sarnmt.data.lm_text`)."""
-        prepared = self._need_setup()
-        return {**prepared.report, "cache": str(prepared.folder)}
+        (``tokens``, ``unk_oov``, ``oov_rate``, ...; :mod:`sarnmt.data.lm_text`); empty before the corpus is
+        prepared."""
+        if self._prepared is None:
+            return dict(self._report)
+        return {**self._prepared.report, "cache": str(self._prepared.folder)}
 
     def has_split(self, split: str) -> bool:
         """Whether ``split`` is one of the corpus's splits, ``train``, ``val`` and ``test`` (every corpus has all

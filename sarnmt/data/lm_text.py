@@ -78,6 +78,7 @@ import numpy as np
 from sarnmt.data import manifest as manifest_file
 from sarnmt.data.batching import EOS, UNK
 from sarnmt.data.reading import read_lines
+from sarnmt.data.toy import generate_toy_corpus
 from sarnmt.errors import InputError
 from sarnmt.utils.atomic import write_text
 from sarnmt.utils.prepared_cache import build_once
@@ -411,6 +412,32 @@ def prepare_mini(
         build_prepared(tmp, files, settings, {"corpus": "mini", "source": str(root), "mini": mini})
 
     return _prepared(Path(cache_dir).expanduser() / f"lm-mini-{_cache_key(spec)}", build, start)
+
+
+# --- the toy corpus -------------------------------------------------------------------------------------------------
+def prepare_toy(
+    cache_dir: str | os.PathLike[str], settings: VocabSettings, seed: int, sizes: Sequence[int]
+) -> dict[str, Any]:
+    """Prepare (once) a language-model corpus of the toy translation corpus's target side (:mod:`sarnmt.data.toy`):
+    seconds to build, no files needed (the smoke scale of Table 6 and the tests).
+
+    :param sizes: lines of train, valid and test.  :returns: as :func:`prepare_folder`.
+    """
+    start = time.time()
+    if len(sizes) != 3 or any(int(n) < 1 for n in sizes):
+        raise LMCorpusError(f"data.toy_sizes must be three line counts >= 1 (train, valid, test), got {list(sizes)}")
+    spec = {"kind": "toy", "seed": seed, "sizes": [int(n) for n in sizes], "vocab": vars(settings)}
+
+    def build(tmp: Path) -> None:
+        corpus = generate_toy_corpus(seed, *[int(n) for n in sizes])
+        files = {}
+        for split, part, name in zip(SPLITS, ("train", "dev", "test"), ("train.txt", "valid.txt", "test.txt"),
+                                     strict=True):  # fmt: skip
+            files[split] = tmp / name
+            files[split].write_text("".join(line + "\n" for line in corpus[part][1]), encoding="utf-8")
+        build_prepared(tmp, files, settings, {"corpus": "toy", "source": f"sarnmt.data.toy, seed {seed}"})
+
+    return _prepared(Path(cache_dir).expanduser() / f"lm-toy-{_cache_key(spec)}", build, start)
 
 
 # --- the report -----------------------------------------------------------------------------------------------------

@@ -105,6 +105,10 @@ class Scale:
     path: str
     hardware: str = ""
     lm_train: tuple[str, ...] | None = None
+    lm_description: str = ""
+
+    def describe(self, task: str) -> str:
+        return self.lm_description if task == "lm" and self.lm_description else self.description
 
     def train_for(self, task: str) -> tuple[str, ...]:
         """The overrides of every job of ``task`` at this scale (``train``, or ``lm_train`` for language models)."""
@@ -293,5 +297,6 @@ def load_scale(name: str, sweeps_dir: Path = SWEEPS_DIR) -> Scale:
         pairs,
         str(path),
         str(node.get("hardware", "")),
-        _strings(node.lm_train, f"{path}: lm_train") if node.get("lm_train") is not None else None,
+        _strings(_get(node, "lm_train", str(path)), f"{path}: lm_train") if node.get("lm_train") is not None else None,
+        str(node.get("lm_description", "")),
     )
