@@ -161,3 +161,11 @@ def test_params_prints_the_language_models_beside_table6():
     assert run.returncode == 0, run.stderr
     assert "| lstm | 300 | 300 | 46,999,400 | +0 | d = 300, 47M |" in run.stdout
     assert run.stdout.count("47M") == 5
+
+
+def test_bench_lm_times_every_row_in_one_run():
+    run = subprocess.run([sys.executable, "-m", "sarnmt.bench.lm", "--scale", "smoke", "--steps", "2", "--warmup", "1",
+                          "--repeats", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = [line for line in run.stdout.splitlines() if line.startswith("| lm_")]
+    assert [r.split(" | ")[0][2:] for r in rows] == ROWS and rows[0].endswith("| 1.00x |")
