@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
@@ -29,9 +30,9 @@ def sweep_job(cfg: DictConfig) -> dict[str, Any] | None:
     """:returns: the job's record (None on DDP ranks other than 0)."""
     extra = [str(o) for o in cfg.overrides]
     device = cfg.device
+    if cfg.cpu_threads:
+        torch.set_num_threads(int(cfg.cpu_threads))
     if cfg.gpu_per_job:
-        import torch
-
         count = torch.cuda.device_count()
         if count == 0:
             raise ValueError("gpu_per_job=true but no CUDA device is visible")

@@ -329,7 +329,8 @@ def test_joblib_dry_run_runs_jobs_in_parallel_processes(tmp_path):
     result = reproduce(reproduce_cfg(tmp_path, "table=3", "launcher=joblib", "n_jobs=3", "dry_run=true"),
                        out=open(os.devnull, "w"))  # fmt: skip
     assert "hydra/launcher=joblib" in result["command"] and "hydra.launcher.n_jobs=3" in result["command"]
-    assert "gpu_per_job=false" in result["command"]  # no GPU here: CPU jobs side by side
+    assert "gpu_per_job=false" in result["command"]  # no GPU here: CPU jobs side by side, sharing the cores
+    assert f"cpu_threads={max(1, (os.cpu_count() or 1) // 3)}" in result["command"]
     assert result["launcher"]["_target_"].endswith("JoblibLauncher") and result["launcher"]["n_jobs"] == 3
 
 
