@@ -14,14 +14,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sarnmt.data.batching import EOS, UNK
-from sarnmt.data.codecs import BPECodec, WordCodec, codec_from_state
-from sarnmt.data.datamodule import codecs_from_state
-from sarnmt.data.reading import read_lines, read_parallel
-from sarnmt.data.sampler import TokenBatchSampler
-from sarnmt.data.text_datamodules import FilesDataModule, ToyDataModule
-from sarnmt.data.toy import TOY_EXAMPLE, generate_toy_corpus
-from sarnmt.data.toy_reading import SRC_VOCAB_SIZE, TGT_VOCAB_SIZE, check_agreement, translate
+from sarnmt.data.corpora.toy import TOY_EXAMPLE, generate_toy_corpus
+from sarnmt.data.corpora.toy_reading import SRC_VOCAB_SIZE, TGT_VOCAB_SIZE, check_agreement, translate
+from sarnmt.data.loading.batching import EOS, UNK
+from sarnmt.data.loading.in_memory import FilesDataModule, ToyDataModule
+from sarnmt.data.loading.sampler import TokenBatchSampler
+from sarnmt.data.loading.translation import codecs_from_state
+from sarnmt.data.text.codecs import BPECodec, WordCodec, codec_from_state
+from sarnmt.data.text.reading import read_lines, read_parallel
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 MULTI30K = SHARED_DATA / "multi30k-en-de"
@@ -372,7 +372,7 @@ def test_files_datamodule_filters_train_only_and_logs(tmp_path, monkeypatch, cap
         train_src="train.src", train_tgt="train.tgt.gz", dev_src="dev.src", dev_tgt="dev.tgt", vocab_size=60,
         max_len=10, max_tokens=100, eval_batch_size=2, joint_vocab=True,
     )  # fmt: skip
-    with caplog.at_level(logging.INFO, logger="sarnmt.data.datamodule"):
+    with caplog.at_level(logging.INFO, logger="sarnmt.data.loading.translation"):
         dm.setup()
     stats = dm.filter_stats
     assert (stats["total"], stats["kept"], stats["empty"], stats["too_long"]) == (10, 7, 2, 1)

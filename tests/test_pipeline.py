@@ -8,11 +8,11 @@ import re
 import pytest
 import sacrebleu
 
-from sarnmt.data.codecs import BPECodec, WordCodec, codec_from_state
-from sarnmt.data.pipeline import LanguageProcessor, Pipeline, SideSettings, map_lines
-from sarnmt.data.reading import read_lines
-from sarnmt.data.subword import SubwordBPE, merge_bpe
-from sarnmt.data.truecase import Truecaser, detruecase
+from sarnmt.data.text.codecs import BPECodec, WordCodec, codec_from_state
+from sarnmt.data.text.pipeline import LanguageProcessor, Pipeline, SideSettings, map_lines
+from sarnmt.data.text.reading import read_lines
+from sarnmt.data.text.subword import SubwordBPE, merge_bpe
+from sarnmt.data.text.truecase import Truecaser, detruecase
 
 EU = dict(normalize=True, aggressive_dash_splits=True, case="truecase", segmenter="moses")
 TRAIN_EN = [

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sarnmt.bench.reference import reference_greedy, reference_logits
-from sarnmt.data.batching import EOS, pad_sequences
+from sarnmt.data.loading.batching import EOS, pad_sequences
 from sarnmt.decoding.greedy import greedy_decode
 from sarnmt.models.factory import build_model
 from sarnmt.models.seq2seq import Seq2Seq

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from sarnmt.data import reading
+from sarnmt.data.text import reading
 from sarnmt.errors import InputError
 
 TOKENIZERS = ("none", "13a", "intl", "zh", "char")
@@ -22,9 +22,9 @@ TOKENIZERS = ("none", "13a", "intl", "zh", "char")
 
 def read_lines(path: str | Path) -> list[str]:
     """The lines of a UTF-8 text file, plain or gzip-compressed (``.gz``), without their line endings; strict, as
-    :func:`sarnmt.data.reading.read_lines` (non-UTF-8 bytes and folders refused naming the file and line).
+    :func:`sarnmt.data.text.reading.read_lines` (non-UTF-8 bytes and folders refused naming the file and line).
 
-    :raises FileNotFoundError: naming the file.  :raises InputError: see :func:`sarnmt.data.reading.read_lines`.
+    :raises FileNotFoundError: naming the file.  :raises InputError: see :func:`sarnmt.data.text.reading.read_lines`.
     """
     return reading.read_lines(path)
 

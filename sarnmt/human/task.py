@@ -56,7 +56,7 @@ def _read(path: str, role: str) -> list[str]:
     except FileNotFoundError as err:
         raise TaskError(f"{role}: no such file: {path}") from err
     except UnicodeDecodeError as err:
-        from sarnmt.data.reading import read_lines as strict_read_lines  # names the line of the bad bytes
+        from sarnmt.data.text.reading import read_lines as strict_read_lines  # names the line of the bad bytes
 
         try:
             strict_read_lines(path)

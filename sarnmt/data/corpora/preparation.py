@@ -1,17 +1,17 @@
 """Fetch, preprocess and cache a corpus once: :func:`prepare_corpus` (``python -m sarnmt.prepare`` and
 ``CorpusDataModule.prepare_data`` both call it).
 
-Steps: make sure every file of the corpus is under ``root`` (files already there are used as they are; missing ones
-are downloaded and extracted, :mod:`sarnmt.data.fetch`), read every split (line counts checked against the corpus
-description), learn the pipeline (truecasers, BPE) on the training split, tokenise and encode every split, and
-write the cache folder ``<cache_dir>/<corpus>-<key>/``:
+Steps: make sure every file of the corpus is under ``root`` (files already there are used as they are; missing ones are
+downloaded and extracted, :mod:`sarnmt.data.corpora.fetch`), read every split (line counts checked against the corpus
+description), learn the pipeline (truecasers, BPE) on the training split, tokenise and encode every split, and write the
+cache folder ``<cache_dir>/<corpus>-<key>/``:
 
-- ``pipeline.json``: the learned :class:`~sarnmt.data.pipeline.Pipeline` state;
+- ``pipeline.json``: the learned :class:`~sarnmt.data.text.pipeline.Pipeline` state;
 - ``<split>.{src,tgt}.raw`` / ``.tok``: raw and tokenised lines (UTF-8, one per line);
 - ``<split>.ids.npz``: BPE ids of both sides (``src``/``tgt`` flat int32 arrays, ``src_off``/``tgt_off`` offsets);
 - ``manifest.json``: the settings, per-split counts and origins, and the size and SHA-256 of every other file
-  (written last; :mod:`sarnmt.data.manifest`), checked whenever the cache is used: a damaged cache is built again
-  by ``prepare``, and refused by name when loaded.
+  (written last; :mod:`sarnmt.data.corpora.manifest`), checked whenever the cache is used: a damaged cache is built
+  again by ``prepare``, and refused by name when loaded.
 
 ``key`` hashes every setting that changes the data (corpus description, pipeline settings, vocabulary size, the
 sizes of the input files). The folder is written under a temporary name and renamed, so a half-written cache is
@@ -37,12 +37,12 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from sarnmt.data import manifest as manifest_file
-from sarnmt.data.corpora import Corpus, Download
-from sarnmt.data.fetch import FetchError, download, extract
-from sarnmt.data.pipeline import Pipeline, SideSettings
-from sarnmt.data.reading import read_lines
-from sarnmt.data.sgml import read_pair
+import sarnmt.data.corpora.manifest as manifest_file
+from sarnmt.data.corpora.catalog import Corpus, Download
+from sarnmt.data.corpora.fetch import FetchError, download, extract
+from sarnmt.data.text.pipeline import Pipeline, SideSettings
+from sarnmt.data.text.reading import read_lines
+from sarnmt.data.text.sgml import read_pair
 from sarnmt.errors import InputError
 
 log = logging.getLogger(__name__)

@@ -1,9 +1,9 @@
-"""The DataModule of a described corpus (:mod:`sarnmt.data.corpora`) with the paper's preprocessing pipeline.
+"""The DataModule of a described corpus (:mod:`sarnmt.data.corpora.catalog`) with the paper's preprocessing pipeline.
 
-``prepare_data`` (rank 0) fetches and caches the corpus (:func:`~sarnmt.data.preparation.prepare_corpus`);
+``prepare_data`` (rank 0) fetches and caches the corpus (:func:`~sarnmt.data.corpora.preparation.prepare_corpus`);
 ``setup`` loads the cache (preparing it first if it is missing), keeps the raw lines for BLEU and filters the
 training split by ``max_len`` as every DataModule does. The codecs are
-:class:`~sarnmt.data.pipeline.PipelineCodec` s, so ``decode_target`` gives plain (detokenised, detruecased) text;
+:class:`~sarnmt.data.text.pipeline.PipelineCodec` s, so ``decode_target`` gives plain (detokenised, detruecased) text;
 :meth:`tokenized_references` gives the tokenised references for tokenised BLEU.
 """
 
@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from sarnmt.data.corpora import get_corpus
-from sarnmt.data.datamodule import EncodedSplit, TranslationDataModule
-from sarnmt.data.pipeline import SideSettings
-from sarnmt.data.preparation import RaggedIds, keep_mask, load_cache, prepare_corpus
-from sarnmt.data.text_datamodules import resolve_path
+from sarnmt.data.corpora.catalog import get_corpus
+from sarnmt.data.corpora.preparation import RaggedIds, keep_mask, load_cache, prepare_corpus
+from sarnmt.data.loading.in_memory import resolve_path
+from sarnmt.data.loading.translation import EncodedSplit, TranslationDataModule
+from sarnmt.data.text.pipeline import SideSettings
 from sarnmt.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -27,10 +27,10 @@ log = logging.getLogger(__name__)
 class CorpusDataModule(TranslationDataModule):
     """A corpus by name, preprocessed by the pipeline, cached.
 
-    :param corpus: a name of :data:`sarnmt.data.corpora.CORPORA` (``es_en``, ``mini_en_de``, ...).
+    :param corpus: a name of :data:`sarnmt.data.corpora.catalog.CORPORA` (``es_en``, ``mini_en_de``, ...).
     :param root: the folder holding (or receiving) the corpus files; relative to the launch directory.
     :param cache_dir: where the processed corpus is cached (one sub-folder per corpus and settings).
-    :param src: source side settings, the fields of :class:`~sarnmt.data.pipeline.SideSettings`; ``tgt`` likewise.
+    :param src: source side settings, the fields of :class:`~sarnmt.data.text.pipeline.SideSettings`; ``tgt`` likewise.
     :param vocab_size: BPE vocabulary per side, or shared when ``joint_vocab``.
     :param url_base: download from this mirror (same paths as the official hosts) instead; ``None``: official.
     :param checksums: ``{download folder (e.g. wmt13-test): "md5:..."|"sha256:..."}`` overriding the corpus

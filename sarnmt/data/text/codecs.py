@@ -1,6 +1,6 @@
 """Text <-> ids for one language side.
 
-Both codecs follow the dl4mt vocabulary convention of :mod:`sarnmt.data.batching`: id 0 is ``</s>`` (EOS,
+Both codecs follow the dl4mt vocabulary convention of :mod:`sarnmt.data.loading.batching`: id 0 is ``</s>`` (EOS,
 also padding), id 1 is ``<unk>``, and there is no BOS. ``encode`` never appends EOS (``collate`` does), and
 ``decode`` maps every id it is given, EOS included, so the caller strips EOS first.
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from sarnmt.data.batching import EOS, UNK
+from sarnmt.data.loading.batching import EOS, UNK
 
 EOS_TOKEN = "</s>"
 UNK_TOKEN = "<unk>"
@@ -59,7 +59,7 @@ class TextCodec:
 
     def tokenize(self, line: str) -> str:
         """The tokenised form of a raw line that tokenised BLEU is computed on (here: the pieces, space-joined;
-        :class:`~sarnmt.data.pipeline.PipelineCodec` gives the Moses-tokenised, truecased words)."""
+        :class:`~sarnmt.data.text.pipeline.PipelineCodec` gives the Moses-tokenised, truecased words)."""
         return " ".join(self.tokens(line))
 
     def decode_tokenized(self, ids: Sequence[int]) -> str:
@@ -143,7 +143,7 @@ class WordCodec(TextCodec):
 
 class TokenizerIds:
     """Ids from a HuggingFace ``tokenizers.Tokenizer`` whose ids 0 and 1 are ``</s>`` and ``<unk>``: what
-    :class:`BPECodec` (raw text) and :class:`~sarnmt.data.subword.SubwordBPE` (tokenised text) share.
+    :class:`BPECodec` (raw text) and :class:`~sarnmt.data.text.subword.SubwordBPE` (tokenised text) share.
 
     :raises ValueError: if the tokenizer puts a special token elsewhere.
     """
@@ -238,7 +238,7 @@ def codec_from_state(state: dict[str, Any]) -> TextCodec:
     if kind == BPECodec.kind:
         return BPECodec(Tokenizer.from_str(state["tokenizer"]))
     if kind == "pipeline":  # imported here: sacremoses and jieba only load when needed
-        from sarnmt.data.pipeline import PipelineCodec
+        from sarnmt.data.text.pipeline import PipelineCodec
 
         return PipelineCodec.from_state(state)
     kinds = sorted([*_CODECS, "pipeline"])

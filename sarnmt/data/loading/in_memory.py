@@ -1,7 +1,7 @@
 """The two DataModules built from text held in memory: the synthetic toy corpus and parallel text files.
 
 Both learn their codecs at ``setup`` (word-level for the toy corpus, BPE for files); everything else (filtering,
-batching, references) comes from :class:`~sarnmt.data.datamodule.TranslationDataModule`.
+batching, references) comes from :class:`~sarnmt.data.loading.translation.TranslationDataModule`.
 """
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from sarnmt.data.codecs import BPECodec, TextCodec, WordCodec
-from sarnmt.data.datamodule import TranslationDataModule
-from sarnmt.data.reading import read_parallel
-from sarnmt.data.toy import generate_toy_corpus
+from sarnmt.data.corpora.toy import generate_toy_corpus
+from sarnmt.data.loading.translation import TranslationDataModule
+from sarnmt.data.text.codecs import BPECodec, TextCodec, WordCodec
+from sarnmt.data.text.reading import read_parallel
 
 
 class ToyDataModule(TranslationDataModule):
-    """The synthetic corpus of :mod:`sarnmt.data.toy`, generated in memory, with word-level codecs.
+    """The synthetic corpus of :mod:`sarnmt.data.corpora.toy`, generated in memory, with word-level codecs.
 
     :param seed: corpus seed (also the training-shuffle seed).
     :param n_train: training pairs; ``n_dev``: validation pairs; ``n_test``: test pairs (0: no test).

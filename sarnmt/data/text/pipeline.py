@@ -5,15 +5,15 @@ Per side (:class:`SideSettings`, :class:`LanguageProcessor`), in order:
 1. Moses punctuation normalisation (``MosesPunctNormalizer``, as ``normalize-punctuation.perl -l LANG``),
 2. Moses tokenisation with XML escaping (``&apos;``, ``&quot;``, ...) and, for Es-En/En-De, aggressive hyphen
    splitting (``re-election`` -> ``re @-@ election``); Chinese is segmented into words with jieba instead;
-3. case: ``truecase`` (a :class:`~sarnmt.data.truecase.Truecaser` learned on the training side), ``lowercase``
+3. case: ``truecase`` (a :class:`~sarnmt.data.text.truecase.Truecaser` learned on the training side), ``lowercase``
    (the paper's En-Zh English side) or ``keep``;
-4. BPE, ``@@`` style (:class:`~sarnmt.data.subword.SubwordBPE`), one model per side or one joint model.
+4. BPE, ``@@`` style (:class:`~sarnmt.data.text.subword.SubwordBPE`), one model per side or one joint model.
 
 Steps 1-3 give the *tokenised* form (:meth:`PipelineCodec.tokenize`), the form of the paper's released test files and
 the one tokenised BLEU is computed on. The inverse (:meth:`PipelineCodec.decode`) merges BPE, detruecases
 (``detruecase.perl``) and detokenises (``detokenizer.perl``, which also unescapes) to plain text.
 
-:class:`PipelineCodec` is a :class:`~sarnmt.data.codecs.TextCodec`, so a DataModule built on it works with the
+:class:`PipelineCodec` is a :class:`~sarnmt.data.text.codecs.TextCodec`, so a DataModule built on it works with the
 training and evaluation code unchanged; its state (settings, truecaser, BPE) is JSON-able.
 """
 
@@ -29,9 +29,9 @@ from typing import Any
 from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
 from tqdm.auto import tqdm
 
-from sarnmt.data.codecs import TextCodec
-from sarnmt.data.subword import SubwordBPE
-from sarnmt.data.truecase import Truecaser, detruecase
+from sarnmt.data.text.codecs import TextCodec
+from sarnmt.data.text.subword import SubwordBPE
+from sarnmt.data.text.truecase import Truecaser, detruecase
 
 CASES = ("truecase", "lowercase", "keep")
 SEGMENTERS = ("moses", "jieba")

@@ -4,7 +4,7 @@ The model is ``models.BPE`` with the end-of-word suffix ``</w>`` over a ``Whites
 input is already Moses-tokenised). A piece that ends a word is ``piece</w>`` inside the model and ``piece`` in
 the ``@@`` form; any other piece ``piece@@``. So ``justification`` -> ``justific@@ ation`` and
 ``re.sub(r"@@( |$)", "", s)`` (subword-nmt's sed) undoes it. Ids 0 and 1 are ``</s>`` and ``<unk>``
-(:mod:`sarnmt.data.codecs`); a character never seen in training becomes ``<unk>``.
+(:mod:`sarnmt.data.text.codecs`); a character never seen in training becomes ``<unk>``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-from sarnmt.data.codecs import SPECIAL_TOKENS, TokenizerIds, train_bpe
+from sarnmt.data.text.codecs import SPECIAL_TOKENS, TokenizerIds, train_bpe
 
 SUFFIX = "</w>"
 _SPECIAL = set(SPECIAL_TOKENS)

@@ -1,6 +1,6 @@
 """The base Lightning DataModule: encoded splits, the training filter, batching, references and codecs.
 
-Subclasses: :mod:`sarnmt.data.text_datamodules` (toy corpus, files) and :mod:`sarnmt.data.corpus_datamodule`
+Subclasses: :mod:`sarnmt.data.loading.in_memory` (toy corpus, files) and :mod:`sarnmt.data.loading.prepared_corpus`
 (the described corpora).
 
 Splits are named ``"train"``, ``"val"`` and ``"test"``. Only the training split is filtered (dl4mt's rule: a
@@ -8,7 +8,7 @@ pair is kept iff both sides are non-empty and ``len_src < max_len`` and ``len_tg
 not counted); the counts are logged and kept in ``filter_stats``. Validation and test keep every pair,
 empty ones too, because BLEU is computed over every line.
 
-Batches: training uses :class:`~sarnmt.data.sampler.TokenBatchSampler` (``max_tokens`` padded tokens,
+Batches: training uses :class:`~sarnmt.data.loading.sampler.TokenBatchSampler` (``max_tokens`` padded tokens,
 length-sorted within ``maxi_batch`` windows, batch order shuffled, sharded over the trainer's DDP ranks,
 reshuffled every epoch). It is passed as ``batch_sampler``, so the trainer must run with
 ``use_distributed_sampler=False``. Evaluation batches hold ``eval_batch_size`` *sentences*, length-sorted
@@ -26,9 +26,9 @@ import lightning as L
 from lightning.pytorch.utilities.rank_zero import rank_zero_only, rank_zero_warn
 from torch.utils.data import DataLoader, Dataset
 
-from sarnmt.data.batching import UNK, collate
-from sarnmt.data.codecs import TextCodec, codec_from_state
-from sarnmt.data.sampler import TokenBatchSampler
+from sarnmt.data.loading.batching import UNK, collate
+from sarnmt.data.loading.sampler import TokenBatchSampler
+from sarnmt.data.text.codecs import TextCodec, codec_from_state
 from sarnmt.errors import InputError
 
 log = logging.getLogger(__name__)
