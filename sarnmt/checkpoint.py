@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from sarnmt.data.loading.translation import codecs_from_state
+from sarnmt.data.text.codec_state import codecs_from_state
 from sarnmt.data.text.codecs import TextCodec
 from sarnmt.errors import UserError
 from sarnmt.models.factory import ModelConfigError, build_model

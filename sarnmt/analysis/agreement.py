@@ -29,7 +29,8 @@ from sarnmt.analysis.figures import pyplot, save
 from sarnmt.checkpoint import LoadedModel
 from sarnmt.data.corpora.toy import realize_target
 from sarnmt.data.corpora.toy_reading import parse_source, subject_agreement, verb_features, verb_forms
-from sarnmt.data.loading.batching import UNK, pad_sequences
+from sarnmt.data.loading.batching import pad_sequences
+from sarnmt.data.text.codecs import UNK
 from sarnmt.decoding.stream import decode_stream
 
 MEASURES = {

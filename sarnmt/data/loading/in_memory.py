@@ -11,8 +11,9 @@ from pathlib import Path
 
 from sarnmt.data.corpora.toy import generate_toy_corpus
 from sarnmt.data.loading.translation import TranslationDataModule
-from sarnmt.data.text.codecs import BPECodec, TextCodec, WordCodec
+from sarnmt.data.text.codecs import TextCodec, WordCodec
 from sarnmt.data.text.reading import read_parallel
+from sarnmt.data.text.subword import RawTextBPECodec
 
 
 class ToyDataModule(TranslationDataModule):
@@ -95,6 +96,6 @@ class FilesDataModule(TranslationDataModule):
 
     def _train_codecs(self, src: list[str], tgt: list[str]) -> tuple[TextCodec, TextCodec, bool]:
         if self.joint_vocab:
-            codec = BPECodec.train(itertools.chain(src, tgt), self.vocab_size)
+            codec = RawTextBPECodec.train(itertools.chain(src, tgt), self.vocab_size)
             return codec, codec, True
-        return BPECodec.train(src, self.vocab_size), BPECodec.train(tgt, self.vocab_size), False
+        return RawTextBPECodec.train(src, self.vocab_size), RawTextBPECodec.train(tgt, self.vocab_size), False

@@ -26,9 +26,9 @@ import lightning as L
 from lightning.pytorch.utilities.rank_zero import rank_zero_only, rank_zero_warn
 from torch.utils.data import DataLoader, Dataset
 
-from sarnmt.data.loading.batching import UNK, collate
+from sarnmt.data.loading.batching import collate
 from sarnmt.data.loading.sampler import TokenBatchSampler
-from sarnmt.data.text.codecs import TextCodec, codec_from_state
+from sarnmt.data.text.codecs import UNK, TextCodec
 from sarnmt.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -50,12 +50,6 @@ class EncodedSplit(Dataset):
 
     def __getitem__(self, k: int) -> tuple[int, list[int], list[int]]:
         return self.index[k], self.src[k], self.tgt[k]
-
-
-def codecs_from_state(state: dict[str, Any]) -> tuple[TextCodec, TextCodec]:
-    """``(src_codec, tgt_codec)`` from :meth:`TranslationDataModule.codec_state` (one object if joint)."""
-    src = codec_from_state(state["src"])
-    return src, (src if state["joint"] else codec_from_state(state["tgt"]))
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -219,7 +213,8 @@ class TranslationDataModule(L.LightningDataModule):
         return self.tgt_codec.decode(ids)
 
     def codec_state(self) -> dict[str, Any]:
-        """``{"src": ..., "tgt": ..., "joint": bool}``, JSON-able; see :func:`codecs_from_state`."""
+        """``{"src": ..., "tgt": ..., "joint": bool}``, JSON-able; read back by
+        :func:`~sarnmt.data.text.codec_state.codecs_from_state`."""
         self._need_setup()
         return {"src": self.src_codec.to_state(), "tgt": self.tgt_codec.to_state(), "joint": self.joint}
 
