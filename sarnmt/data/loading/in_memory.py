@@ -7,13 +7,13 @@ batching, references) comes from :class:`~sarnmt.data.loading.translation.Transl
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 from sarnmt.data.corpora.toy import generate_toy_corpus
 from sarnmt.data.loading.translation import TranslationDataModule
 from sarnmt.data.text.codecs import TextCodec, WordCodec
 from sarnmt.data.text.reading import read_parallel
 from sarnmt.data.text.subword import RawTextBPECodec
+from sarnmt.utils.paths import resolve_path
 
 
 class ToyDataModule(TranslationDataModule):
@@ -47,14 +47,6 @@ class ToyDataModule(TranslationDataModule):
 
     def _train_codecs(self, src: list[str], tgt: list[str]) -> tuple[TextCodec, TextCodec, bool]:
         return WordCodec.train(src), WordCodec.train(tgt), False
-
-
-def resolve_path(path: str) -> str:
-    """``path`` relative to the directory the user launched from (Hydra may change the working directory)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.utils import to_absolute_path
-
-    return to_absolute_path(path) if HydraConfig.initialized() else str(Path(path))
 
 
 class FilesDataModule(TranslationDataModule):

@@ -16,10 +16,10 @@ import numpy as np
 
 from sarnmt.data.corpora.catalog import get_corpus
 from sarnmt.data.corpora.preparation import RaggedIds, keep_mask, load_cache, prepare_corpus
-from sarnmt.data.loading.in_memory import resolve_path
 from sarnmt.data.loading.translation import EncodedSplit, TranslationDataModule
 from sarnmt.data.text.pipeline import SideSettings
 from sarnmt.errors import InputError
+from sarnmt.utils.paths import resolve_path
 
 log = logging.getLogger(__name__)
 
