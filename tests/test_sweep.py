@@ -488,8 +488,9 @@ def test_concurrent_preparation_of_one_corpus_builds_it_once(tmp_path):
     for name in ("train", "val"):
         for lang, word in (("en", "cat"), ("de", "Katze")):
             (tmp_path / f"{name}.{lang}").write_text("".join(f"the {word} {i}\n" for i in range(300)))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's sarnmt, not whichever one is installed
     procs = [
-        subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
         for _ in range(2)
     ]
     outputs = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
@@ -510,7 +511,7 @@ root = Path(sys.argv[1])
 corpus = Corpus("tiny", {s: (Part(f"{s}.en", f"{s}.de", 300),) for s in ("train", "val")}, pair=("en", "de"))
 side = dict(normalize=True, aggressive_dash_splits=True, case="lowercase", segmenter="moses")
 report = prepare_corpus(corpus, root=root, cache_dir=root / "cache", src=SideSettings(lang="en", **side),
-                        tgt=SideSettings(lang="de", **side), vocab_size=100, joint_vocab=False, max_len=50)
+                        tgt=SideSettings(lang="de", **side), vocab_size=100, joint_vocab=False)
 print(json.dumps({"cached": report["cached"], "cache": report["cache"]}))
 """
 

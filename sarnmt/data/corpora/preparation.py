@@ -15,8 +15,8 @@ cache folder ``<cache_dir>/<corpus>-<key>/``:
 
 ``key`` hashes every setting that changes the data (corpus description, pipeline settings, vocabulary size, the
 sizes of the input files). The folder is written under a temporary name and renamed, so a half-written cache is
-never used; when it exists, nothing is redone. The training length filter (``max_len``) is applied by the
-DataModule, not cached; the report gives its counts.
+never used; when it exists, nothing is redone. The training length filter (``max_len``) is not applied here: the
+cache holds every pair, and the DataModule filters (:mod:`sarnmt.data.loading.translation`) and reports its counts.
 """
 
 from __future__ import annotations
@@ -153,27 +153,14 @@ def load_ids(path: Path) -> dict[str, RaggedIds]:
         return {side: RaggedIds(z[side], z[f"{side}_off"]) for side in SIDES}
 
 
-def keep_mask(src_len: np.ndarray, tgt_len: np.ndarray, max_len: int) -> tuple[np.ndarray, int, int]:
-    """dl4mt's rule, as every DataModule applies it: keep iff both sides are non-empty and shorter than
-    ``max_len``. :returns: the boolean mask and the numbers of pairs with an empty side and too long."""
-    empty = (src_len == 0) | (tgt_len == 0)
-    too_long = ~empty & ((src_len >= max_len) | (tgt_len >= max_len))
-    return ~(empty | too_long), int(empty.sum()), int(too_long.sum())
-
-
-def filter_counts(src: RaggedIds, tgt: RaggedIds, max_len: int) -> dict[str, int]:
-    keep, empty, too_long = keep_mask(src.lengths(), tgt.lengths(), max_len)
-    return {"total": len(src), "kept": int(keep.sum()), "empty": empty, "too_long": too_long, "max_len": max_len}
-
-
 def prepare_corpus(
     corpus: Corpus, *, root: str | os.PathLike[str], cache_dir: str | os.PathLike[str], src: SideSettings,
-    tgt: SideSettings, vocab_size: int, joint_vocab: bool, max_len: int, url_base: str | None = None,
+    tgt: SideSettings, vocab_size: int, joint_vocab: bool, url_base: str | None = None,
     checksums: dict[str, str] | None = None, workers: int = 1,
 ) -> dict[str, Any]:  # fmt: skip
     """Fetch, preprocess and cache ``corpus`` unless its cache exists. :returns: a report (JSON-able) with
     ``cache`` (the folder), ``cached`` (True when nothing was redone), ``downloaded``, per-split ``splits`` counts
-    and ``train_filter`` (total/kept/empty/too_long for ``max_len``)."""
+    and ``vocab`` sizes."""
     start = time.time()
     root, cache_dir = Path(root).expanduser(), Path(cache_dir).expanduser()
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -184,11 +171,9 @@ def prepare_corpus(
         if not cached:
             _build(corpus, root, final, src, tgt, vocab_size, joint_vocab, workers)
     manifest = manifest_file.read(final)
-    train = load_ids(final / "train.ids.npz")
     return {
         "corpus": corpus.name, "cache": str(final), "cached": cached, "downloaded": downloaded,
-        "splits": manifest["splits"], "vocab": manifest["vocab"],
-        "train_filter": filter_counts(train["src"], train["tgt"], max_len), "seconds": round(time.time() - start, 1),
+        "splits": manifest["splits"], "vocab": manifest["vocab"], "seconds": round(time.time() - start, 1),
     }  # fmt: skip
 
 
