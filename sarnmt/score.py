@@ -22,8 +22,9 @@ import hydra
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
+from sarnmt.data.text.reading import read_lines
 from sarnmt.errors import InputError, reported
-from sarnmt.evaluation.bleu import check_parallel, read_lines
+from sarnmt.evaluation.bleu import check_parallel
 from sarnmt.evaluation.significance import compare_systems, markdown_table
 from sarnmt.utils.atomic import write_text
 

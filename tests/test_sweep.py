@@ -22,7 +22,7 @@ import torch
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
-from sarnmt.evaluation.bleu import read_lines
+from sarnmt.data.text.reading import read_lines
 from sarnmt.reproduce import reproduce
 from sarnmt.sweep import stats
 from sarnmt.sweep.job import JobSettings, job_config

@@ -32,8 +32,8 @@ from sarnmt.analysis.attention_file import AttentionRecord, read_attention, reco
 from sarnmt.checkpoint import LoadedModel, load_model
 from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.data.text.codecs import EOS_TOKEN, UNK
+from sarnmt.data.text.reading import read_lines
 from sarnmt.decoding.stream import decode_stream
-from sarnmt.evaluation.bleu import read_lines
 from sarnmt.translate import attention_record, pick_device, target_pieces
 
 log = logging.getLogger("sarnmt")
