@@ -1,6 +1,8 @@
 """The two DataModules built from text held in memory: the synthetic toy corpus and parallel text files.
 
-Both learn their codecs at ``setup`` (word-level for the toy corpus, BPE for files); everything else (filtering,
+Both read or generate their text and learn their codecs at every ``setup`` (word-level for the toy corpus, raw-text BPE,
+:class:`~sarnmt.data.text.subword.RawTextBPECodec`, for files), writing nothing to disk, unlike the DataModule of a
+described corpus (:mod:`sarnmt.data.loading.prepared_corpus`, prepared once and cached). Everything else (filtering,
 batching, references) comes from :class:`~sarnmt.data.loading.translation.TranslationDataModule`.
 """
 

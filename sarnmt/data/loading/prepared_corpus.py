@@ -1,4 +1,6 @@
-"""The DataModule of a described corpus (:mod:`sarnmt.data.corpora.catalog`) with the paper's preprocessing pipeline.
+"""The DataModule of a described corpus (:mod:`sarnmt.data.corpora.catalog`) with the paper's preprocessing pipeline,
+prepared once and cached on disk (the toy corpus and plain files are held in memory instead:
+:mod:`sarnmt.data.loading.in_memory`).
 
 ``prepare_data`` (rank 0) fetches and caches the corpus (:func:`~sarnmt.data.corpora.preparation.prepare_corpus`);
 ``setup`` loads the cache (preparing it first if it is missing), keeps the raw lines for BLEU and filters the
