@@ -27,8 +27,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from sarnmt.data.codecs import TextCodec
-from sarnmt.data.datamodule import codecs_from_state
+from sarnmt.data.text.codec_state import codecs_from_state
+from sarnmt.data.text.codecs import TextCodec
 from sarnmt.errors import UserError
 from sarnmt.models.factory import ModelConfigError, build_language_model, build_model
 

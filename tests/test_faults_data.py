@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sarnmt.data import manifest
-from sarnmt.data.corpora import CORPORA
-from sarnmt.data.preparation import load_cache
+import sarnmt.data.corpora.manifest as manifest
+from sarnmt.data.corpora.catalog import CORPORA
+from sarnmt.data.corpora.preparation import load_cache
 from sarnmt.errors import InputError
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import plan_jobs

@@ -21,7 +21,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from sarnmt.data.fetch import FetchError
+from sarnmt.data.corpora.fetch import FetchError
 from sarnmt.errors import UserError
 from sarnmt.sweep.folders import folder_hash
 from sarnmt.sweep.job import JobSettings, job_config

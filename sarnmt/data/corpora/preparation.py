@@ -1,22 +1,22 @@
 """Fetch, preprocess and cache a corpus once: :func:`prepare_corpus` (``python -m sarnmt.prepare`` and
 ``CorpusDataModule.prepare_data`` both call it).
 
-Steps: make sure every file of the corpus is under ``root`` (files already there are used as they are; missing ones
-are downloaded and extracted, :mod:`sarnmt.data.fetch`), read every split (line counts checked against the corpus
-description), learn the pipeline (truecasers, BPE) on the training split, tokenise and encode every split, and
-write the cache folder ``<cache_dir>/<corpus>-<key>/``:
+Steps: make sure every file of the corpus is under ``root`` (files already there are used as they are; missing ones are
+downloaded and extracted, :mod:`sarnmt.data.corpora.fetch`), read every split (line counts checked against the corpus
+description), learn the pipeline (truecasers, BPE) on the training split, tokenise and encode every split, and write the
+cache folder ``<cache_dir>/<corpus>-<key>/``:
 
-- ``pipeline.json``: the learned :class:`~sarnmt.data.pipeline.Pipeline` state;
+- ``pipeline.json``: the learned :class:`~sarnmt.data.text.pipeline.Pipeline` state;
 - ``<split>.{src,tgt}.raw`` / ``.tok``: raw and tokenised lines (UTF-8, one per line);
 - ``<split>.ids.npz``: BPE ids of both sides (``src``/``tgt`` flat int32 arrays, ``src_off``/``tgt_off`` offsets);
 - ``manifest.json``: the settings, per-split counts and origins, and the size and SHA-256 of every other file
-  (written last; :mod:`sarnmt.data.manifest`), checked whenever the cache is used: a damaged cache is built again
-  by ``prepare``, and refused by name when loaded.
+  (written last; :mod:`sarnmt.data.corpora.manifest`), checked whenever the cache is used: a damaged cache is built
+  again by ``prepare``, and refused by name when loaded.
 
 ``key`` hashes every setting that changes the data (corpus description, pipeline settings, vocabulary size, the
 sizes of the input files). The folder is written under a temporary name and renamed, so a half-written cache is
-never used; when it exists, nothing is redone. The training length filter (``max_len``) is applied by the
-DataModule, not cached; the report gives its counts.
+never used; when it exists, nothing is redone. The training length filter (``max_len``) is not applied here: the
+cache holds every pair, and the DataModule filters (:mod:`sarnmt.data.loading.translation`) and reports its counts.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from sarnmt.data import manifest as manifest_file
-from sarnmt.data.corpora import Corpus, Download
-from sarnmt.data.fetch import FetchError, download, extract
-from sarnmt.data.pipeline import Pipeline, SideSettings
-from sarnmt.data.reading import read_lines
-from sarnmt.data.sgml import read_pair
+import sarnmt.data.corpora.manifest as manifest_file
+from sarnmt.data.corpora.catalog import Corpus, Download
+from sarnmt.data.corpora.fetch import FetchError, download, extract
+from sarnmt.data.text.pipeline import Pipeline, SideSettings
+from sarnmt.data.text.reading import read_lines
+from sarnmt.data.text.sgml import read_pair
 from sarnmt.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -153,27 +153,14 @@ def load_ids(path: Path) -> dict[str, RaggedIds]:
         return {side: RaggedIds(z[side], z[f"{side}_off"]) for side in SIDES}
 
 
-def keep_mask(src_len: np.ndarray, tgt_len: np.ndarray, max_len: int) -> tuple[np.ndarray, int, int]:
-    """dl4mt's rule, as every DataModule applies it: keep iff both sides are non-empty and shorter than
-    ``max_len``. :returns: the boolean mask and the numbers of pairs with an empty side and too long."""
-    empty = (src_len == 0) | (tgt_len == 0)
-    too_long = ~empty & ((src_len >= max_len) | (tgt_len >= max_len))
-    return ~(empty | too_long), int(empty.sum()), int(too_long.sum())
-
-
-def filter_counts(src: RaggedIds, tgt: RaggedIds, max_len: int) -> dict[str, int]:
-    keep, empty, too_long = keep_mask(src.lengths(), tgt.lengths(), max_len)
-    return {"total": len(src), "kept": int(keep.sum()), "empty": empty, "too_long": too_long, "max_len": max_len}
-
-
 def prepare_corpus(
     corpus: Corpus, *, root: str | os.PathLike[str], cache_dir: str | os.PathLike[str], src: SideSettings,
-    tgt: SideSettings, vocab_size: int, joint_vocab: bool, max_len: int, url_base: str | None = None,
+    tgt: SideSettings, vocab_size: int, joint_vocab: bool, url_base: str | None = None,
     checksums: dict[str, str] | None = None, workers: int = 1,
 ) -> dict[str, Any]:  # fmt: skip
     """Fetch, preprocess and cache ``corpus`` unless its cache exists. :returns: a report (JSON-able) with
     ``cache`` (the folder), ``cached`` (True when nothing was redone), ``downloaded``, per-split ``splits`` counts
-    and ``train_filter`` (total/kept/empty/too_long for ``max_len``)."""
+    and ``vocab`` sizes."""
     start = time.time()
     root, cache_dir = Path(root).expanduser(), Path(cache_dir).expanduser()
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -184,11 +171,9 @@ def prepare_corpus(
         if not cached:
             _build(corpus, root, final, src, tgt, vocab_size, joint_vocab, workers)
     manifest = manifest_file.read(final)
-    train = load_ids(final / "train.ids.npz")
     return {
         "corpus": corpus.name, "cache": str(final), "cached": cached, "downloaded": downloaded,
-        "splits": manifest["splits"], "vocab": manifest["vocab"],
-        "train_filter": filter_counts(train["src"], train["tgt"], max_len), "seconds": round(time.time() - start, 1),
+        "splits": manifest["splits"], "vocab": manifest["vocab"], "seconds": round(time.time() - start, 1),
     }  # fmt: skip
 
 
