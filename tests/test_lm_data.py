@@ -18,9 +18,9 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from lightning.fabric.utilities.apply_func import move_data_to_device
 
-from sarnmt.data import lm_text
-from sarnmt.data.lm_datamodule import LanguageModelDataModule, LMBatch, Segments, eval_columns, training_columns
-from sarnmt.data.lm_text import LMCorpusError, VocabSettings, load_prepared, prepare_folder
+from sarnmt.data.corpora import lm_mini, lm_text
+from sarnmt.data.corpora.lm_text import LMCorpusError, VocabSettings, load_prepared, prepare_folder
+from sarnmt.data.loading.lm import LanguageModelDataModule, LMBatch, Segments, eval_columns, training_columns
 from sarnmt.errors import InputError
 from tests.conftest import CONF_DIR, SHARED_DATA
 
@@ -342,18 +342,18 @@ def test_configs_compose_at_data_and_instantiate(option, tmp_path):
 @pytest.mark.slow  # 15-25 s on a busy 2-core machine: it tokenises 145k lines twice
 @pytest.mark.skipif(not (SHARED_DATA / "en-de" / "newstest2010.en.gz").exists(), reason="needs ../shared/data")
 def test_mini_corpus_leaves_out_every_evaluation_set(tmp_path):
-    report = lm_text.prepare_mini(SHARED_DATA, tmp_path / "cache", VocabSettings(max_size=10000))
+    report = lm_mini.prepare_mini(SHARED_DATA, tmp_path / "cache", VocabSettings(max_size=10000))
     mini, cache = report["mini"], Path(report["cache"])
     train_paths = {s["path"] for s in mini["train_sources"]}
-    assert not train_paths & {s.path for s in (*lm_text.MINI_EVAL_SETS, *lm_text.MINI_HELD_OUT_COPIES)}
+    assert not train_paths & {s.path for s in (*lm_mini.MINI_EVAL_SETS, *lm_mini.MINI_HELD_OUT_COPIES)}
     assert not train_paths & {*mini["valid_sources"], *mini["test_sources"]}
     assert all(f"newstest{y}" not in p for p in train_paths for y in (2010, 2011, 2012, 2013, 2014, 2015, 2016, 2019))
     assert not any(word in p for p in train_paths for word in ("tatoeba-test", "flores", "val.", "test_", "released"))
     assert mini["unused_files"] == [] and report["vocab"]["size"] == 10000
-    train = set(lm_text.read_lines(cache / "train.txt"))
-    tokenize = lm_text._Tokenizer()
-    for source in (*lm_text.MINI_VALID, *lm_text.MINI_TEST, *lm_text.MINI_EVAL_SETS):
-        lines = {tokenize(line, "raw") for line in lm_text.read_lines(SHARED_DATA / source.path)}
+    train = set(lm_mini.read_lines(cache / "train.txt"))
+    tokenize = lm_mini._Tokenizer()
+    for source in (*lm_mini.MINI_VALID, *lm_mini.MINI_TEST, *lm_mini.MINI_EVAL_SETS):
+        lines = {tokenize(line, "raw") for line in lm_mini.read_lines(SHARED_DATA / source.path)}
         assert not train & lines, source.path
     assert len(train) == report["splits"]["train"]["lines"]  # deduplicated
     for split in ("val", "test"):

@@ -1,5 +1,5 @@
-"""The Lightning DataModule of a word-level language model: a prepared corpus (:mod:`sarnmt.data.lm_text`) walked as
-parallel streams in segments of ``bptt`` tokens, for truncated back-propagation through time.
+"""The Lightning DataModule of a word-level language model: a prepared corpus (:mod:`sarnmt.data.corpora.lm_text`)
+walked as parallel streams in segments of ``bptt`` tokens, for truncated back-propagation through time.
 
 A split's stream ``w_1 .. w_N`` (``<eos>`` after every line) gets one ``<eos>`` in front as the first context,
 ``x = <eos> w_1 .. w_N``; position ``i`` (0 <= i < N) is the pair (input ``x_i``, target ``x_{i+1} = w_{i+1}``), so
@@ -15,11 +15,11 @@ every token of the split is a target exactly once.
 - **Validation/test**: the N pairs are cut into ``eval_batch_size`` (E) columns of ``C = ceil(N / E)``, the last
   column(s) padded (mask False) to C; segments of T as above. The mask-True targets, column by column, are the split's
   stream exactly. Not sharded: every rank sees the whole split.
-- **Mid-epoch resume**: as :class:`sarnmt.data.datamodule.TranslationDataModule`: :meth:`~LanguageModelDataModule.
-  state_dict` records ``{"epoch", "batches_done"}`` in checkpoints, and the resumed run's training loader starts at
-  segment ``batches_done`` (:meth:`SegmentSampler.skip_next`). The state a model carries across segments is the
-  model's: to resume bit for bit it must keep that in its own checkpoint; otherwise the first resumed segment starts
-  from a zero state (its ``first`` is False: only segment 0 is the streams' start).
+- **Mid-epoch resume**: as :class:`sarnmt.data.loading.translation.TranslationDataModule`:
+  :meth:`~LanguageModelDataModule.state_dict` records ``{"epoch", "batches_done"}`` in checkpoints, and the resumed
+  run's training loader starts at segment ``batches_done`` (:meth:`SegmentSampler.skip_next`). The state a model
+  carries across segments is the model's: :class:`sarnmt.lm_module.LanguageModelModule` keeps it in its checkpoints,
+  so a resumed run continues bit for bit (only segment 0 is the streams' start: ``first``).
 
 Batches are :class:`LMBatch` es (one per segment; the DataLoader runs with ``batch_size=None``): ``inputs`` and
 ``targets`` LongTensor (rows, W), ``mask`` BoolTensor (rows, W), with rows = B (B/R under DDP) in training and E in
@@ -42,19 +42,19 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from sarnmt.data.batching import EOS
-from sarnmt.data.lm_text import (
+from sarnmt.data.corpora.lm_mini import prepare_mini
+from sarnmt.data.corpora.lm_text import (
     SPLITS,
     PreparedCorpus,
     VocabSettings,
     format_report,
     load_prepared,
     prepare_folder,
-    prepare_mini,
     prepare_toy,
 )
-from sarnmt.data.text_datamodules import resolve_path
+from sarnmt.data.text.codecs import EOS
 from sarnmt.errors import InputError
+from sarnmt.utils.paths import resolve_path
 
 log = logging.getLogger(__name__)
 CORPORA = ("folder", "mini", "toy")
@@ -149,7 +149,7 @@ class SegmentSampler(Sampler[int]):
     """Segment indices ``0 .. n - 1`` in order, every epoch; a resumed epoch can start after its first segments.
 
     :param epoch_source: when given, the epoch Lightning announces through :meth:`set_epoch` is replaced by what it
-        returns (the trainer's ``current_epoch``), as :class:`sarnmt.data.sampler.TokenBatchSampler` does.
+        returns (the trainer's ``current_epoch``), as :class:`sarnmt.data.loading.sampler.TokenBatchSampler` does.
     """
 
     def __init__(self, segments: int, epoch_source: Callable[[], int] | None = None) -> None:
@@ -190,7 +190,7 @@ class LanguageModelDataModule(L.LightningDataModule):
     :param eval_batch_size: E, parallel streams in validation and test.
     :param num_workers: DataLoader worker processes.
     :param toy_seed: / :param toy_sizes: the toy corpus (``corpus=toy``): its seed and its lines of train, valid
-        and test (the target side of :mod:`sarnmt.data.toy`).
+        and test (the target side of :mod:`sarnmt.data.corpora.toy`).
     """
 
     def __init__(
@@ -260,7 +260,7 @@ class LanguageModelDataModule(L.LightningDataModule):
     @property
     def report(self) -> dict[str, Any]:
         """The preparation report: ``corpus``, ``source``, ``cache``, ``vocab`` and per-split ``splits`` counts
-        (``tokens``, ``unk_oov``, ``oov_rate``, ...; :mod:`sarnmt.data.lm_text`); empty before the corpus is
+        (``tokens``, ``unk_oov``, ``oov_rate``, ...; :mod:`sarnmt.data.corpora.lm_text`); empty before the corpus is
         prepared."""
         if self._prepared is None:
             return dict(self._report)

@@ -5,12 +5,12 @@ renamed into place.
 folder at once take an exclusive ``flock`` on ``.<folder name>.lock`` beside it; the first builds, the others wait
 and then find the folder ready. A folder is only ever seen complete (its files are written into
 ``.tmp-<name>-<pid>`` and the folder renamed), and an existing one is used only if every file matches the size and
-SHA-256 recorded in its ``manifest.json`` (:mod:`sarnmt.data.manifest`); a damaged one is removed, with a warning
+SHA-256 recorded in its ``manifest.json`` (:mod:`sarnmt.data.corpora.manifest`); a damaged one is removed, with a
+warning
 naming what was wrong, and built again.
 
-This is the mechanism of :func:`sarnmt.data.preparation.prepare_corpus` (its private ``_locked`` and ``_usable``),
-factored out so the language-model corpora (:mod:`sarnmt.data.lm_text`) share it; ``preparation.py`` still holds
-its own copy until the data package's reorganisation lets it import this module.
+The translation corpora (:func:`sarnmt.data.corpora.preparation.prepare_corpus`) and the language-model corpora
+(:mod:`sarnmt.data.corpora.lm_text`) both prepare through it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from sarnmt.data import manifest as manifest_file
+from sarnmt.data.corpora import manifest as manifest_file
 from sarnmt.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ def usable(folder: Path) -> bool:
             shutil.rmtree(folder)
         return False
     try:
+        if manifest_file.add_hashes(folder):  # a manifest written before the hashes existed gets them now
+            log.info("%s: file hashes added to the manifest of a cache written before them", folder)
         manifest_file.check(folder, manifest_file.read(folder))
     except InputError as err:
         log.warning("%s; building it again", err)
@@ -62,7 +64,7 @@ def build_once(final: Path, build: Callable[[Path], None]) -> bool:
     """Make sure ``final`` is a complete, undamaged prepared folder.
 
     :param build: fills the (empty, temporary) folder it is given with every file, ``manifest.json`` last
-        (:func:`sarnmt.data.manifest.write`).
+        (:func:`sarnmt.data.corpora.manifest.write`).
     :returns: True when ``final`` was already there and usable (nothing built), False when it was built now.
     """
     final.parent.mkdir(parents=True, exist_ok=True)
