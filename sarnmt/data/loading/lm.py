@@ -52,6 +52,7 @@ from sarnmt.data.corpora.lm_text import (
     prepare_folder,
     prepare_toy,
 )
+from sarnmt.data.loading.position import EpochPosition
 from sarnmt.data.text.codecs import EOS
 from sarnmt.errors import InputError
 from sarnmt.utils.paths import resolve_path
@@ -176,7 +177,7 @@ class SegmentSampler(Sampler[int]):
 
 
 # --- the DataModule -------------------------------------------------------------------------------------------------
-class LanguageModelDataModule(L.LightningDataModule):
+class LanguageModelDataModule(EpochPosition, L.LightningDataModule):
     """A word-level LM corpus, prepared once and cached, in segments of ``bptt`` tokens.
 
     :param corpus: ``folder`` (a WikiText/PTB-layout folder at ``path``) or ``mini`` (built from ``root``).
@@ -277,18 +278,6 @@ class LanguageModelDataModule(L.LightningDataModule):
             raise InputError(f"{type(self).__name__}: no split {split!r}; available: {list(SPLITS)}")
         return self._need_setup().streams[split]
 
-    # --- mid-epoch resumption: Lightning stores this in checkpoints and gives it back before train_dataloader() ---
-    def state_dict(self) -> dict[str, int]:
-        """``{"epoch", "batches_done"}``: the training segments of the current epoch whose update is done."""
-        trainer = self.trainer
-        if trainer is None:
-            return {}
-        return {"epoch": trainer.current_epoch,
-                "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed}  # fmt: skip
-
-    def load_state_dict(self, state_dict: dict[str, int]) -> None:
-        self._resume = dict(state_dict)
-
     # --- loaders ---
     def _loader(self, segments: Segments, sampler: Sampler[int] | None = None) -> DataLoader:
         n = self.num_workers
@@ -318,12 +307,7 @@ class LanguageModelDataModule(L.LightningDataModule):
         _info(f"LM training: {self.batch_size} columns of {inputs.shape[1]} tokens, {len(segments)} segments of "
               f"bptt={self.bptt} per epoch; the last {dropped} of {len(stream)} train tokens fill no column and are "
               "left out of training")  # fmt: skip
-        resume, self._resume = self._resume, {}
-        # all of them done (a checkpoint of the epoch's end): Lightning either finishes that epoch again (nothing is
-        # left to yield) or goes on with the next (nothing is skipped there), as in TranslationDataModule
-        if resume.get("epoch") == epoch and 0 < resume.get("batches_done", 0) <= len(sampler):
-            sampler.skip_next(resume["batches_done"], epoch)
-            _info(f"resuming epoch {epoch} after its first {resume['batches_done']} of {len(sampler)} segments")
+        self.skip_done(sampler, epoch, "segments")  # mid-epoch resumption (sarnmt.data.loading.position)
         return self._loader(segments, sampler)
 
     def eval_dataloader(self, split: str) -> DataLoader:

@@ -30,6 +30,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only, rank_zero_warn
 from torch.utils.data import DataLoader, Dataset
 
 from sarnmt.data.loading.batching import collate
+from sarnmt.data.loading.position import EpochPosition
 from sarnmt.data.loading.sampler import TokenBatchSampler
 from sarnmt.data.text.codecs import UNK, TextCodec
 from sarnmt.errors import InputError
@@ -66,7 +67,7 @@ class EncodedSplit(Dataset):
         return self.index[k], self.src[k], self.tgt[k]
 
 
-class TranslationDataModule(L.LightningDataModule):
+class TranslationDataModule(EpochPosition, L.LightningDataModule):
     """Base class: subclasses implement :meth:`_read_splits` and :meth:`_train_codecs`.
 
     :param max_len: training pairs with a side of ``>= max_len`` ids (EOS not counted) are removed.
@@ -105,18 +106,6 @@ class TranslationDataModule(L.LightningDataModule):
         self._origin: dict[str, str] = {}
         self._data: dict[str, EncodedSplit] = {}
         self._resume: dict[str, int] = {}
-
-    # --- mid-epoch resumption: Lightning stores this in checkpoints and gives it back before train_dataloader() ---
-    def state_dict(self) -> dict[str, int]:
-        """``{"epoch", "batches_done"}``: the training batches of the current epoch whose update is done."""
-        trainer = self.trainer
-        if trainer is None:
-            return {}
-        return {"epoch": trainer.current_epoch,
-                "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed}  # fmt: skip
-
-    def load_state_dict(self, state_dict: dict[str, int]) -> None:
-        self._resume = dict(state_dict)
 
     def _read_splits(self) -> dict[str, tuple[list[str], list[str], str]]:
         """``{split: (source lines, target lines, origin for messages)}``; "train" and "val" are required."""
@@ -256,13 +245,7 @@ class TranslationDataModule(L.LightningDataModule):
             max_sentences=self.max_sentences, epoch_source=(lambda: trainer.current_epoch) if trainer else None,
         )  # fmt: skip
         sampler.set_epoch(epoch)
-        resume, self._resume = self._resume, {}
-        # all of them done (a checkpoint of the epoch's end): if Lightning finishes that epoch again (it does for a
-        # max_steps run) it yields nothing more, so the epoch ends instead of drawing an extra batch; if it goes on
-        # with the next epoch, nothing is skipped there
-        if resume.get("epoch") == epoch and 0 < resume.get("batches_done", 0) <= len(sampler):
-            sampler.skip_next(resume["batches_done"], epoch)
-            _info(f"resuming epoch {epoch} after its first {resume['batches_done']} of {len(sampler)} batches")
+        self.skip_done(sampler, epoch)  # mid-epoch resumption
         return self._loader(data, sampler)
 
     def _eval_loader(self, split: str) -> DataLoader:
