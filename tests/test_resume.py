@@ -38,7 +38,7 @@ def _weights(path):
 
 
 def test_mid_epoch_resume_trains_as_the_uninterrupted_run(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="sarnmt.data.loading.translation")
+    caplog.set_level(logging.INFO, logger="sarnmt.data.loading.position")
     full = train(compose_train([*RESUMABLE, "trainer.max_steps=22"], output_dir=tmp_path / "full"))
     # stopped after 8 updates: as if killed there, the resume point is the last checkpoint (every 3 updates)
     train(compose_train([*RESUMABLE, "trainer.max_steps=8"], output_dir=tmp_path / "cut"))
