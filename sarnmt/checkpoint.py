@@ -27,10 +27,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from sarnmt.data.codecs import TextCodec
-from sarnmt.data.datamodule import codecs_from_state
+from sarnmt.data.text.codec_state import codecs_from_state
+from sarnmt.data.text.codecs import TextCodec
 from sarnmt.errors import UserError
-from sarnmt.models.factory import ModelConfigError, build_model
+from sarnmt.models.factory import ModelConfigError, build_language_model, build_model
 
 NET_PREFIX = "net."
 
@@ -60,13 +60,14 @@ def _unsafe_global(err: Exception) -> str:
     return f" ({found.group(1)})" if found else ""
 
 
-def read_checkpoint(path: str | Path) -> dict[str, Any]:
+def read_checkpoint(path: str | Path, task: str = "translation") -> dict[str, Any]:
     """The raw checkpoint dict, checked to be a sarnmt checkpoint. Loaded with ``torch.load(weights_only=True)``:
     tensors and plain containers only, so a file holding any other Python object (a pickle that would run code) is
     refused without running any of it.
 
+    :param task: ``translation`` or ``lm`` (a language model of Table 6, :mod:`sarnmt.lm`): what the caller loads.
     :raises CheckpointError: "does not exist", "is a folder", "is corrupt or truncated", "is not a PyTorch
-        checkpoint file", or "is not a sarnmt checkpoint" (with the reason).
+        checkpoint file", "is not a sarnmt checkpoint" (with the reason), or holds the other task's model.
     """
     path = Path(path)
     if path.is_dir():
@@ -91,8 +92,14 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         keys = sorted(map(str, checkpoint))[:8] if isinstance(checkpoint, dict) else type(checkpoint).__name__
         raise CheckpointError(f"checkpoint {path} is not a sarnmt checkpoint (no 'sarnmt'/'state_dict' entry; "
                               f"found {keys})")  # fmt: skip
-    net_config = checkpoint["sarnmt"].get("net_config") if isinstance(checkpoint["sarnmt"], dict) else None
-    required = ("model", "decoder", "src_vocab_size", "tgt_vocab_size")
+    info = checkpoint["sarnmt"] if isinstance(checkpoint["sarnmt"], dict) else {}
+    held = info.get("task", "translation")
+    if held != task:
+        what = {"lm": "a language model (python -m sarnmt.lm)", "translation": "a translation model"}
+        raise CheckpointError(f"checkpoint {path} holds {what.get(held, repr(held))}, not {what.get(task, task)}")
+    net_config = info.get("net_config")
+    required = ("model", "decoder", "src_vocab_size", "tgt_vocab_size") if task == "translation" else ("model",
+                                                                                                      "vocab_size")
     if not isinstance(net_config, dict) or any(key not in net_config for key in required):
         raise CheckpointError(f"checkpoint {path} is not a sarnmt checkpoint: 'sarnmt.net_config' lacks {required}")
     return checkpoint
@@ -138,3 +145,18 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", kernels: st
         parameters=int(info.get("parameters", sum(p.numel() for p in net.parameters()))),
         net_config=info["net_config"], global_step=checkpoint.get("global_step"),
     )  # fmt: skip
+
+
+def load_language_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[nn.Module, list[str] | None]:
+    """A language model checkpoint (:mod:`sarnmt.lm`): the model (eval mode, on ``device``) and its vocabulary.
+
+    :raises CheckpointError: see :func:`read_checkpoint`; also when the weights do not fit the stored config.
+    """
+    checkpoint = read_checkpoint(path, task="lm")
+    info = checkpoint["sarnmt"]
+    try:
+        net = build_language_model(info["net_config"]["model"], info["net_config"]["vocab_size"])
+        net.load_state_dict(net_state_dict(checkpoint), strict=True)
+    except (ModelConfigError, RuntimeError) as err:
+        raise CheckpointError(f"checkpoint {path} holds a language model that cannot be rebuilt: {err}") from err
+    return net.to(device).eval(), info.get("vocab")

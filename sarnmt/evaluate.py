@@ -34,7 +34,7 @@ from torch import nn
 from tqdm import tqdm
 
 from sarnmt.checkpoint import load_model
-from sarnmt.data.codecs import TextCodec
+from sarnmt.data.text.codecs import TextCodec
 from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.search import Search
 from sarnmt.decoding.stream import decode_stream

@@ -17,7 +17,7 @@ import torch
 from sacrebleu.metrics import BLEU
 from torch import nn
 
-from sarnmt.data.batching import Batch
+from sarnmt.data.loading.batching import Batch
 from sarnmt.decoding.greedy import GreedySearch
 from sarnmt.decoding.search import Search
 from sarnmt.loss import translation_loss

@@ -1,4 +1,5 @@
-"""Parameter counts of the paper's models: ``python -m sarnmt.params model=paper decoder=<name>|all``.
+"""Parameter counts of the paper's models: ``python -m sarnmt.params model=paper decoder=<name>|all``, and of Table 6's
+language models: ``python -m sarnmt.params lm_model=<name>|all``.
 
 The model is built on PyTorch's ``meta`` device, so counting a 110M-parameter model allocates no weights.
 ``decoder=all`` prints every variant (both forms of the Memory RNN and the self-attentive RNN) beside Table 1.
@@ -16,7 +17,7 @@ from omegaconf import DictConfig
 
 from sarnmt.errors import reported
 from sarnmt.lit_module import count_parameters
-from sarnmt.models.factory import PAPER_MODEL, build_model, valid_decoders
+from sarnmt.models.factory import PAPER_MODEL, build_language_model, build_model, valid_decoders
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -39,9 +40,15 @@ Prints the number of trainable parameters of a model without allocating its weig
   src_vocab_size=50000   source vocabulary (Table 1: 50,000)
   tgt_vocab_size=50000   target vocabulary (Table 1: 50,000)
   decoder.form=appendix  Memory RNN / self-attentive RNN with the appendix's scorer instead of the count-consistent one
+  lm_model=<name>|all    Table 6's language models instead (vocab_size=77000, Daniluk et al.'s, gives 47M);
+                         model.hidden_dim=... sets a size
 Decoders: {decoders}
 Models: {models}
+Language models: {lm_models}
 """
+# Table 6's d and |Θ| (47M for every row), by lm_model config
+TABLE6 = {"lstm": 300, "attention_lstm": 296, "ngram_lstm": 968, "mean_residual_lstm": 296,
+          "self_attentive_residual_lstm": 296}  # fmt: skip
 
 
 def decoder_names() -> list[str]:
@@ -85,6 +92,31 @@ def table(overrides: list[str]) -> str:
     return "\n".join([head, *rows])
 
 
+def lm_table(argv: list[str]) -> str:
+    """Table 6's language models (``lm_model=all``, or one) beside the paper's d and 47M."""
+    vocab = [a for a in argv if a.startswith("vocab_size=")]
+    vocab_size = int(vocab[-1].split("=", 1)[1]) if vocab else 77_000
+    rest = [a for a in argv if not a.startswith(("vocab_size=", "lm_model="))]
+    chosen = [a.split("=", 1)[1] for a in argv if a.startswith("lm_model=")][-1]
+    names = sorted(TABLE6, key=list(TABLE6).index) if chosen == "all" else [chosen]
+    rows, base = [], None
+    for name in names:
+        cfg = compose_lm([f"lm_model={name}", *rest])
+        with torch.device("meta"):
+            n = count_parameters(build_language_model(cfg.model, vocab_size))
+        base = n if base is None else base
+        paper = f"d = {TABLE6[name]}, 47M" if name in TABLE6 else "–"
+        rows.append(f"| {name} | {cfg.model.emb_dim} | {cfg.model.hidden_dim} | {n:,} | {n - base:+,} | {paper} |")
+    head = (f"language models (Table 6), V = {vocab_size:,}\n\n"
+            f"| lm_model | e | d | parameters | vs {names[0]} | Table 6 |\n|---|---:|---:|---:|---:|---|")  # fmt: skip
+    return "\n".join([head, *rows])
+
+
+def compose_lm(overrides: list[str]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="lm", overrides=overrides)
+
+
 def main(argv: list[str]) -> int:
     with reported():  # Hydra's message names the valid choices; so does ours
         return _run(argv)
@@ -93,7 +125,11 @@ def main(argv: list[str]) -> int:
 def _run(argv: list[str]) -> int:
     if any(arg in ("-h", "--help") for arg in argv):
         models = ", ".join(sorted(path.stem for path in (CONF_DIR / "model").glob("*.yaml")))
-        print(USAGE.format(decoders=", ".join(decoder_names()), models=models))
+        lm_models = ", ".join(sorted(path.stem for path in (CONF_DIR / "lm_model").glob("*.yaml")))
+        print(USAGE.format(decoders=", ".join(decoder_names()), models=models, lm_models=lm_models))
+        return 0
+    if any(arg.startswith("lm_model=") for arg in argv):
+        print(lm_table(argv))
         return 0
     if "decoder=all" in argv:
         print(table([arg for arg in argv if arg != "decoder=all"]))

@@ -1,7 +1,10 @@
 """Fetch, preprocess and cache a corpus: ``python -m sarnmt.prepare data=<corpus> [data.root=...]``.
 
-:func:`prepare` is a pure function of the composed config (tests call it directly); :func:`main` is the Hydra
-entry. A second run finds the cache and does no work. ``train`` runs the same code (``prepare_data``).
+The thin command-line entry point over :mod:`sarnmt.data.corpora.preparation`, which does the work
+(:func:`~sarnmt.data.corpora.preparation.prepare_corpus`): this module builds the configured DataModule, calls its
+``prepare()`` and prints the report. :func:`prepare` is a pure function of the composed config (tests call it
+directly); :func:`main` is the Hydra entry. A second run finds the cache and does no work. ``train`` runs the same
+code (``prepare_data``).
 """
 
 from __future__ import annotations

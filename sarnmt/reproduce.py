@@ -61,7 +61,8 @@ def reproduce(cfg: DictConfig, out=sys.stdout) -> dict[str, Any]:
     settings = settings_of(cfg)
     jobs = plan_jobs(tables, scale, tuple(str(o) for o in cfg.overrides))
     states = job_states(jobs, settings)
-    print(f"tables {', '.join(map(str, numbers))} at scale {scale.name}: {scale.description}", file=out)
+    described = "; ".join(dict.fromkeys(scale.describe(t.task) for t in tables))
+    print(f"tables {', '.join(map(str, numbers))} at scale {scale.name}: {described}", file=out)
     print(f"{len(jobs)} jobs; records in {settings.results_dir}, runs in {settings.runs_dir}", file=out)
     for s in states:
         print(

@@ -9,9 +9,9 @@ checkpoint (``last.ckpt``) written often, mid-epoch included.
   and path) as it stands after that validation.
 
 Mid-epoch resumption also needs the training batches the epoch has not yet seen: the DataModule keeps that in the
-checkpoint (:meth:`sarnmt.data.datamodule.TranslationDataModule.state_dict`), and dropout masks are a function of
-the seed and the step (:meth:`sarnmt.lit_module.TranslationModule.on_train_batch_start`), so a resumed run trains
-on what the uninterrupted run would have.
+checkpoint (:meth:`sarnmt.data.loading.translation.TranslationDataModule.state_dict`), and dropout masks are a function
+of the seed and the step (:meth:`sarnmt.lit_module.TranslationModule.on_train_batch_start`), so a resumed run trains on
+what the uninterrupted run would have.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ The first system is the baseline. Prints a Markdown table with BLEU, its 95% con
 p-values against the baseline (see :mod:`sarnmt.evaluation.significance`). :func:`score` is a pure function of
 the config; :func:`main` is the Hydra entry point.
 
-Files are read strictly (:mod:`sarnmt.data.reading`: lines end at ``\\n`` only, CRLF read as LF, empty lines kept as
-empty lines, non-UTF-8 bytes refused naming the file and line); a hypothesis file whose line count differs from the
+Files are read strictly (:mod:`sarnmt.data.text.reading`: lines end at ``\\n`` only, CRLF read as LF, empty lines kept
+as empty lines, non-UTF-8 bytes refused naming the file and line); a hypothesis file whose line count differs from the
 reference's, an empty reference and a folder given as a file are refused with one line naming them.
 """
 
@@ -22,8 +22,9 @@ import hydra
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
+from sarnmt.data.text.reading import read_lines
 from sarnmt.errors import InputError, reported
-from sarnmt.evaluation.bleu import check_parallel, read_lines
+from sarnmt.evaluation.bleu import check_parallel
 from sarnmt.evaluation.significance import compare_systems, markdown_table
 from sarnmt.utils.atomic import write_text
 

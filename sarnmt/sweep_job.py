@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
@@ -29,9 +30,9 @@ def sweep_job(cfg: DictConfig) -> dict[str, Any] | None:
     """:returns: the job's record (None on DDP ranks other than 0)."""
     extra = [str(o) for o in cfg.overrides]
     device = cfg.device
+    if cfg.cpu_threads:
+        torch.set_num_threads(int(cfg.cpu_threads))
     if cfg.gpu_per_job:
-        import torch
-
         count = torch.cuda.device_count()
         if count == 0:
             raise ValueError("gpu_per_job=true but no CUDA device is visible")
@@ -54,8 +55,13 @@ def main(cfg: DictConfig) -> None:
     with reported():
         record = sweep_job(cfg)
     if record is not None:
-        scores = ", ".join(f"{t} {v['scores']['bleu_tok']['score']:.2f}" for t, v in record["tests"].items())
-        print(f"{record['job']}: tokenised BLEU {scores}", flush=True)
+        scores = ", ".join(
+            f"{t} {metric} {v['scores'][metric]['score']:.2f}"
+            for t, v in record["tests"].items()
+            for metric in ("bleu_tok", "ppl")
+            if metric in v["scores"]
+        )
+        print(f"{record['job']}: {scores}", flush=True)
 
 
 if __name__ == "__main__":

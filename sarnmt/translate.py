@@ -5,12 +5,12 @@ Input lines are encoded with the checkpoint's source codec (its preprocessing), 
 (:mod:`sarnmt.decoding.stream`), and decoded with the target codec (its postprocessing), one output line per input
 line, in order; an empty (or blank) input line gives an empty output line.
 
-**Input** is read as :mod:`sarnmt.data.reading` reads files: lines end at ``\\n`` only (a CRLF line reads as LF; NUL and
-other control characters stay inside their line), and bytes that are not UTF-8 stop the run with an error naming
+**Input** is read as :mod:`sarnmt.data.text.reading` reads files: lines end at ``\\n`` only (a CRLF line reads as LF;
+NUL and other control characters stay inside their line), and bytes that are not UTF-8 stop the run with an error naming
 the file (or ``<stdin>``) and the line. A line longer than ``max_input_tokens`` source tokens is translated from its
 first ``max_input_tokens`` tokens, with a warning naming it (``truncate_long_input=false``: refused instead), which
-bounds decoding time and memory (:mod:`sarnmt.decoding.input_limit`). ``output=`` and ``attention=`` files are
-written atomically: after an error there is no half-written file.
+bounds decoding time and memory (:mod:`sarnmt.decoding.input_limit`). ``output=`` and ``attention=`` files are written
+atomically: after an error there is no half-written file.
 
 **Attention file** (``attention=PATH``), JSON Lines, one record per input line, in order::
 
@@ -49,8 +49,8 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from sarnmt.checkpoint import CheckpointError, load_model
-from sarnmt.data.codecs import EOS_TOKEN
-from sarnmt.data.reading import check_file, stream_lines
+from sarnmt.data.text.codecs import EOS_TOKEN
+from sarnmt.data.text.reading import check_file, stream_lines
 from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.stream import Translation, decode_stream
 from sarnmt.errors import InputError, reported
@@ -105,7 +105,7 @@ def _open_output(path: str | None, stack: ExitStack, default: TextIO) -> TextIO:
 
 
 def _input_lines(path: str | None, stack: ExitStack, stdin: IO[Any] | None) -> tuple[Iterator[str], str]:
-    """The input's lines (split on ``\\n`` only, strict UTF-8: :func:`sarnmt.data.reading.stream_lines`) and its
+    """The input's lines (split on ``\\n`` only, strict UTF-8: :func:`sarnmt.data.text.reading.stream_lines`) and its
     name for messages."""
     if path is not None and path != "-":
         name = to_absolute_path(path)

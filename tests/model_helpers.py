@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from sarnmt.data.batching import pad_sequences
+from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.models.factory import build_model
 from tests.conftest import MODELS, decoder_cfg
 

@@ -27,8 +27,8 @@ from sarnmt.analysis.trees import (
     right_branching,
     split_points,
 )
-from sarnmt.data.toy import TOY_EXAMPLE, generate_toy_corpus, realize_target, sample_clause, target_tree
-from sarnmt.data.toy_reading import parse_source
+from sarnmt.data.corpora.toy import TOY_EXAMPLE, generate_toy_corpus, realize_target, sample_clause, target_tree
+from sarnmt.data.corpora.toy_reading import parse_source
 
 WORDS = ["w0", "w1", "w2", "w3", "w4"]
 

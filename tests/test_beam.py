@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from sarnmt.data.batching import EOS, pad_sequences
+from sarnmt.data.loading.batching import pad_sequences
+from sarnmt.data.text.codecs import EOS
 from sarnmt.decoding.beam import BeamSearch, beam_decode
 from sarnmt.decoding.greedy import GreedySearch, greedy_decode
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths

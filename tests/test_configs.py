@@ -75,10 +75,10 @@ def test_every_option_composes_and_instantiates(group, option, tmp_path, monkeyp
         built = instantiate_dict(cfg[group])
         assert len(built) == len([v for v in cfg[group].values() if v is not None])
     elif group == "validation":
-        monitor = {"bleu": ("val/bleu", "max"), "cost": ("val/loss", "min")}[option]
+        monitor = {"bleu": ("val/bleu", "max"), "cost": ("val/loss", "min"), "ppl": ("val/ppl", "min")}[option]
         for callback in ("model_checkpoint", "early_stopping"):
             assert (cfg.callbacks[callback].monitor, cfg.callbacks[callback].mode) == monitor
-        assert (cfg.trainer.val_check_interval is None) == (option == "bleu")
+        assert (cfg.trainer.val_check_interval is None) == (option in ("bleu", "ppl"))
     if group in ("trainer", "debug"):
         trainer_cfg = cfg.trainer
         if trainer_cfg.accelerator == "gpu" and not torch.cuda.is_available():

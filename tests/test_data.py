@@ -14,14 +14,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sarnmt.data.batching import EOS, UNK
-from sarnmt.data.codecs import BPECodec, WordCodec, codec_from_state
-from sarnmt.data.datamodule import codecs_from_state
-from sarnmt.data.reading import read_lines, read_parallel
-from sarnmt.data.sampler import TokenBatchSampler
-from sarnmt.data.text_datamodules import FilesDataModule, ToyDataModule
-from sarnmt.data.toy import TOY_EXAMPLE, generate_toy_corpus
-from sarnmt.data.toy_reading import SRC_VOCAB_SIZE, TGT_VOCAB_SIZE, check_agreement, translate
+from sarnmt.data.corpora.toy import TOY_EXAMPLE, generate_toy_corpus
+from sarnmt.data.corpora.toy_reading import SRC_VOCAB_SIZE, TGT_VOCAB_SIZE, check_agreement, translate
+from sarnmt.data.loading.in_memory import FilesDataModule, ToyDataModule
+from sarnmt.data.loading.sampler import TokenBatchSampler
+from sarnmt.data.text.codec_state import codec_from_state, codecs_from_state
+from sarnmt.data.text.codecs import EOS, UNK, WordCodec
+from sarnmt.data.text.reading import read_lines, read_parallel
+from sarnmt.data.text.subword import RawTextBPECodec
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 MULTI30K = SHARED_DATA / "multi30k-en-de"
@@ -77,7 +77,7 @@ def test_word_codec_state_survives_weights_only_checkpoint():
 
 def test_bpe_codec_specials_roundtrip_state_and_determinism():
     lines = SENTENCES * 3
-    codec = BPECodec.train(iter(lines), vocab_size=120)
+    codec = RawTextBPECodec.train(iter(lines), vocab_size=120)
     tok = codec.tokenizer
     assert tok.token_to_id("</s>") == EOS and tok.token_to_id("<unk>") == UNK
     for line in SENTENCES:
@@ -91,7 +91,7 @@ def test_bpe_codec_specials_roundtrip_state_and_determinism():
     assert isinstance(state["tokenizer"], str)
     again = codec_from_state(state)
     assert [again.encode(s) for s in SENTENCES] == [codec.encode(s) for s in SENTENCES]
-    assert BPECodec.train(iter(lines), vocab_size=120).to_state() == codec.to_state()
+    assert RawTextBPECodec.train(iter(lines), vocab_size=120).to_state() == codec.to_state()
     with pytest.raises(ValueError, match="outside the vocabulary"):
         codec.decode([codec.vocab_size])
     with pytest.raises(ValueError, match="unknown codec type"):
@@ -372,7 +372,7 @@ def test_files_datamodule_filters_train_only_and_logs(tmp_path, monkeypatch, cap
         train_src="train.src", train_tgt="train.tgt.gz", dev_src="dev.src", dev_tgt="dev.tgt", vocab_size=60,
         max_len=10, max_tokens=100, eval_batch_size=2, joint_vocab=True,
     )  # fmt: skip
-    with caplog.at_level(logging.INFO, logger="sarnmt.data.datamodule"):
+    with caplog.at_level(logging.INFO, logger="sarnmt.data.loading.translation"):
         dm.setup()
     stats = dm.filter_stats
     assert (stats["total"], stats["kept"], stats["empty"], stats["too_long"]) == (10, 7, 2, 1)
@@ -407,8 +407,8 @@ def test_files_datamodule_line_count_mismatch_fails_in_setup(tmp_path):
 @pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"{MULTI30K} not present")
 def test_bpe_roundtrip_on_multi30k():
     lines = {lang: read_lines(MULTI30K / f"train.{lang}.gz")[:2000] for lang in ("en", "de")}
-    joint = BPECodec.train(lines["en"] + lines["de"], vocab_size=4000)
-    separate = {lang: BPECodec.train(lines[lang], vocab_size=3000) for lang in lines}
+    joint = RawTextBPECodec.train(lines["en"] + lines["de"], vocab_size=4000)
+    separate = {lang: RawTextBPECodec.train(lines[lang], vocab_size=3000) for lang in lines}
     for lang, text in lines.items():
         for codec in (joint, separate[lang]):
             ids = codec.encode_batch(text)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sarnmt.data import manifest
-from sarnmt.data.corpora import CORPORA
-from sarnmt.data.preparation import load_cache
+import sarnmt.data.corpora.manifest as manifest
+from sarnmt.data.corpora.catalog import CORPORA
+from sarnmt.data.corpora.preparation import load_cache
 from sarnmt.errors import InputError
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import plan_jobs
@@ -172,7 +172,7 @@ def test_tables_counts_hostile_records_as_broken_and_renders_the_rest(capsys, tm
 def test_tables_refuses_an_unknown_table_and_an_unwritable_results_folder(capsys, tmp_path):
     """tables refuses a table that does not exist, and a results folder that is a file, in one line each."""
     assert one_error(run_cli(capsys, "tables", ["table=9", "scale=smoke"])) == (
-        "error: unknown table '9'; valid tables: [1, 2, 3, 4]")
+        "error: unknown table '9'; valid tables: [1, 2, 3, 4, 6]")
     (tmp_path / "results").write_text("not a folder")
     line = one_error(run_cli(capsys, "tables", ["table=1", "scale=smoke", f"results_dir={tmp_path / 'results'}",
                                                 "plot=false"]))  # fmt: skip

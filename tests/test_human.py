@@ -85,6 +85,15 @@ def test_line_counts_that_differ_name_the_file_and_both_counts_and_create_nothin
     assert _count(tmp_path / "kept.sqlite", "task") == 1 and (tmp_path / "kept.sqlite").read_bytes() == before
 
 
+def test_a_file_that_is_not_utf8_is_a_task_error_naming_its_line(tmp_path):
+    paths = write_inputs(tmp_path)
+    paths["mean_residual"].write_bytes(b"eins\nzw\xffei\n")
+    spec = TaskSpec("en_de", str(paths["source"]), tuple((n, str(paths[n])) for n in SYSTEMS), sample=3)
+    with pytest.raises(TaskError, match=f"system mean_residual: {paths['mean_residual']}:2: invalid UTF-8"):
+        create_task(tmp_path / "h.sqlite", spec)
+    assert not (tmp_path / "h.sqlite").exists()
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sarnmt.data.batching import pad_sequences
+from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.decoding.greedy import greedy_decode
 from sarnmt.loss import token_nll, translation_loss
 from sarnmt.models.factory import build_model

@@ -8,11 +8,12 @@ import re
 import pytest
 import sacrebleu
 
-from sarnmt.data.codecs import BPECodec, WordCodec, codec_from_state
-from sarnmt.data.pipeline import LanguageProcessor, Pipeline, SideSettings, map_lines
-from sarnmt.data.reading import read_lines
-from sarnmt.data.subword import SubwordBPE, merge_bpe
-from sarnmt.data.truecase import Truecaser, detruecase
+from sarnmt.data.text.codec_state import codec_from_state
+from sarnmt.data.text.codecs import WordCodec
+from sarnmt.data.text.pipeline import LanguageProcessor, Pipeline, SideSettings, map_lines
+from sarnmt.data.text.reading import read_lines
+from sarnmt.data.text.subword import RawTextBPECodec, TokenizedTextBPE, merge_bpe
+from sarnmt.data.text.truecase import Truecaser, detruecase
 
 EU = dict(normalize=True, aggressive_dash_splits=True, case="truecase", segmenter="moses")
 TRAIN_EN = [
@@ -77,13 +78,13 @@ def test_truecaser_learns_casing_applies_and_roundtrips_state():
 
 def test_subword_bpe_at_form_merge_and_state():
     lines = ["justification of the justifications", "the just cause", "justify"] * 5
-    bpe = SubwordBPE.train(lines, vocab_size=40)
+    bpe = TokenizedTextBPE.train(lines, vocab_size=40)
     ids = bpe.encode("justification unjust")
     pieces = bpe.pieces("justification unjust")
     assert len(pieces) == len(ids) and any(p.endswith("@@") for p in pieces)
     assert merge_bpe(" ".join(pieces)) == "justification unjust"
     assert bpe.merge(ids) == "justification unjust"
-    assert SubwordBPE.from_str(bpe.to_str()).encode("the justify") == bpe.encode("the justify")
+    assert TokenizedTextBPE.from_str(bpe.to_str()).encode("the justify") == bpe.encode("the justify")
     with pytest.raises(ValueError, match="outside the vocabulary"):
         bpe.merge([bpe.vocab_size])
 
@@ -112,7 +113,7 @@ def test_pipeline_codec_roundtrip_state_and_checkpoint_dispatch(joint):
 def test_base_codecs_have_tokenised_forms():
     word = WordCodec.train(["a b c"])
     assert word.tokenize("a b  c") == "a b c" and word.decode_tokenized(word.encode("a b")) == "a b"
-    bpe = BPECodec.train(["hello world"] * 3, vocab_size=30)
+    bpe = RawTextBPECodec.train(["hello world"] * 3, vocab_size=30)
     assert bpe.tokenize("hello") == " ".join(bpe.tokens("hello"))
 
 

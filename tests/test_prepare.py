@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from sarnmt.data import fetch
-from sarnmt.data.corpora import CORPORA
-from sarnmt.data.fetch import FetchError, extract
+import sarnmt.data.corpora.fetch as fetch
+from sarnmt.data.corpora.catalog import CORPORA
+from sarnmt.data.corpora.fetch import FetchError, extract
 from sarnmt.prepare import format_report, prepare
 from tests.conftest import compose_train
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from sarnmt.bench.reference import reference_greedy, reference_logits
-from sarnmt.data.batching import EOS, pad_sequences
+from sarnmt.data.loading.batching import pad_sequences
+from sarnmt.data.text.codecs import EOS
 from sarnmt.decoding.greedy import greedy_decode
 from sarnmt.models.factory import build_model
 from sarnmt.models.seq2seq import Seq2Seq

@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from sarnmt.data.sampler import TokenBatchSampler
+from sarnmt.data.loading.sampler import TokenBatchSampler
 from sarnmt.resume import AtomicCheckpointIO, ResumeCheckpoint
 from sarnmt.train import train
 from tests.conftest import compose_train
@@ -38,7 +38,7 @@ def _weights(path):
 
 
 def test_mid_epoch_resume_trains_as_the_uninterrupted_run(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="sarnmt.data.datamodule")
+    caplog.set_level(logging.INFO, logger="sarnmt.data.loading.position")
     full = train(compose_train([*RESUMABLE, "trainer.max_steps=22"], output_dir=tmp_path / "full"))
     # stopped after 8 updates: as if killed there, the resume point is the last checkpoint (every 3 updates)
     train(compose_train([*RESUMABLE, "trainer.max_steps=8"], output_dir=tmp_path / "cut"))

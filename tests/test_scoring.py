@@ -8,7 +8,8 @@ import math
 import pytest
 from omegaconf import OmegaConf
 
-from sarnmt.evaluation.bleu import corpus_bleu, corpus_chrf, read_lines
+from sarnmt.data.text.reading import read_lines
+from sarnmt.evaluation.bleu import corpus_bleu, corpus_chrf
 from sarnmt.evaluation.significance import marker, paired_t_test, student_t_sf
 from sarnmt.score import score, system_names
 

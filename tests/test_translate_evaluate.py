@@ -179,7 +179,7 @@ def test_translate_nbest_lists_k_hypotheses_per_line_best_first(trained, tmp_pat
 def test_a_checkpoint_written_by_the_first_release_still_loads_and_decodes_the_same():
     """tests/fixtures/release-0ee4d47.ckpt was written by sarnmt 0ee4d47 (before the model factory and the LSTM
     systems); the model rebuilt from it computes what that release computed."""
-    from sarnmt.data.batching import pad_sequences
+    from sarnmt.data.loading.batching import pad_sequences
     from sarnmt.decoding.beam import beam_decode
     from sarnmt.decoding.greedy import greedy_decode
 

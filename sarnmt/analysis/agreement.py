@@ -1,7 +1,7 @@
 """Beyond the paper: long-distance agreement on the toy corpus, per decoder, against the distance from the subject.
 
 The toy target's last word is the main verb, and its suffix carries the class and number of the sentence subject,
-the first noun of the target (:mod:`sarnmt.data.toy`); between them stand the subject's adjectives and relative
+the first noun of the target (:mod:`sarnmt.data.corpora.toy`); between them stand the subject's adjectives and relative
 clause, the object and the PP. The distance of a sentence is the number of words from the subject noun (always
 the second word) to the verb: ``len(reference) - 2``. The paper's hypothesis is that attention over previous
 target words helps such long-range target dependencies; two measures, per distance bin:
@@ -27,9 +27,10 @@ import torch
 from sarnmt.analysis import AnalysisError
 from sarnmt.analysis.figures import pyplot, save
 from sarnmt.checkpoint import LoadedModel
-from sarnmt.data.batching import UNK, pad_sequences
-from sarnmt.data.toy import realize_target
-from sarnmt.data.toy_reading import parse_source, subject_agreement, verb_features, verb_forms
+from sarnmt.data.corpora.toy import realize_target
+from sarnmt.data.corpora.toy_reading import parse_source, subject_agreement, verb_features, verb_forms
+from sarnmt.data.loading.batching import pad_sequences
+from sarnmt.data.text.codecs import UNK
 from sarnmt.decoding.stream import decode_stream
 
 MEASURES = {

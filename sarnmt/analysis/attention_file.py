@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from sarnmt.analysis import AnalysisError
-from sarnmt.data.codecs import EOS_TOKEN
+from sarnmt.data.text.codecs import EOS_TOKEN
 
 KEYS = ("line", "source", "target", "target_ids", "src_attention", "tgt_attention")
 

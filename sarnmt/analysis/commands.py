@@ -20,8 +20,8 @@ from sarnmt.analysis.drawing import plot_trees
 from sarnmt.analysis.runs import Run, load_runs, names_of, read_input
 from sarnmt.analysis.trees import brackets
 from sarnmt.checkpoint import load_model
-from sarnmt.data.toy import generate_toy_corpus, target_tree
-from sarnmt.data.toy_reading import parse_source
+from sarnmt.data.corpora.toy import generate_toy_corpus, target_tree
+from sarnmt.data.corpora.toy_reading import parse_source
 from sarnmt.translate import pick_device
 
 log = logging.getLogger("sarnmt")

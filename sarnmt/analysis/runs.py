@@ -30,10 +30,10 @@ from hydra.utils import instantiate
 from sarnmt.analysis import AnalysisError
 from sarnmt.analysis.attention_file import AttentionRecord, read_attention, record_from_json, write_attention
 from sarnmt.checkpoint import LoadedModel, load_model
-from sarnmt.data.batching import UNK, pad_sequences
-from sarnmt.data.codecs import EOS_TOKEN
+from sarnmt.data.loading.batching import pad_sequences
+from sarnmt.data.text.codecs import EOS_TOKEN, UNK
+from sarnmt.data.text.reading import read_lines
 from sarnmt.decoding.stream import decode_stream
-from sarnmt.evaluation.bleu import read_lines
 from sarnmt.translate import attention_record, pick_device, target_pieces
 
 log = logging.getLogger("sarnmt")

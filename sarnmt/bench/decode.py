@@ -21,7 +21,7 @@ from sarnmt.bench.measure import median_rate, sources_of, timed
 from sarnmt.bench.plain import plain_beam, plain_greedy
 from sarnmt.bench.reference import reference_greedy
 from sarnmt.bench.workload import TrainBatch
-from sarnmt.data.batching import pad_sequences
+from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.decoding.beam import BeamSearch
 from sarnmt.decoding.greedy import GreedySearch
 from sarnmt.decoding.penalties import LengthPenalty

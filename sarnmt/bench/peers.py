@@ -28,8 +28,9 @@ from pathlib import Path
 import torch
 
 from sarnmt.bench.plain import plain_beam, plain_nll
-from sarnmt.data.batching import EOS, UNK, pad_sequences
-from sarnmt.data.reading import read_lines, read_parallel
+from sarnmt.data.loading.batching import pad_sequences
+from sarnmt.data.text.codecs import EOS, UNK
+from sarnmt.data.text.reading import read_lines, read_parallel
 from sarnmt.decoding.beam import beam_decode
 from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.lit_module import count_parameters

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from sarnmt.bench.reference import dropout, linear, variant_kind
-from sarnmt.data.batching import EOS
+from sarnmt.data.text.codecs import EOS
 from sarnmt.models.history import HistoryAttention
 from sarnmt.models.seq2seq import Seq2Seq
 

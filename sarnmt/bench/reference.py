@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from sarnmt.data.batching import EOS
+from sarnmt.data.text.codecs import EOS
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.factory import PAPER_MODEL
 from sarnmt.models.history import HistoryAttention

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from sarnmt.data.batching import EOS
+from sarnmt.data.text.codecs import EOS
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
 from sarnmt.decoding.search import Hypotheses, NBestEntry, square
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from sarnmt.data.batching import pad_sequences
+from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.decoding.search import NBestEntry, Search
 
 

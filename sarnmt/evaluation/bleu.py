@@ -1,4 +1,4 @@
-"""Reading system outputs and scoring them with sacrebleu (stack notes §6).
+"""Scoring system outputs with sacrebleu (stack notes §6); the files are read by :mod:`sarnmt.data.text.reading`.
 
 - ``tokenize="none"`` on text that is already tokenised (Moses, word-segmented Chinese) equals ``multi-bleu.perl``
   (``lowercase=True`` equals its ``-lc``): the paper's Tables 1, 2 and 4.
@@ -10,23 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from sarnmt.data import reading
 from sarnmt.errors import InputError
 
 TOKENIZERS = ("none", "13a", "intl", "zh", "char")
-
-
-def read_lines(path: str | Path) -> list[str]:
-    """The lines of a UTF-8 text file, plain or gzip-compressed (``.gz``), without their line endings; strict, as
-    :func:`sarnmt.data.reading.read_lines` (non-UTF-8 bytes and folders refused naming the file and line).
-
-    :raises FileNotFoundError: naming the file.  :raises InputError: see :func:`sarnmt.data.reading.read_lines`.
-    """
-    return reading.read_lines(path)
 
 
 def check_parallel(hyps: Sequence[str], refs: Sequence[str], hyp_name: str, ref_name: str) -> None:

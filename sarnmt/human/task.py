@@ -1,8 +1,8 @@
 """Create a ranking task: read the source, the optional reference and the system outputs, check that they are
 line-aligned, sample the sentences, fix each sentence's hidden order of the systems, store it all.
 
-The files are read with the reader ``score`` uses (:func:`sarnmt.evaluation.bleu.read_lines`: plain or ``.gz``
-UTF-8, line endings removed). Every check runs before anything is written, so a failed ``create`` leaves the
+The files are read with the reader ``score`` uses (:func:`sarnmt.data.text.reading.read_lines`: plain or ``.gz``
+UTF-8, strictly, line endings removed). Every check runs before anything is written, so a failed ``create`` leaves the
 database as it was.
 
 **Sampling.** ``sample`` sentences are drawn without replacement from the lines whose source is not empty
@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sarnmt.evaluation.bleu import read_lines
+from sarnmt.data.text.reading import read_lines
+from sarnmt.errors import InputError
 from sarnmt.human import store
 
 BALANCED_UP_TO = 5
@@ -55,14 +56,8 @@ def _read(path: str, role: str) -> list[str]:
         return read_lines(path)
     except FileNotFoundError as err:
         raise TaskError(f"{role}: no such file: {path}") from err
-    except UnicodeDecodeError as err:
-        from sarnmt.data.reading import read_lines as strict_read_lines  # names the line of the bad bytes
-
-        try:
-            strict_read_lines(path)
-        except ValueError as named:
-            raise TaskError(f"{role}: {named}") from err
-        raise TaskError(f"{role}: {path}: invalid UTF-8 ({err.reason})") from err
+    except InputError as err:  # bytes that are not UTF-8 (naming the line), a folder, a broken gzip file
+        raise TaskError(f"{role}: {err}") from err
     except (OSError, EOFError) as err:
         raise TaskError(f"{role}: cannot read {path}: {err}") from err
 

@@ -1,5 +1,6 @@
 """The one place that builds models: training, checkpoint loading, ``params``, ``bench`` and the tests call
-:func:`build_model` with a ``model=`` node and a ``decoder=`` node (``_target_`` is the registry).
+:func:`build_model` with a ``model=`` node and a ``decoder=`` node (``_target_`` is the registry), and
+:func:`build_language_model` with an ``lm_model=`` node (Table 6's language models).
 
 A model declares the decoder-variant hooks it offers and those a variant must fill (``hooks`` and
 ``required_hooks``: the cGRU offers ``readout`` and ``recurrence`` and needs ``readout``; the lecture notes' LSTMs
@@ -94,6 +95,28 @@ def build_model(model: Mapping[str, Any] | DictConfig, decoder: Mapping[str, Any
     variant = instantiate({**decoder, "_partial_": True})
     return instantiate(model, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, variant=variant,
                        kernels=kernels)  # fmt: skip
+
+
+def build_language_model(model: Mapping[str, Any] | DictConfig, vocab_size: int) -> nn.Module:
+    """A freshly initialised language model (Table 6; an ``lm_model=`` node, :mod:`sarnmt.models.lm`).
+
+    :raises ModelConfigError: when the node is not a language model (a translation ``model=`` node, say).
+    """
+    model = _plain(model)
+    target = model.get("_target_", "")
+    try:
+        cls = get_class(target)
+    except Exception as err:  # Hydra wraps import errors in its own types
+        raise ModelConfigError(f"model: _target_ {target!r} is not a class this installation has") from err
+    if getattr(cls, "task", None) != "lm":
+        options = sorted(path.stem for path in (CONF_DIR / "lm_model").glob("*.yaml"))
+        raise ModelConfigError(f"model: {target} is not a language model; lm_model= options: {', '.join(options)}")
+    return instantiate(model, vocab_size=vocab_size)
+
+
+def plain_config(node: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
+    """A config node as plain, resolved Python data (what checkpoints store)."""
+    return _plain(node)
 
 
 def net_config(model: Mapping[str, Any] | DictConfig, decoder: Mapping[str, Any] | DictConfig,

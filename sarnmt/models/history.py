@@ -17,7 +17,9 @@ updated in O(1) per step, rescaled when m grows, so a step costs the same at t =
 reorders two vectors per hypothesis instead of its whole history; only the scores (t numbers per hypothesis) are
 kept, for the attention weights. With a query the history is kept and rescored at every step (its projected keys
 cached). :meth:`HistoryAttention.attend_all` computes every step of a teacher-forced sequence at once with a causal
-mask: query t sees items 0 .. t; the tests check that both modes agree.
+mask: query t sees items 0 .. t; the tests check that both modes agree. :meth:`HistoryAttention.attend_window` is
+the language models' form (Table 6): a segment of a continuous stream, items carried over from the previous
+segment, each query seeing a window of the items before it.
 """
 
 from __future__ import annotations
@@ -109,6 +111,35 @@ class HistoryAttention(nn.Module):
         steps = items.size(1)
         causal = torch.ones(steps, steps, dtype=torch.bool, device=items.device).tril()
         weights = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        return torch.bmm(weights, items), weights
+
+    def attend_window(
+        self, items: Tensor, queries: Tensor | None, steps: int, window: int, current: bool
+    ) -> tuple[Tensor, Tensor]:
+        """Every step of a segment of a continuous stream at once, each seeing a window of the items before it
+        (the language models of Table 6, :mod:`sarnmt.models.lm`).
+
+        The last ``steps`` items belong to the segment; the M = N − ``steps`` before them are carried over from
+        the previous segment. Query t (0-based) stands at item M + t and sees the ``window`` items ending there
+        (``current``: M+t−window < i ≤ M+t, the residual connections' previous words, the current input included)
+        or ending just before it (``not current``: M+t−window ≤ i < M+t, Daniluk et al.'s memory of previous
+        outputs). A query that sees no item gets a zero summary.
+
+        :param items: shape (B, N, k).  :param queries: shape (B, steps, query_dim), or None for content scoring.
+        :returns: summaries, shape (B, steps, k), and weights, shape (B, steps, N) (zero outside the window).
+        """
+        carried = items.size(1) - steps
+        keys = self.key_proj(items)
+        if self.query_proj is None:
+            scores = self._score(keys).unsqueeze(1).expand(-1, steps, -1)
+        else:
+            scores = self._score(keys.unsqueeze(1), self.query_proj(queries).unsqueeze(2))
+        position = torch.arange(items.size(1), device=items.device)
+        query_at = carried + torch.arange(steps, device=items.device).unsqueeze(1)
+        last = query_at if current else query_at - 1
+        visible = (position <= last) & (position > last - window)  # (steps, N)
+        seen = visible.any(dim=1, keepdim=True)  # a row that sees nothing is left unmasked, then zeroed: no NaN
+        weights = torch.softmax(scores.masked_fill(~visible & seen, float("-inf")), dim=-1).masked_fill(~seen, 0.0)
         return torch.bmm(weights, items), weights
 
 

@@ -23,7 +23,6 @@ from sarnmt.sweep.records import read_record, read_sentence_stats
 from sarnmt.sweep.spec import Column, Row, Scale, Table
 
 log = logging.getLogger("sarnmt")
-STATS_WIDTH = 10  # per sentence: hypothesis and reference length, matching and total n-grams for n = 1..4
 
 
 @dataclass
@@ -71,10 +70,11 @@ def collect(table: Table, scale: Scale, results_dir: Path) -> dict[tuple[str, st
                     if name not in status.record["tests"]:
                         cell.broken.append(f"{status.path} has no test set {name!r}")
                         continue
+                    width = stats.METRIC_SCORERS[column.metric].width  # BLEU: 10 integers a sentence; ppl: 2 a line
                     try:
-                        sentence = np.asarray(read_sentence_stats(status.path)[name][column.metric], dtype=np.int64)
-                        if sentence.ndim != 2 or sentence.shape[1] != STATS_WIDTH:
-                            raise ValueError(f"shape {sentence.shape}, expected (sentences, {STATS_WIDTH})")
+                        sentence = np.asarray(read_sentence_stats(status.path)[name][column.metric], dtype=np.float64)
+                        if sentence.ndim != 2 or sentence.shape[1] != width:
+                            raise ValueError(f"shape {sentence.shape}, expected (sentences, {width})")
                     except (ValueError, KeyError, TypeError) as err:
                         cell.broken.append(f"{status.path}: sentence statistics unusable ({err})")
                         continue

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,24 +33,22 @@ from typing import Any
 import lightning as L
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 
 from sarnmt.checkpoint import load_model
 from sarnmt.evaluate import translate_split
+from sarnmt.lm import train_lm
 from sarnmt.sweep import stats as sentence_stats
 from sarnmt.sweep.folders import now, take_folder
+from sarnmt.sweep.lm_job import finish_lm_job
+from sarnmt.sweep.publish import publish_record
 from sarnmt.sweep.records import (
-    RECORD_VERSION,
     config_hash,
-    git_commit,
-    gzip_bytes,
-    hardware,
     read_record,
-    write_atomic,
     write_json,
     write_lines_gz,
 )
-from sarnmt.sweep.spec import SWEEPS_DIR, Job
+from sarnmt.sweep.spec import Job
 from sarnmt.train import train
 from sarnmt.translate import pick_device
 from sarnmt.utils.compose import compose
@@ -57,7 +56,6 @@ from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb
 
 log = logging.getLogger("sarnmt")
-REPO = SWEEPS_DIR.parent
 
 
 @dataclass(frozen=True)
@@ -103,10 +101,11 @@ def job_config(job: Job, settings: JobSettings) -> tuple[DictConfig, str]:
     """The job's resolved train config and its config hash."""
     folder = (settings.runs_dir / job.id).resolve()
     base = [*job.train, f"paths.output_dir={folder}", "test=false", f"logger={settings.logger}"]
-    cfg = compose("train", base)
+    name = RUNNERS[job.task].config
+    cfg = compose(name, base)
     digest = config_hash(cfg, job.tests)
     if settings.logger in ("wandb", "many"):
-        cfg = compose("train", [*base, *wandb_overrides(job, settings, digest)])
+        cfg = compose(name, [*base, *wandb_overrides(job, settings, digest)])
     return cfg, digest
 
 
@@ -122,10 +121,11 @@ def run_job(job: Job, settings: JobSettings) -> dict[str, Any] | None:
     folder = settings.runs_dir / job.id
     take_folder(folder, job.id, digest)
     fit_path = folder / "fit.json"
+    runner = RUNNERS[job.task]
     if fit_path.is_file():
         log.info("%s: training had ended (%s); evaluating", job.id, fit_path)
         with finish_wandb():
-            return finish_job(
+            return runner.finish(
                 job, cfg, digest, json.loads(fit_path.read_text()), instantiate_dict(cfg.logger), settings
             )
     last = folder / "checkpoints" / "last.ckpt"
@@ -140,10 +140,10 @@ def run_job(job: Job, settings: JobSettings) -> dict[str, Any] | None:
             return {}
         fit = fit_summary(trainer, result, last)
         write_json(fit_path, fit)
-        outcome["record"] = finish_job(job, cfg, digest, fit, trainer.loggers, settings)
+        outcome["record"] = runner.finish(job, cfg, digest, fit, trainer.loggers, settings)
         return {}
 
-    train(cfg, after=after)
+    runner.train(cfg, after=after)
     return outcome.get("record")
 
 
@@ -220,52 +220,22 @@ def finish_job(
             "hypotheses": str(plain.relative_to(settings.results_dir)),
             "hypotheses_tokenized": str(tokenized.relative_to(settings.results_dir)),
         }
-    final = {f"final/{t}/{m}": v["scores"][m]["score"] for t, v in tests.items() for m in v["scores"]}
-    for logger in loggers:
-        logger.log_metrics(final, step=fit["steps"])
-        if hasattr(logger, "experiment") and hasattr(logger.experiment, "summary"):
-            logger.experiment.summary.update(final)
     evaluate_seconds = round(time.perf_counter() - start, 1)
-    record = {
-        "version": RECORD_VERSION,
-        "job": job.id,
-        "scale": job.scale,
-        "pair": job.pair,
-        "row": job.row,
-        "seed": job.seed,
-        "tables": list(job.tables),
-        "config_hash": digest,
-        "overrides": list(job.train),
-        "data": datamodule.name,
-        "parameters": fit["parameters"],
-        **git_commit(REPO),
-        "hardware": hardware(),
-        "steps": fit["steps"],
-        "epochs": fit["epochs"],
-        "stopped_early": fit["stopped_early"],
-        "selected_checkpoint": {
-            "file": Path(fit["best_model_path"]).name,
-            "monitor": fit["monitor"],
-            "score": fit["best_model_score"],
-        },
-        "wall_seconds": {
-            "train": fit["train_seconds"],
-            "evaluate": evaluate_seconds,
-            "total": round(fit["train_seconds"] + evaluate_seconds, 1),
-        },
-        "decoding": search.settings(),
-        "tests": tests,
-        "finished": now(),
-        "config": OmegaConf.to_container(cfg, resolve=True),
-    }
+    extra = {"decoding": search.settings()}
     path = settings.record_path(job)
-    sentences = path.with_name(f"{job.id}.sentences.json.gz")
-    write_atomic(sentences, gzip_bytes(json.dumps(stats, separators=(",", ":")).encode()))
-    write_json(path, record)  # last: a record exists only when everything it points at does
-    log.info(
-        "%s: record %s (%s)",
-        job.id,
-        path,
-        ", ".join(f"{k} {v:.2f}" for k, v in final.items() if k.endswith("/bleu_tok") or k.endswith("/bleu")),
-    )
-    return record
+    return publish_record(job, cfg, digest, fit, loggers, path, datamodule.name, tests, stats, evaluate_seconds, extra)
+
+
+@dataclass(frozen=True)
+class Runner:
+    """What a task's jobs compose (``conf/<config>.yaml``), how they train, and how they are evaluated."""
+
+    config: str
+    train: Callable[..., dict[str, Any]]
+    finish: Callable[..., dict[str, Any]]
+
+
+RUNNERS = {
+    "translation": Runner("train", train, finish_job),
+    "lm": Runner("lm", train_lm, finish_lm_job),
+}

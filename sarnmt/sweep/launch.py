@@ -5,13 +5,14 @@ Launchers (``launcher=``):
 
 - ``local``: Hydra's basic launcher, one job after another in one process;
 - ``joblib``: ``hydra/launcher=joblib``, ``n_jobs`` jobs at once (default: one per visible GPU, job k on GPU
-  k mod #GPUs; on a machine without GPUs, ``n_jobs`` CPU jobs);
+  k mod #GPUs; on a machine without GPUs, ``n_jobs`` CPU jobs with cores / ``n_jobs`` threads each);
 - ``slurm``: ``hydra/launcher=slurm`` (``conf/hydra/launcher/slurm.yaml``, submitit): one SLURM job per sweep job,
   ``trainer=slurm`` inside it (DDP over the SLURM tasks, no relaunch), requeued on preemption.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from sarnmt.data.fetch import FetchError
+from sarnmt.data.corpora.fetch import FetchError
 from sarnmt.errors import UserError
 from sarnmt.sweep.folders import folder_hash
 from sarnmt.sweep.job import JobSettings, job_config
@@ -99,7 +100,10 @@ def launcher_overrides(launcher: str, n_jobs: int | None) -> tuple[list[str], li
 
         gpus = torch.cuda.device_count()
         jobs = n_jobs or max(gpus, 1)
-        return ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}", f"gpu_per_job={str(gpus > 0).lower()}"], []
+        args = ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}", f"gpu_per_job={str(gpus > 0).lower()}"]
+        if gpus == 0 and jobs > 1:  # CPU jobs side by side: share the cores instead of each taking all of them
+            args.append(f"cpu_threads={max(1, (os.cpu_count() or 1) // jobs)}")
+        return args, []
     if launcher == "slurm":
         return ["hydra/launcher=slurm"], ["trainer=slurm"]
     raise SweepError(f"unknown launcher {launcher!r}; valid launchers: {list(LAUNCHERS)}")

@@ -23,7 +23,11 @@ def row_registry(tables: list[Table]) -> dict[str, Row]:
     rows: dict[str, Row] = {}
     for table in tables:
         for row in table.rows:
-            if row.key in rows and (rows[row.key].train, rows[row.key].seeds) != (row.train, row.seeds):
+            if row.key in rows and (rows[row.key].train, rows[row.key].seeds, rows[row.key].by_scale) != (
+                row.train,
+                row.seeds,
+                row.by_scale,
+            ):
                 raise SpecError(
                     f"row {row.key!r} is defined differently in {table.path} and another table "
                     f"({row.train}, {row.seeds} vs {rows[row.key].train}, {rows[row.key].seeds})"
@@ -36,8 +40,9 @@ def make_job(
     scale: Scale, pair: str, row: Row, seed: int, extra: tuple[str, ...] = (), tables: tuple[int, ...] = ()
 ) -> Job:
     p = scale.pairs[scale.job_pair(pair)]
-    train = (*scale.train, *p.train, *row.train, f"seed={seed}", *extra)
-    return Job(scale.name, p.key, row.key, seed, train, dict(p.tests), tuple(tables))
+    sized = row.by_scale.get(scale.name, ())
+    train = (*scale.train_for(row.task), *p.train, *row.train, *sized, f"seed={seed}", *extra)
+    return Job(scale.name, p.key, row.key, seed, train, dict(p.tests), tuple(tables), row.task)
 
 
 def seeds_of(scale: Scale, row: Row) -> tuple[int, ...]:

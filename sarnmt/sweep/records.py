@@ -57,6 +57,16 @@ HASHED = (
 # keys added after records were first written, at the value that gives the behaviour from before they existed: left
 # out of the hash at that value, so the records written before them stay current (any other value is hashed)
 HASH_NEUTRAL = {("decoding", "min_len"): 0}
+# classes that moved to another module after records were first written: new dotted path -> the path the records were
+# hashed with. A moved class trains the same thing, so every ``_target_`` of the hash view is hashed under its first
+# path and the records written before the move stay current. Add a row (never change one) whenever a class that a
+# config names moves again; checkpoints need no row (they store codec kinds and model configs, not sarnmt.data paths).
+MOVED_TARGETS = {
+    # sarnmt.data split into text/, corpora/ and loading/ (issue 17)
+    "sarnmt.data.loading.prepared_corpus.CorpusDataModule": "sarnmt.data.corpus_datamodule.CorpusDataModule",
+    "sarnmt.data.loading.in_memory.ToyDataModule": "sarnmt.data.text_datamodules.ToyDataModule",
+    "sarnmt.data.loading.in_memory.FilesDataModule": "sarnmt.data.text_datamodules.FilesDataModule",
+}
 # keys of `data` that say where files are or how fast they are read, not what is read
 DATA_VOLATILE = ("root", "cache_dir", "workers", "num_workers", "url_base", "checksums", "eval_batch_size")
 REQUIRED = ("version", "job", "scale", "pair", "row", "seed", "config_hash", "tests", "finished")
@@ -65,7 +75,9 @@ REQUIRED = ("version", "job", "scale", "pair", "row", "seed", "config_hash", "te
 def hash_view(cfg: DictConfig) -> dict[str, Any]:
     """The resolved values of the :data:`HASHED` keys (those that decide what a job trains and how it is
     evaluated), ``data`` without :data:`DATA_VOLATILE`. Paths, loggers, devices, progress bars and checkpoint
-    intervals are left out, so moving a sweep or resuming it on other hardware keeps its records current."""
+    intervals are left out, so moving a sweep or resuming it on other hardware keeps its records current; a key at its
+    :data:`HASH_NEUTRAL` value is left out and a moved class's ``_target_`` is read as its first path
+    (:data:`MOVED_TARGETS`), so records written before either change keep their hash."""
     full = OmegaConf.to_container(cfg, resolve=True)
     view: dict[str, Any] = {}
     for dotted in HASHED:
@@ -78,7 +90,17 @@ def hash_view(cfg: DictConfig) -> dict[str, Any]:
     for (group, key), neutral in HASH_NEUTRAL.items():
         if isinstance(view.get(group), dict) and key in view[group] and view[group][key] == neutral:
             view[group] = {k: v for k, v in view[group].items() if k != key}
-    return view
+    return _first_targets(view)
+
+
+def _first_targets(node: Any) -> Any:
+    """``node`` with every ``_target_`` that names a moved class (:data:`MOVED_TARGETS`) set to its first path."""
+    if isinstance(node, dict):
+        return {k: MOVED_TARGETS.get(v, v) if k == "_target_" and isinstance(v, str) else _first_targets(v)
+                for k, v in node.items()}  # fmt: skip
+    if isinstance(node, list):
+        return [_first_targets(v) for v in node]
+    return node
 
 
 def config_hash(cfg: DictConfig, tests: dict[str, str]) -> str:

@@ -25,6 +25,21 @@ TESTS_NOTE = (
     "BLEU over seeds (the seed sets the initialisation and the dropout masks; the data order is the same), and the "
     "number of seeds."
 )
+PERPLEXITY_NOTE = (
+    "Significance against the baseline row of the same column: * p < 0.05, ** p < 0.01 by a one-tailed paired "
+    "t-test over test lines (each line's mean log-likelihood per word averaged over the cell's seeds, paired with "
+    "the baseline's); † p < 0.05, ‡ p < 0.01 by the paired bootstrap (1,000 resamples of the test lines; in each, "
+    "both cells' perplexity is the mean over their seeds of the resampled perplexity). Cells: mean ± sample sd of "
+    "test perplexity over seeds (lower is better), and the number of seeds. d: the LSTM's hidden size (the paper's "
+    "in brackets)."
+)
+
+
+AXIS_LABELS = {"ppl": "test perplexity (lower is better)"}
+
+
+def tests_note(table: Table) -> str:
+    return PERPLEXITY_NOTE if table.task == "lm" else TESTS_NOTE
 
 
 def markers(cell: Cell) -> str:
@@ -63,6 +78,20 @@ def _parameters(table: Table, cells: dict, row_key: str) -> str:
     return " / ".join(shown)
 
 
+def _size(table: Table, cells: dict, row_key: str) -> str:
+    """A language model's d as run, and the paper's (Table 6)."""
+    runs = {r["config"]["model"].get("hidden_dim") for c in table.columns for r in cells[row_key, c.key].records}
+    shown = " / ".join(str(d) for d in sorted(runs, key=str)) or "?"
+    paper = table.row(row_key).paper_d
+    return shown + (f" ({paper})" if paper is not None else "")
+
+
+def _sized(table: Table, cells: dict, row_key: str) -> list[str]:
+    """The |Θ| cell, and the d cell for a language-model table."""
+    sizes = [_parameters(table, cells, row_key)]
+    return [*sizes, _size(table, cells, row_key)] if table.task == "lm" else sizes
+
+
 def _paper(table: Table, row_key: str, column_key: str) -> str:
     value = table.paper.get(row_key, {}).get(column_key)
     return "–" if value is None else f"{value:.1f}" if value < 100 else str(value)
@@ -78,7 +107,7 @@ def _hardware(info: dict) -> str:
 
 
 def footer(table: Table, scale: Scale, cells: dict) -> list[str]:
-    lines = [f"Scale {scale.name}: {scale.description}."]
+    lines = [f"Scale {scale.name}: {scale.describe(table.task)}."]
     for pair in dict.fromkeys(c.pair for c in table.columns):
         p = scale.pairs[pair]
         runs = scale.pairs[scale.job_pair(pair)]
@@ -89,7 +118,7 @@ def footer(table: Table, scale: Scale, cells: dict) -> list[str]:
         lines.append(f"{pair}: {p.label}{shared}; {tests}." + (f" {p.note}" if p.note else ""))
     for metric in dict.fromkeys(c.metric for c in table.columns):
         lines.append(f"{', '.join(c.label for c in table.columns if c.metric == metric)}: {METRICS[metric]}.")
-    lines.append(TESTS_NOTE)
+    lines.append(tests_note(table))
     records = [r for cell in cells.values() for r in cell.records]
     if records:
         seconds = sorted({r["job"]: r.get("wall_seconds", {}).get("total", 0.0) for r in records}.values())
@@ -108,20 +137,23 @@ def footer(table: Table, scale: Scale, cells: dict) -> list[str]:
 
 
 def markdown(table: Table, scale: Scale, cells: dict) -> str:
-    head = ["model", "|Θ|"] + [h for c in table.columns for h in (f"{c.label} ({c.pair})", "paper")]
+    sized = ["|Θ|", "d"] if table.task == "lm" else ["|Θ|"]
+    head = ["model", *sized] + [h for c in table.columns for h in (f"{c.label} ({c.pair})", "paper")]
     rows = [
-        [row.label, _parameters(table, cells, row.key)]
+        [row.label, *_sized(table, cells, row.key)]
         + [v for c in table.columns for v in (cell_text(cells[row.key, c.key]), _paper(table, row.key, c.key))]
         for row in table.rows
     ]
     title = f"**{table.title}** — scale `{scale.name}`"
-    return formats.markdown(title, head, "lr" * (len(table.columns) + 1), rows, footer(table, scale, cells))
+    align = "l" + "r" * len(sized) + "lr" * len(table.columns)
+    return formats.markdown(title, head, align, rows, footer(table, scale, cells))
 
 
 def latex(table: Table, scale: Scale, cells: dict) -> str:
-    head = ["Model", r"$|\Theta|$"] + [h for c in table.columns for h in (tex(c.label), "paper")]
+    sized = [r"$|\Theta|$", "$d$"] if table.task == "lm" else [r"$|\Theta|$"]
+    head = ["Model", *sized] + [h for c in table.columns for h in (tex(c.label), "paper")]
     rows = [
-        [tex(row.label), _parameters(table, cells, row.key)]
+        [tex(row.label), *_sized(table, cells, row.key)]
         + [
             v
             for c in table.columns
@@ -129,8 +161,8 @@ def latex(table: Table, scale: Scale, cells: dict) -> str:
         ]
         for row in table.rows
     ]
-    caption = f"{tex(table.title)} (sarnmt, scale {scale.name}). {tex(TESTS_NOTE)}"
-    return formats.latex("lr" + "lr" * len(table.columns), head, rows, caption)
+    caption = f"{tex(table.title)} (sarnmt, scale {scale.name}). {tex(tests_note(table))}"
+    return formats.latex("l" + "r" * len(sized) + "lr" * len(table.columns), head, rows, caption)
 
 
 CSV_HEADER = (
@@ -181,7 +213,7 @@ def plot(table: Table, scale: Scale, cells: dict, path: Path) -> None:
     fig, axes = plt.subplots(
         1,
         len(table.columns),
-        figsize=(4.2 * len(table.columns), 0.55 * len(table.rows) + 1.6),
+        figsize=(4.2 * len(table.columns) + (3.0 if len(table.columns) == 1 else 0.0), 0.55 * len(table.rows) + 1.6),
         squeeze=False,
         sharey=True,
     )
@@ -204,7 +236,7 @@ def plot(table: Table, scale: Scale, cells: dict, path: Path) -> None:
             pad = max(0.5, 0.15 * (high - low))
             ax.set_xlim(max(0.0, low - 3 * pad), high + pad)
         ax.set_title(textwrap.fill(f"{column.label}: {scale.pairs[column.pair].label}", 38), fontsize=8)
-        ax.set_xlabel(METRICS[column.metric].split(" on ")[0])
+        ax.set_xlabel(AXIS_LABELS.get(column.metric, METRICS[column.metric].split(" on ")[0]))
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(range(len(labels)), labels)
     axes[0][0].invert_yaxis()

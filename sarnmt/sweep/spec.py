@@ -27,7 +27,11 @@ METRICS = {
     "bleu_tok": "BLEU (multi-bleu) on tokenised text, cased",
     "bleu_tok_lc": "BLEU (multi-bleu -lc) on tokenised text, lowercased",
     "bleu": "NIST BLEU (mteval-v13a tokenisation) on detokenised, de-truecased text, cased",
+    "ppl": "perplexity (exp of the mean NLL per word, every word of the test text once; lower is better)",
 }
+# what a table's jobs are: the config they compose (conf/<name>.yaml) and train; the job runner of each is in
+# sarnmt/sweep/job.py
+TASKS = ("translation", "lm")
 
 
 class SpecError(UserError, ValueError):
@@ -37,11 +41,17 @@ class SpecError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class Row:
+    """A model: its train overrides at every scale and, in ``by_scale``, at one scale only (Table 6's sizes);
+    ``paper_d``: the size the paper gives for it, shown beside the run's (Table 6)."""
+
     key: str
     label: str
     train: tuple[str, ...]
     seeds: str
     paper_parameters: str | None = None
+    task: str = "translation"
+    by_scale: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    paper_d: int | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,7 @@ class Table:
     columns: tuple[Column, ...]
     paper: dict[str, dict[str, float]]
     path: str
+    task: str = "translation"
 
     def row(self, key: str) -> Row:
         for row in self.rows:
@@ -93,6 +104,19 @@ class Scale:
     pairs: dict[str, Pair]
     path: str
     hardware: str = ""
+    lm_train: tuple[str, ...] | None = None
+    lm_description: str = ""
+
+    def describe(self, task: str) -> str:
+        return self.lm_description if task == "lm" and self.lm_description else self.description
+
+    def train_for(self, task: str) -> tuple[str, ...]:
+        """The overrides of every job of ``task`` at this scale (``train``, or ``lm_train`` for language models)."""
+        if task == "translation":
+            return self.train
+        if self.lm_train is None:
+            raise SpecError(f"{self.path}: scale {self.name} has no lm_train, which the language models' jobs need")
+        return self.lm_train
 
     def job_pair(self, pair: str) -> str:
         """The pair whose jobs serve ``pair`` (itself, or its ``same_as``)."""
@@ -122,6 +146,7 @@ class Job:
     train: tuple[str, ...]
     tests: dict[str, str]
     tables: tuple[int, ...] = field(default=(), compare=False)
+    task: str = "translation"
 
     @property
     def id(self) -> str:
@@ -179,14 +204,20 @@ def load_table(number: int | str, sweeps_dir: Path = SWEEPS_DIR) -> Table:
         raise SpecError(f"unknown table {str(number)!r}; valid tables: {valid}")
     path = sweeps_dir / f"table{int(number)}.yaml"
     node = _load_yaml(path, "table", valid)
+    task = str(node.get("task", "translation"))
+    if task not in TASKS:
+        raise SpecError(f"{path}: unknown task {task!r}; valid: {list(TASKS)}")
     rows, columns = [], []
     for k, item in enumerate(_get(node, "rows", str(path))):
         where = f"{path}: rows[{k}]"
         if not isinstance(item, dict):
             raise SpecError(f"{where}: expected a mapping")
-        unknown = set(item) - {"key", "label", "train", "seeds", "paper_parameters"}
+        unknown = set(item) - {"key", "label", "train", "seeds", "paper_parameters", "by_scale", "paper_d"}
         if unknown:
             raise SpecError(f"{where}: unknown keys {sorted(unknown)}")
+        by_scale = item.get("by_scale") or {}
+        if not isinstance(by_scale, dict):
+            raise SpecError(f"{where}.by_scale: expected a mapping of scale name to a list of overrides")
         rows.append(
             Row(
                 key=str(_get(node.rows[k], "key", where)),
@@ -194,6 +225,9 @@ def load_table(number: int | str, sweeps_dir: Path = SWEEPS_DIR) -> Table:
                 train=_strings(item.get("train"), f"{where}.train"),
                 seeds=str(_get(node.rows[k], "seeds", where)),
                 paper_parameters=item.get("paper_parameters"),
+                task=task,
+                by_scale={str(k): _strings(v, f"{where}.by_scale.{k}") for k, v in by_scale.items()},
+                paper_d=item.get("paper_d"),
             )
         )
     for k, item in enumerate(_get(node, "columns", str(path))):
@@ -217,7 +251,7 @@ def load_table(number: int | str, sweeps_dir: Path = SWEEPS_DIR) -> Table:
         if row_key not in keys or not set(cells) <= {c.key for c in columns}:
             raise SpecError(f"{path}: paper.{row_key} names a row or column the table does not have")
     return Table(
-        int(number), str(_get(node, "title", str(path))), baseline, tuple(rows), tuple(columns), paper, str(path)
+        int(number), str(_get(node, "title", str(path))), baseline, tuple(rows), tuple(columns), paper, str(path), task
     )
 
 
@@ -263,4 +297,6 @@ def load_scale(name: str, sweeps_dir: Path = SWEEPS_DIR) -> Scale:
         pairs,
         str(path),
         str(node.get("hardware", "")),
+        _strings(_get(node, "lm_train", str(path)), f"{path}: lm_train") if node.get("lm_train") is not None else None,
+        str(node.get("lm_description", "")),
     )

@@ -14,11 +14,14 @@ length, matching and total n-grams for n = 1..4): :func:`sentence_statistics`. F
   each sample both cells' BLEU is the mean over their seeds of the corpus BLEU of the resampled sentences, and
   p = (1 + #samples where the system is not better) / (1 + n_samples).
 
-With one seed per cell both reduce to the usual single-system tests.
+With one seed per cell both reduce to the usual single-system tests. A language model's perplexity (Table 6) is
+handled alike over test lines (:class:`Perplexity`: per line the summed NLL and the word count; the t-test over
+each line's mean log-likelihood per word, the bootstrap over lines, lower perplexity being better).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,21 +52,62 @@ def sentence_statistics(
     return [[int(x) for x in row] for row in stats]
 
 
-def corpus_score(stats: np.ndarray | Sequence[Sequence[int]], metric: str) -> float:
-    """Corpus BLEU of the summed statistics of the given sentences."""
-    total = np.asarray(stats, dtype=np.int64).sum(axis=0)
-    return float(_metric(metric)._compute_score_from_stats(total.tolist()).score)
+class Bleu:
+    """A BLEU metric of :data:`METRIC_SETTINGS` over per-sentence statistics (width 10, integers)."""
+
+    width = 10
+    higher_is_better = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def corpus(self, summed: Sequence[float]) -> float:
+        return float(_metric(self.name)._compute_score_from_stats([int(x) for x in summed]).score)
+
+    def items(self, stats: np.ndarray) -> list[float]:
+        """Sentence BLEU of every sentence (exponential smoothing, effective order)."""
+        m = _metric(self.name, effective_order=True)
+        return [float(m._compute_score_from_stats([int(x) for x in row]).score) for row in stats]
+
+    def resampled(self, weights: np.ndarray, stats: np.ndarray) -> np.ndarray:
+        return np.rint(weights @ np.asarray(stats, dtype=np.float64)).astype(np.int64)
+
+
+class Perplexity:
+    """A language model's perplexity over per-line statistics ``[NLL summed over the line's words, words]`` (width
+    2): exp(Σ NLL / Σ words); an item's score for the t-test is its mean log-likelihood per word (higher is
+    better, as perplexity is lower)."""
+
+    width = 2
+    higher_is_better = False
+
+    def corpus(self, summed: Sequence[float]) -> float:
+        return math.exp(float(summed[0]) / float(summed[1]))
+
+    def items(self, stats: np.ndarray) -> list[float]:
+        stats = np.asarray(stats, dtype=np.float64)
+        return (-stats[:, 0] / stats[:, 1]).tolist()
+
+    def resampled(self, weights: np.ndarray, stats: np.ndarray) -> np.ndarray:
+        return weights @ np.asarray(stats, dtype=np.float64)
+
+
+METRIC_SCORERS = {**{name: Bleu(name) for name in METRIC_SETTINGS}, "ppl": Perplexity()}
+
+
+def corpus_score(stats: np.ndarray | Sequence[Sequence[float]], metric: str) -> float:
+    """The corpus score (BLEU, perplexity) of the summed statistics of the given sentences or lines."""
+    return METRIC_SCORERS[metric].corpus(np.asarray(stats, dtype=np.float64).sum(axis=0).tolist())
 
 
 def sentence_scores(stats: Sequence[Sequence[int]], metric: str) -> list[float]:
     """Sentence BLEU of every sentence (exponential smoothing, effective order)."""
-    m = _metric(metric, effective_order=True)
-    return [float(m._compute_score_from_stats(list(row)).score) for row in stats]
+    return METRIC_SCORERS[metric].items(np.asarray(stats))
 
 
 @dataclass
 class CellScore:
-    """A cell's runs: ``scores`` one corpus BLEU per seed; ``p_t_test``/``p_bootstrap`` against the baseline (None
+    """A cell's runs: ``scores`` one corpus score per seed; ``p_t_test``/``p_bootstrap`` against the baseline (None
     for the baseline itself, or when a test cannot run)."""
 
     scores: list[float]
@@ -86,22 +130,24 @@ def cell_score(runs: Sequence[np.ndarray], metric: str) -> CellScore:
 def compare(
     system: Sequence[np.ndarray], baseline: Sequence[np.ndarray], metric: str, n_samples: int = 1000, seed: int = 12345
 ) -> tuple[float, float]:
-    """``(p_t_test, p_bootstrap)`` of H1: ``system`` (its seeds' statistics) is better than ``baseline``."""
+    """``(p_t_test, p_bootstrap)`` of H1: ``system`` (its seeds' statistics) is better than ``baseline`` (higher
+    BLEU, lower perplexity)."""
     n = {len(r) for r in (*system, *baseline)}
     if len(n) != 1:
         raise ValueError(f"runs of one comparison have different numbers of test sentences: {sorted(n)}")
-    sys_sent = np.mean([sentence_scores(r, metric) for r in system], axis=0)
-    base_sent = np.mean([sentence_scores(r, metric) for r in baseline], axis=0)
+    scorer = METRIC_SCORERS[metric]
+    sys_sent = np.mean([scorer.items(np.asarray(r)) for r in system], axis=0)
+    base_sent = np.mean([scorer.items(np.asarray(r)) for r in baseline], axis=0)
     _, p_t = paired_t_test(sys_sent.tolist(), base_sent.tolist())
     size = n.pop()
     rng = np.random.default_rng(seed)
     weights = np.zeros((n_samples, size))
     np.add.at(weights, (np.repeat(np.arange(n_samples), size), rng.integers(0, size, n_samples * size)), 1.0)
-    m = _metric(metric)
 
     def resampled_mean(runs: Sequence[np.ndarray]) -> np.ndarray:
-        sums = [np.rint(weights @ np.asarray(r, dtype=np.float64)).astype(np.int64) for r in runs]
-        return np.mean([[m._compute_score_from_stats(row.tolist()).score for row in s] for s in sums], axis=0)
+        sums = [scorer.resampled(weights, r) for r in runs]
+        return np.mean([[scorer.corpus(row.tolist()) for row in s] for s in sums], axis=0)
 
-    not_better = int(np.sum(resampled_mean(system) - resampled_mean(baseline) <= 0))
+    gain = resampled_mean(system) - resampled_mean(baseline)
+    not_better = int(np.sum(gain <= 0 if scorer.higher_is_better else gain >= 0))
     return p_t, (1 + not_better) / (1 + n_samples)

@@ -17,7 +17,9 @@ of the lecture notes (seed 003), whose scores are l(j) = V·[γ(j); y_{j-1}; c(j
 filled (:mod:`sarnmt.models.factory` checks the pair before anything is built).
 
 Hook 2 comes in two forms that must agree: :meth:`readout_step` (one step, used by search) and
-:meth:`readout_all` (every step of a teacher-forced sequence at once, after the recurrent loop). Variant state lives
+:meth:`readout_all` (every step of a teacher-forced sequence at once, after the recurrent loop). A third,
+:meth:`readout_window`, is the language models' (Table 6): a segment of a continuous stream whose history is a
+window carried across segments; a variant that has it says so with :attr:`DecoderVariant.streams`. Variant state lives
 in the ``dict`` that :meth:`init_state` returns; it is carried by :class:`~sarnmt.models.state.DecoderState` and
 reordered generically. Every tensor in it must be batch-first.
 """
@@ -42,6 +44,8 @@ class DecoderVariant(nn.Module):
     """
 
     hooks: ClassVar[frozenset[str]] = frozenset({"readout"})
+    # whether :meth:`readout_window` computes this variant (the language models of Table 6 need it)
+    streams: ClassVar[bool] = True
 
     def __init__(self, emb_dim: int, hidden_dim: int, out_dim: int | None = None) -> None:
         super().__init__()
@@ -88,6 +92,19 @@ class DecoderVariant(nn.Module):
         """
         return self.prev_proj(prev_embs), None
 
+    def readout_window(self, items: Tensor, hiddens: Tensor, window: int) -> tuple[Tensor, Tensor | None]:
+        """Hook 2 in a language model (Table 6, :class:`sarnmt.models.lm.heads.ResidualOutput`): every step of a
+        segment of a continuous stream, the history limited to a window and carried across segments.
+
+        :param items: the embeddings of the previous words: M carried from the previous segment, then the segment's
+            T inputs w_1 .. w_T, shape (B, M + T, e). Step t predicts w_{t+1}; its history is the ``window`` words
+            ending with its input w_t (the counterpart of ȳ_0 .. ȳ_{t-1} in translation, whose last item is the
+            decoder's input).
+        :param hiddens: the recurrent outputs h_1 .. h_T, shape (B, T, d) (the scope query of eq. 12).
+        :returns: R_1 .. R_T, shape (B, T, o), and attention weights, shape (B, T, M + T), or None.
+        """
+        return self.prev_proj(items[:, items.size(1) - hiddens.size(1) :]), None
+
 
 class Baseline(DecoderVariant):
     """The NMT baseline: the readout sees the previous word only (paper eq. 3, Table 1 row "NMT baseline")."""
@@ -99,6 +116,7 @@ class NoTargetContext(nn.Module):
     004: P_t = softmax(W_vocab o_t)) takes this, and only this; it has no parameters and no hooks."""
 
     hooks: ClassVar[frozenset[str]] = frozenset()
+    streams: ClassVar[bool] = False
 
     def __init__(self, emb_dim: int, hidden_dim: int, out_dim: int | None = None) -> None:
         super().__init__()

@@ -41,3 +41,14 @@ class MeanResidual(DecoderVariant):
         steps = torch.arange(1, prev_embs.size(1) + 1, device=prev_embs.device, dtype=prev_embs.dtype)
         summary = prev_embs.cumsum(dim=1) / (steps - self.offset).clamp(min=1).unsqueeze(-1)
         return self.prev_proj(summary), None
+
+    def readout_window(self, items, hiddens, window):
+        """d_t = the mean of the ``window`` embeddings ending with the input w_t (fewer at the start of a stream).
+        A stream has no sentence start, so neither ``first_step`` convention applies: every window holds at least
+        the input word."""
+        steps, carried = hiddens.size(1), items.size(1) - hiddens.size(1)
+        sums = torch.cat([items.new_zeros(items.size(0), 1, items.size(2)), items], dim=1).cumsum(dim=1)
+        end = carried + torch.arange(1, steps + 1, device=items.device)  # items [start, end) are the window
+        start = (end - window).clamp(min=0)
+        summary = (sums[:, end] - sums[:, start]) / (end - start).to(items.dtype).unsqueeze(-1)
+        return self.prev_proj(summary), None

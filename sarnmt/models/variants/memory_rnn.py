@@ -24,6 +24,8 @@ from sarnmt.models.variants.base import DecoderVariant
 class MemoryRNN(DecoderVariant):
     """:param form: ``count_consistent`` or ``appendix`` (see the module docstring)."""
 
+    streams = False  # its history is the decoder's states, which a language model's readout does not window
+
     hooks = frozenset({"readout", "recurrence"})
 
     def __init__(

@@ -39,3 +39,10 @@ class SelfAttentiveResidual(DecoderVariant):
     def readout_all(self, prev_embs, prev_hiddens, hiddens):
         summary, weights = self.attention.attend_all(prev_embs, hiddens if self.scoped else None)
         return self.prev_proj(summary), weights
+
+    def readout_window(self, items, hiddens, window):
+        """d_t over the ``window`` embeddings ending with the input w_t (eqs. 10-13 over a window of a stream)."""
+        summary, weights = self.attention.attend_window(
+            items, hiddens if self.scoped else None, hiddens.size(1), window, current=True
+        )
+        return self.prev_proj(summary), weights

@@ -24,6 +24,8 @@ from sarnmt.models.variants.base import DecoderVariant
 class SelfAttentiveRNN(DecoderVariant):
     """:param form: ``count_consistent`` or ``appendix`` (see the module docstring)."""
 
+    streams = False  # its history is the decoder's states, which a language model's readout does not window
+
     def __init__(
         self, emb_dim: int, hidden_dim: int, form: Literal["count_consistent", "appendix"] = "count_consistent",
         out_dim: int | None = None,

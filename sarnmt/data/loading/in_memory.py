@@ -1,22 +1,25 @@
 """The two DataModules built from text held in memory: the synthetic toy corpus and parallel text files.
 
-Both learn their codecs at ``setup`` (word-level for the toy corpus, BPE for files); everything else (filtering,
-batching, references) comes from :class:`~sarnmt.data.datamodule.TranslationDataModule`.
+Both read or generate their text and learn their codecs at every ``setup`` (word-level for the toy corpus, raw-text BPE,
+:class:`~sarnmt.data.text.subword.RawTextBPECodec`, for files), writing nothing to disk, unlike the DataModule of a
+described corpus (:mod:`sarnmt.data.loading.prepared_corpus`, prepared once and cached). Everything else (filtering,
+batching, references) comes from :class:`~sarnmt.data.loading.translation.TranslationDataModule`.
 """
 
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
-from sarnmt.data.codecs import BPECodec, TextCodec, WordCodec
-from sarnmt.data.datamodule import TranslationDataModule
-from sarnmt.data.reading import read_parallel
-from sarnmt.data.toy import generate_toy_corpus
+from sarnmt.data.corpora.toy import generate_toy_corpus
+from sarnmt.data.loading.translation import TranslationDataModule
+from sarnmt.data.text.codecs import TextCodec, WordCodec
+from sarnmt.data.text.reading import read_parallel
+from sarnmt.data.text.subword import RawTextBPECodec
+from sarnmt.utils.paths import resolve_path
 
 
 class ToyDataModule(TranslationDataModule):
-    """The synthetic corpus of :mod:`sarnmt.data.toy`, generated in memory, with word-level codecs.
+    """The synthetic corpus of :mod:`sarnmt.data.corpora.toy`, generated in memory, with word-level codecs.
 
     :param seed: corpus seed (also the training-shuffle seed).
     :param n_train: training pairs; ``n_dev``: validation pairs; ``n_test``: test pairs (0: no test).
@@ -46,14 +49,6 @@ class ToyDataModule(TranslationDataModule):
 
     def _train_codecs(self, src: list[str], tgt: list[str]) -> tuple[TextCodec, TextCodec, bool]:
         return WordCodec.train(src), WordCodec.train(tgt), False
-
-
-def resolve_path(path: str) -> str:
-    """``path`` relative to the directory the user launched from (Hydra may change the working directory)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.utils import to_absolute_path
-
-    return to_absolute_path(path) if HydraConfig.initialized() else str(Path(path))
 
 
 class FilesDataModule(TranslationDataModule):
@@ -95,6 +90,6 @@ class FilesDataModule(TranslationDataModule):
 
     def _train_codecs(self, src: list[str], tgt: list[str]) -> tuple[TextCodec, TextCodec, bool]:
         if self.joint_vocab:
-            codec = BPECodec.train(itertools.chain(src, tgt), self.vocab_size)
+            codec = RawTextBPECodec.train(itertools.chain(src, tgt), self.vocab_size)
             return codec, codec, True
-        return BPECodec.train(src, self.vocab_size), BPECodec.train(tgt, self.vocab_size), False
+        return RawTextBPECodec.train(src, self.vocab_size), RawTextBPECodec.train(tgt, self.vocab_size), False

@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from sarnmt.data.reading import read_lines, read_parallel
+from sarnmt.data.text.reading import read_lines, read_parallel
 from sarnmt.errors import InputError
 
 _DOC = re.compile(r"<doc\s[^>]*?docid=\"([^\"]*)\"", re.IGNORECASE)

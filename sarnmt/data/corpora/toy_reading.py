@@ -1,10 +1,10 @@
-"""Reading the toy corpus back (:mod:`sarnmt.data.toy` generates it): a source sentence parsed into its clause, the
-reference translation of a source line, the target vocabulary's forms, and the agreement of a target sentence's
+"""Reading the toy corpus back (:mod:`sarnmt.data.corpora.toy` generates it): a source sentence parsed into its clause,
+the reference translation of a source line, the target vocabulary's forms, and the agreement of a target sentence's
 final verb with its subject (the agreement probe of :mod:`sarnmt.analysis.agreement`)."""
 
 from __future__ import annotations
 
-from sarnmt.data.toy import (
+from sarnmt.data.corpora.toy import (
     ADJ_SUFFIX,
     ADJS,
     NOUNS,

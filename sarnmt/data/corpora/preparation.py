@@ -1,35 +1,33 @@
 """Fetch, preprocess and cache a corpus once: :func:`prepare_corpus` (``python -m sarnmt.prepare`` and
 ``CorpusDataModule.prepare_data`` both call it).
 
-Steps: make sure every file of the corpus is under ``root`` (files already there are used as they are; missing ones
-are downloaded and extracted, :mod:`sarnmt.data.fetch`), read every split (line counts checked against the corpus
-description), learn the pipeline (truecasers, BPE) on the training split, tokenise and encode every split, and
-write the cache folder ``<cache_dir>/<corpus>-<key>/``:
+Steps: make sure every file of the corpus is under ``root`` (files already there are used as they are; missing ones are
+downloaded and extracted, :mod:`sarnmt.data.corpora.fetch`), read every split (line counts checked against the corpus
+description), learn the pipeline (truecasers, BPE) on the training split, tokenise and encode every split, and write the
+cache folder ``<cache_dir>/<corpus>-<key>/``:
 
-- ``pipeline.json``: the learned :class:`~sarnmt.data.pipeline.Pipeline` state;
+- ``pipeline.json``: the learned :class:`~sarnmt.data.text.pipeline.Pipeline` state;
 - ``<split>.{src,tgt}.raw`` / ``.tok``: raw and tokenised lines (UTF-8, one per line);
 - ``<split>.ids.npz``: BPE ids of both sides (``src``/``tgt`` flat int32 arrays, ``src_off``/``tgt_off`` offsets);
 - ``manifest.json``: the settings, per-split counts and origins, and the size and SHA-256 of every other file
-  (written last; :mod:`sarnmt.data.manifest`), checked whenever the cache is used: a damaged cache is built again
-  by ``prepare``, and refused by name when loaded.
+  (written last; :mod:`sarnmt.data.corpora.manifest`), checked whenever the cache is used: a damaged cache is built
+  again by ``prepare``, and refused by name when loaded.
 
 ``key`` hashes every setting that changes the data (corpus description, pipeline settings, vocabulary size, the
 sizes of the input files). The folder is written under a temporary name and renamed, so a half-written cache is
-never used; when it exists, nothing is redone. The training length filter (``max_len``) is applied by the
-DataModule, not cached; the report gives its counts.
+never used; when it exists, nothing is redone. The training length filter (``max_len``) is not applied here: the
+cache holds every pair, and the DataModule filters (:mod:`sarnmt.data.loading.translation`) and reports its counts.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -37,12 +35,13 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from sarnmt.data import manifest as manifest_file
-from sarnmt.data.corpora import Corpus, Download
-from sarnmt.data.fetch import FetchError, download, extract
-from sarnmt.data.pipeline import Pipeline, SideSettings
-from sarnmt.data.reading import read_lines
-from sarnmt.data.sgml import read_pair
+import sarnmt.data.corpora.manifest as manifest_file
+from sarnmt.data.corpora.catalog import Corpus, Download
+from sarnmt.data.corpora.fetch import FetchError, download, extract
+from sarnmt.data.corpora.prepared_cache import build_once, locked
+from sarnmt.data.text.pipeline import Pipeline, SideSettings
+from sarnmt.data.text.reading import read_lines
+from sarnmt.data.text.sgml import read_pair
 from sarnmt.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -153,110 +152,65 @@ def load_ids(path: Path) -> dict[str, RaggedIds]:
         return {side: RaggedIds(z[side], z[f"{side}_off"]) for side in SIDES}
 
 
-def keep_mask(src_len: np.ndarray, tgt_len: np.ndarray, max_len: int) -> tuple[np.ndarray, int, int]:
-    """dl4mt's rule, as every DataModule applies it: keep iff both sides are non-empty and shorter than
-    ``max_len``. :returns: the boolean mask and the numbers of pairs with an empty side and too long."""
-    empty = (src_len == 0) | (tgt_len == 0)
-    too_long = ~empty & ((src_len >= max_len) | (tgt_len >= max_len))
-    return ~(empty | too_long), int(empty.sum()), int(too_long.sum())
-
-
-def filter_counts(src: RaggedIds, tgt: RaggedIds, max_len: int) -> dict[str, int]:
-    keep, empty, too_long = keep_mask(src.lengths(), tgt.lengths(), max_len)
-    return {"total": len(src), "kept": int(keep.sum()), "empty": empty, "too_long": too_long, "max_len": max_len}
-
-
 def prepare_corpus(
     corpus: Corpus, *, root: str | os.PathLike[str], cache_dir: str | os.PathLike[str], src: SideSettings,
-    tgt: SideSettings, vocab_size: int, joint_vocab: bool, max_len: int, url_base: str | None = None,
+    tgt: SideSettings, vocab_size: int, joint_vocab: bool, url_base: str | None = None,
     checksums: dict[str, str] | None = None, workers: int = 1,
 ) -> dict[str, Any]:  # fmt: skip
     """Fetch, preprocess and cache ``corpus`` unless its cache exists. :returns: a report (JSON-able) with
     ``cache`` (the folder), ``cached`` (True when nothing was redone), ``downloaded``, per-split ``splits`` counts
-    and ``train_filter`` (total/kept/empty/too_long for ``max_len``)."""
+    and ``vocab`` sizes."""
     start = time.time()
     root, cache_dir = Path(root).expanduser(), Path(cache_dir).expanduser()
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(cache_dir / f".{corpus.name}.lock"):  # one process at a time (e.g. DDP ranks); others wait
+    with locked(cache_dir / f".{corpus.name}.lock"):  # one download at a time (e.g. DDP ranks); others wait
         downloaded = ensure_files(corpus, root, url_base, checksums)
-        final = cache_dir / f"{corpus.name}-{cache_key(corpus, root, src, tgt, vocab_size, joint_vocab)}"
-        cached = (final / manifest_file.NAME).is_file() and _usable(final)
-        if not cached:
-            _build(corpus, root, final, src, tgt, vocab_size, joint_vocab, workers)
+    final = cache_dir / f"{corpus.name}-{cache_key(corpus, root, src, tgt, vocab_size, joint_vocab)}"
+    cached = build_once(final, lambda tmp: _build(corpus, _read_splits(corpus, root), tmp, src, tgt, vocab_size,
+                                                  joint_vocab, workers))  # fmt: skip
     manifest = manifest_file.read(final)
-    train = load_ids(final / "train.ids.npz")
     return {
         "corpus": corpus.name, "cache": str(final), "cached": cached, "downloaded": downloaded,
-        "splits": manifest["splits"], "vocab": manifest["vocab"],
-        "train_filter": filter_counts(train["src"], train["tgt"], max_len), "seconds": round(time.time() - start, 1),
+        "splits": manifest["splits"], "vocab": manifest["vocab"], "seconds": round(time.time() - start, 1),
     }  # fmt: skip
 
 
-def _usable(folder: Path) -> bool:
-    """Whether the cache in ``folder`` matches its manifest (one written before the hashes gets them now). A damaged
-    one is removed, with a warning naming what was wrong, to be built again."""
-    try:
-        if manifest_file.add_hashes(folder):
-            log.info("%s: file hashes added to the manifest of a cache written before them", folder)
-        manifest_file.check(folder, manifest_file.read(folder))
-    except InputError as err:
-        log.warning("%s; building it again", err)
-        shutil.rmtree(folder)
-        return False
-    return True
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _build(
-    corpus: Corpus, root: Path, final: Path, src: SideSettings, tgt: SideSettings, vocab_size: int,
-    joint_vocab: bool, workers: int,
-) -> None:  # fmt: skip
-    splits = {name: read_split(corpus, root, name) for name in corpus.splits}  # all read (and checked) first
+def _read_splits(corpus: Corpus, root: Path) -> dict[str, tuple[list[str], list[str], str]]:
+    """Every split of ``corpus`` (source lines, target lines, origin), read and checked."""
+    splits = {name: read_split(corpus, root, name) for name in corpus.splits}
     empty = [f"{name} ({origin})" for name, (src_lines, _, origin) in splits.items() if not src_lines]
     if empty:
         raise InputError(f"corpus {corpus.name}: no lines in split {', '.join(empty)}; check the files")
     for required in ("train", "val"):
         if required not in splits:
             raise ValueError(f"corpus {corpus.name}: no {required!r} split")
-    tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        pipeline = Pipeline(src, tgt, vocab_size, joint_vocab)
-        log.info("%s: learning the pipeline on %d training pairs", corpus.name, len(splits["train"][0]))
-        train_tok = pipeline.fit(splits["train"][0], splits["train"][1], workers=workers)
-        pipeline.save(tmp / "pipeline.json")
-        manifest: dict[str, Any] = {"corpus": corpus.name, "splits": {}, "settings": {
-            "src": asdict(src), "tgt": asdict(tgt), "vocab_size": vocab_size, "joint_vocab": joint_vocab}}
-        for name, (src_raw, tgt_raw, origin) in splits.items():
-            tok, ids = {}, {}
-            for side, raw in zip(SIDES, (src_raw, tgt_raw), strict=True):
-                lang = pipeline.codec(side).processor.settings.lang
-                tok[side] = train_tok[side] if name == "train" else pipeline.tokenize_lines(
-                    side, raw, workers, desc=f"tokenize {name}.{lang}")
-                ids[side] = pipeline.codec(side).encode_tokenized(tok[side])
-                _write_lines(tmp / f"{name}.{side}.raw", raw)
-                _write_lines(tmp / f"{name}.{side}.tok", tok[side])
-            _save_ids(tmp / f"{name}.ids.npz", ids)
-            manifest["splits"][name] = {"pairs": len(src_raw), "origin": origin}
-        manifest["vocab"] = {side: pipeline.codec(side).vocab_size for side in SIDES}
-        manifest_file.write(tmp, manifest)  # last, with the size and SHA-256 of every file
-        if final.exists():  # another process finished first: keep its copy
-            shutil.rmtree(tmp)
-        else:
-            tmp.rename(final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    return splits
+
+
+def _build(
+    corpus: Corpus, splits: dict[str, tuple[list[str], list[str], str]], tmp: Path, src: SideSettings,
+    tgt: SideSettings, vocab_size: int, joint_vocab: bool, workers: int,
+) -> None:  # fmt: skip
+    """Fill the empty folder ``tmp`` with the prepared corpus, the manifest last (:func:`build_once` renames it)."""
+    pipeline = Pipeline(src, tgt, vocab_size, joint_vocab)
+    log.info("%s: learning the pipeline on %d training pairs", corpus.name, len(splits["train"][0]))
+    train_tok = pipeline.fit(splits["train"][0], splits["train"][1], workers=workers)
+    pipeline.save(tmp / "pipeline.json")
+    manifest: dict[str, Any] = {"corpus": corpus.name, "splits": {}, "settings": {
+        "src": asdict(src), "tgt": asdict(tgt), "vocab_size": vocab_size, "joint_vocab": joint_vocab}}
+    for name, (src_raw, tgt_raw, origin) in splits.items():
+        tok, ids = {}, {}
+        for side, raw in zip(SIDES, (src_raw, tgt_raw), strict=True):
+            lang = pipeline.codec(side).processor.settings.lang
+            tok[side] = train_tok[side] if name == "train" else pipeline.tokenize_lines(
+                side, raw, workers, desc=f"tokenize {name}.{lang}")
+            ids[side] = pipeline.codec(side).encode_tokenized(tok[side])
+            _write_lines(tmp / f"{name}.{side}.raw", raw)
+            _write_lines(tmp / f"{name}.{side}.tok", tok[side])
+        _save_ids(tmp / f"{name}.ids.npz", ids)
+        manifest["splits"][name] = {"pairs": len(src_raw), "origin": origin}
+    manifest["vocab"] = {side: pipeline.codec(side).vocab_size for side in SIDES}
+    manifest_file.write(tmp, manifest)  # last, with the size and SHA-256 of every file
 
 
 def load_cache(folder: str | os.PathLike[str]) -> tuple[Pipeline, dict[str, dict[str, Any]]]:

@@ -5,15 +5,15 @@ Per side (:class:`SideSettings`, :class:`LanguageProcessor`), in order:
 1. Moses punctuation normalisation (``MosesPunctNormalizer``, as ``normalize-punctuation.perl -l LANG``),
 2. Moses tokenisation with XML escaping (``&apos;``, ``&quot;``, ...) and, for Es-En/En-De, aggressive hyphen
    splitting (``re-election`` -> ``re @-@ election``); Chinese is segmented into words with jieba instead;
-3. case: ``truecase`` (a :class:`~sarnmt.data.truecase.Truecaser` learned on the training side), ``lowercase``
+3. case: ``truecase`` (a :class:`~sarnmt.data.text.truecase.Truecaser` learned on the training side), ``lowercase``
    (the paper's En-Zh English side) or ``keep``;
-4. BPE, ``@@`` style (:class:`~sarnmt.data.subword.SubwordBPE`), one model per side or one joint model.
+4. BPE, ``@@`` style (:class:`~sarnmt.data.text.subword.TokenizedTextBPE`), one model per side or one joint model.
 
 Steps 1-3 give the *tokenised* form (:meth:`PipelineCodec.tokenize`), the form of the paper's released test files and
 the one tokenised BLEU is computed on. The inverse (:meth:`PipelineCodec.decode`) merges BPE, detruecases
 (``detruecase.perl``) and detokenises (``detokenizer.perl``, which also unescapes) to plain text.
 
-:class:`PipelineCodec` is a :class:`~sarnmt.data.codecs.TextCodec`, so a DataModule built on it works with the
+:class:`PipelineCodec` is a :class:`~sarnmt.data.text.codecs.TextCodec`, so a DataModule built on it works with the
 training and evaluation code unchanged; its state (settings, truecaser, BPE) is JSON-able.
 """
 
@@ -29,9 +29,9 @@ from typing import Any
 from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
 from tqdm.auto import tqdm
 
-from sarnmt.data.codecs import TextCodec
-from sarnmt.data.subword import SubwordBPE
-from sarnmt.data.truecase import Truecaser, detruecase
+from sarnmt.data.text.codecs import TextCodec
+from sarnmt.data.text.subword import TokenizedTextBPE
+from sarnmt.data.text.truecase import Truecaser, detruecase
 
 CASES = ("truecase", "lowercase", "keep")
 SEGMENTERS = ("moses", "jieba")
@@ -127,7 +127,7 @@ class PipelineCodec(TextCodec):
 
     kind = "pipeline"
 
-    def __init__(self, processor: LanguageProcessor, bpe: SubwordBPE) -> None:
+    def __init__(self, processor: LanguageProcessor, bpe: TokenizedTextBPE) -> None:
         self.processor, self.bpe = processor, bpe
 
     @property
@@ -172,11 +172,11 @@ class PipelineCodec(TextCodec):
         }
 
     @classmethod
-    def from_state(cls, state: dict[str, Any], bpe: SubwordBPE | None = None) -> PipelineCodec:
+    def from_state(cls, state: dict[str, Any], bpe: TokenizedTextBPE | None = None) -> PipelineCodec:
         """Rebuild from :meth:`to_state`; pass ``bpe`` to share one (joint) BPE object."""
         truecaser = Truecaser.from_state(state["truecaser"]) if state["truecaser"] is not None else None
         processor = LanguageProcessor(SideSettings(**state["side"]), truecaser)
-        return cls(processor, bpe if bpe is not None else SubwordBPE.from_str(state["bpe"]))
+        return cls(processor, bpe if bpe is not None else TokenizedTextBPE.from_str(state["bpe"]))
 
     def __repr__(self) -> str:
         return f"PipelineCodec({self.processor.settings.lang}, vocab_size={self.vocab_size})"
@@ -256,10 +256,10 @@ class Pipeline:
                 pre = map_lines(processor, "truecase", pre, workers, desc=f"truecase train.{settings.lang}")
             tokenized[side], processors[side] = pre, processor
         if self.joint_vocab:
-            bpe = SubwordBPE.train(tokenized["src"] + tokenized["tgt"], self.vocab_size)
+            bpe = TokenizedTextBPE.train(tokenized["src"] + tokenized["tgt"], self.vocab_size)
             bpes = {"src": bpe, "tgt": bpe}
         else:
-            bpes = {side: SubwordBPE.train(tokenized[side], self.vocab_size) for side in ("src", "tgt")}
+            bpes = {side: TokenizedTextBPE.train(tokenized[side], self.vocab_size) for side in ("src", "tgt")}
         self.codecs = {side: PipelineCodec(processors[side], bpes[side]) for side in ("src", "tgt")}
         return tokenized
 

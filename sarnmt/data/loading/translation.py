@@ -1,14 +1,16 @@
 """The base Lightning DataModule: encoded splits, the training filter, batching, references and codecs.
 
-Subclasses: :mod:`sarnmt.data.text_datamodules` (toy corpus, files) and :mod:`sarnmt.data.corpus_datamodule`
+Subclasses: :mod:`sarnmt.data.loading.in_memory` (toy corpus, files) and :mod:`sarnmt.data.loading.prepared_corpus`
 (the described corpora).
 
-Splits are named ``"train"``, ``"val"`` and ``"test"``. Only the training split is filtered (dl4mt's rule: a
-pair is kept iff both sides are non-empty and ``len_src < max_len`` and ``len_tgt < max_len`` in codec ids, EOS
-not counted); the counts are logged and kept in ``filter_stats``. Validation and test keep every pair,
-empty ones too, because BLEU is computed over every line.
+Splits are named ``"train"``, ``"val"`` and ``"test"``. Only the training split is filtered (dl4mt's rule,
+:func:`keep_mask`: a pair is kept iff both sides are non-empty and ``len_src < max_len`` and ``len_tgt < max_len`` in
+codec ids, EOS not counted; a blank raw line counts as empty), by one method for every subclass
+(:meth:`TranslationDataModule._filter_train`, vectorised for corpora of millions of pairs); the counts are logged and
+kept in ``filter_stats``. Validation and test keep every pair, empty ones too, because BLEU is computed over every
+line.
 
-Batches: training uses :class:`~sarnmt.data.sampler.TokenBatchSampler` (``max_tokens`` padded tokens,
+Batches: training uses :class:`~sarnmt.data.loading.sampler.TokenBatchSampler` (``max_tokens`` padded tokens,
 length-sorted within ``maxi_batch`` windows, batch order shuffled, sharded over the trainer's DDP ranks,
 reshuffled every epoch). It is passed as ``batch_sampler``, so the trainer must run with
 ``use_distributed_sampler=False``. Evaluation batches hold ``eval_batch_size`` *sentences*, length-sorted
@@ -23,12 +25,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
+import numpy as np
 from lightning.pytorch.utilities.rank_zero import rank_zero_only, rank_zero_warn
 from torch.utils.data import DataLoader, Dataset
 
-from sarnmt.data.batching import UNK, collate
-from sarnmt.data.codecs import TextCodec, codec_from_state
-from sarnmt.data.sampler import TokenBatchSampler
+from sarnmt.data.loading.batching import collate
+from sarnmt.data.loading.position import EpochPosition
+from sarnmt.data.loading.sampler import TokenBatchSampler
+from sarnmt.data.text.codecs import UNK, TextCodec
 from sarnmt.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -37,6 +41,17 @@ log = logging.getLogger(__name__)
 @rank_zero_only
 def _info(msg: str) -> None:
     log.info(msg)
+
+
+def keep_mask(
+    src_len: Sequence[int] | np.ndarray, tgt_len: Sequence[int] | np.ndarray, max_len: int
+) -> tuple[np.ndarray, int, int]:
+    """dl4mt's training filter, the one every DataModule applies: keep a pair iff both sides are non-empty and shorter
+    than ``max_len``. :returns: the boolean mask and the numbers of pairs with an empty side and too long."""
+    src_len, tgt_len = np.asarray(src_len, dtype=np.int64), np.asarray(tgt_len, dtype=np.int64)
+    empty = (src_len == 0) | (tgt_len == 0)
+    too_long = ~empty & ((src_len >= max_len) | (tgt_len >= max_len))
+    return ~(empty | too_long), int(empty.sum()), int(too_long.sum())
 
 
 class EncodedSplit(Dataset):
@@ -52,13 +67,7 @@ class EncodedSplit(Dataset):
         return self.index[k], self.src[k], self.tgt[k]
 
 
-def codecs_from_state(state: dict[str, Any]) -> tuple[TextCodec, TextCodec]:
-    """``(src_codec, tgt_codec)`` from :meth:`TranslationDataModule.codec_state` (one object if joint)."""
-    src = codec_from_state(state["src"])
-    return src, (src if state["joint"] else codec_from_state(state["tgt"]))
-
-
-class TranslationDataModule(L.LightningDataModule):
+class TranslationDataModule(EpochPosition, L.LightningDataModule):
     """Base class: subclasses implement :meth:`_read_splits` and :meth:`_train_codecs`.
 
     :param max_len: training pairs with a side of ``>= max_len`` ids (EOS not counted) are removed.
@@ -98,18 +107,6 @@ class TranslationDataModule(L.LightningDataModule):
         self._data: dict[str, EncodedSplit] = {}
         self._resume: dict[str, int] = {}
 
-    # --- mid-epoch resumption: Lightning stores this in checkpoints and gives it back before train_dataloader() ---
-    def state_dict(self) -> dict[str, int]:
-        """``{"epoch", "batches_done"}``: the training batches of the current epoch whose update is done."""
-        trainer = self.trainer
-        if trainer is None:
-            return {}
-        return {"epoch": trainer.current_epoch,
-                "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed}  # fmt: skip
-
-    def load_state_dict(self, state_dict: dict[str, int]) -> None:
-        self._resume = dict(state_dict)
-
     def _read_splits(self) -> dict[str, tuple[list[str], list[str], str]]:
         """``{split: (source lines, target lines, origin for messages)}``; "train" and "val" are required."""
         raise NotImplementedError
@@ -135,7 +132,12 @@ class TranslationDataModule(L.LightningDataModule):
         for split, (src, tgt) in self._raw.items():
             src_ids, tgt_ids = src_codec.encode_batch(src), tgt_codec.encode_batch(tgt)
             if split == "train":
-                data[split] = self._filter(src, tgt, src_ids, tgt_ids)
+                lengths = [  # a blank raw line is an empty side even where its codec gives it ids
+                    [len(ids) if line.strip() else 0 for line, ids in zip(lines, side_ids, strict=True)]
+                    for lines, side_ids in ((src, src_ids), (tgt, tgt_ids))
+                ]
+                kept = self._filter_train(*lengths).tolist()
+                data[split] = EncodedSplit(kept, [src_ids[k] for k in kept], [tgt_ids[k] for k in kept])
             else:
                 data[split] = EncodedSplit(list(range(len(src))), src_ids, tgt_ids)
                 n_unk = sum(ids.count(UNK) for ids in src_ids)
@@ -143,29 +145,25 @@ class TranslationDataModule(L.LightningDataModule):
         self.src_codec, self.tgt_codec, self.joint = src_codec, tgt_codec, joint
         self._data = data  # last: a failed setup() leaves the module not set up
 
-    def _filter(
-        self, src: list[str], tgt: list[str], src_ids: list[list[int]], tgt_ids: list[list[int]]
-    ) -> EncodedSplit:
-        keep, empty, too_long = [], 0, 0
-        for k, (s, t, si, ti) in enumerate(zip(src, tgt, src_ids, tgt_ids, strict=True)):
-            if not (s.strip() and t.strip() and si and ti):
-                empty += 1
-            elif len(si) >= self.max_len or len(ti) >= self.max_len:
-                too_long += 1
-            else:
-                keep.append(k)
+    def _filter_train(self, src_lengths: Sequence[int], tgt_lengths: Sequence[int]) -> np.ndarray:
+        """The training split's filter (:func:`keep_mask` with ``max_len``), its counts logged and kept in
+        ``filter_stats``. :returns: the indices of the pairs kept, in corpus order.
+
+        :raises InputError: when no pair is left, naming the training files."""
+        keep, empty, too_long = keep_mask(src_lengths, tgt_lengths, self.max_len)
+        index = np.flatnonzero(keep)
         origin = self._origin["train"]
         self.filter_stats = dict(
-            split="train", files=origin, total=len(src), kept=len(keep), empty=empty, too_long=too_long,
+            split="train", files=origin, total=len(keep), kept=len(index), empty=empty, too_long=too_long,
             max_len=self.max_len,
         )  # fmt: skip
         _info(
-            f"train data {origin}: kept {len(keep)} of {len(src)} pairs; removed {empty} with an empty side "
+            f"train data {origin}: kept {len(index)} of {len(keep)} pairs; removed {empty} with an empty side "
             f"and {too_long} with a side of >= {self.max_len} tokens"
         )
-        if not keep:
+        if not len(index):
             raise InputError(f"train data {origin}: no pair left after filtering (max_len={self.max_len})")
-        return EncodedSplit(keep, [src_ids[k] for k in keep], [tgt_ids[k] for k in keep])
+        return index
 
     def _need_setup(self) -> None:
         if not self._data:
@@ -219,7 +217,8 @@ class TranslationDataModule(L.LightningDataModule):
         return self.tgt_codec.decode(ids)
 
     def codec_state(self) -> dict[str, Any]:
-        """``{"src": ..., "tgt": ..., "joint": bool}``, JSON-able; see :func:`codecs_from_state`."""
+        """``{"src": ..., "tgt": ..., "joint": bool}``, JSON-able; read back by
+        :func:`~sarnmt.data.text.codec_state.codecs_from_state`."""
         self._need_setup()
         return {"src": self.src_codec.to_state(), "tgt": self.tgt_codec.to_state(), "joint": self.joint}
 
@@ -246,13 +245,7 @@ class TranslationDataModule(L.LightningDataModule):
             max_sentences=self.max_sentences, epoch_source=(lambda: trainer.current_epoch) if trainer else None,
         )  # fmt: skip
         sampler.set_epoch(epoch)
-        resume, self._resume = self._resume, {}
-        # all of them done (a checkpoint of the epoch's end): if Lightning finishes that epoch again (it does for a
-        # max_steps run) it yields nothing more, so the epoch ends instead of drawing an extra batch; if it goes on
-        # with the next epoch, nothing is skipped there
-        if resume.get("epoch") == epoch and 0 < resume.get("batches_done", 0) <= len(sampler):
-            sampler.skip_next(resume["batches_done"], epoch)
-            _info(f"resuming epoch {epoch} after its first {resume['batches_done']} of {len(sampler)} batches")
+        self.skip_done(sampler, epoch)  # mid-epoch resumption
         return self._loader(data, sampler)
 
     def _eval_loader(self, split: str) -> DataLoader:

@@ -1,7 +1,8 @@
 """Batches of parallel sentences: the tensors, their masks, and the collate function.
 
-Conventions follow dl4mt (reference note §2.1): index 0 is EOS and is also the padding value; there is no BOS
-token. Every sentence ends with exactly one EOS, which the encoder reads and the decoder is trained to emit.
+Conventions follow dl4mt (reference note §2.1; the ids are defined in :mod:`sarnmt.data.text.codecs`): index 0 is
+EOS and is also the padding value; there is no BOS token. Every sentence ends with exactly one EOS, which the encoder
+reads and the decoder is trained to emit.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-EOS = 0
-UNK = 1
+from sarnmt.data.text.codecs import EOS
 
 
 @dataclass
@@ -42,12 +42,12 @@ class Batch:
 
 
 def pad_sequences(seqs: list[list[int]]) -> tuple[Tensor, Tensor]:
-    """Append EOS to every sequence and pad with 0 to the longest.
+    """Append EOS to every sequence and pad with EOS (0) to the longest.
 
     :returns: ids of shape (B, L) and a boolean mask of shape (B, L), L = 1 + max length.
     """
     width = 1 + max(len(s) for s in seqs)
-    ids = torch.zeros(len(seqs), width, dtype=torch.long)
+    ids = torch.full((len(seqs), width), EOS, dtype=torch.long)
     mask = torch.zeros(len(seqs), width, dtype=torch.bool)
     for row, seq in enumerate(seqs):
         if seq:

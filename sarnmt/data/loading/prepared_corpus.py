@@ -1,25 +1,25 @@
-"""The DataModule of a described corpus (:mod:`sarnmt.data.corpora`) with the paper's preprocessing pipeline.
+"""The DataModule of a described corpus (:mod:`sarnmt.data.corpora.catalog`) with the paper's preprocessing pipeline,
+prepared once and cached on disk (the toy corpus and plain files are held in memory instead:
+:mod:`sarnmt.data.loading.in_memory`).
 
-``prepare_data`` (rank 0) fetches and caches the corpus (:func:`~sarnmt.data.preparation.prepare_corpus`);
+``prepare_data`` (rank 0) fetches and caches the corpus (:func:`~sarnmt.data.corpora.preparation.prepare_corpus`);
 ``setup`` loads the cache (preparing it first if it is missing), keeps the raw lines for BLEU and filters the
-training split by ``max_len`` as every DataModule does. The codecs are
-:class:`~sarnmt.data.pipeline.PipelineCodec` s, so ``decode_target`` gives plain (detokenised, detruecased) text;
+training split by ``max_len`` with the base class's filter, on the cached lengths. The codecs are
+:class:`~sarnmt.data.text.pipeline.PipelineCodec` s, so ``decode_target`` gives plain (detokenised, detruecased) text;
 :meth:`tokenized_references` gives the tokenised references for tokenised BLEU.
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from sarnmt.data.corpora import get_corpus
-from sarnmt.data.datamodule import EncodedSplit, TranslationDataModule
-from sarnmt.data.pipeline import SideSettings
-from sarnmt.data.preparation import RaggedIds, keep_mask, load_cache, prepare_corpus
-from sarnmt.data.text_datamodules import resolve_path
-from sarnmt.errors import InputError
+from sarnmt.data.corpora.catalog import get_corpus
+from sarnmt.data.corpora.preparation import load_cache, load_ids, prepare_corpus
+from sarnmt.data.loading.translation import EncodedSplit, TranslationDataModule, keep_mask
+from sarnmt.data.text.pipeline import SideSettings
+from sarnmt.utils.paths import resolve_path
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +27,10 @@ log = logging.getLogger(__name__)
 class CorpusDataModule(TranslationDataModule):
     """A corpus by name, preprocessed by the pipeline, cached.
 
-    :param corpus: a name of :data:`sarnmt.data.corpora.CORPORA` (``es_en``, ``mini_en_de``, ...).
+    :param corpus: a name of :data:`sarnmt.data.corpora.catalog.CORPORA` (``es_en``, ``mini_en_de``, ...).
     :param root: the folder holding (or receiving) the corpus files; relative to the launch directory.
     :param cache_dir: where the processed corpus is cached (one sub-folder per corpus and settings).
-    :param src: source side settings, the fields of :class:`~sarnmt.data.pipeline.SideSettings`; ``tgt`` likewise.
+    :param src: source side settings, the fields of :class:`~sarnmt.data.text.pipeline.SideSettings`; ``tgt`` likewise.
     :param vocab_size: BPE vocabulary per side, or shared when ``joint_vocab``.
     :param url_base: download from this mirror (same paths as the official hosts) instead; ``None``: official.
     :param checksums: ``{download folder (e.g. wmt13-test): "md5:..."|"sha256:..."}`` overriding the corpus
@@ -59,13 +59,20 @@ class CorpusDataModule(TranslationDataModule):
         self._tok: dict[str, tuple[list[str], list[str]]] = {}
 
     def prepare(self) -> dict[str, Any]:
-        """Fetch + preprocess + cache (no work when cached). :returns: the report of ``prepare_corpus``."""
-        self.report = prepare_corpus(
+        """Fetch + preprocess + cache (no work when cached). :returns: the report of ``prepare_corpus`` with
+        ``train_filter``: what the training filter keeps of the cached training split (total/kept/empty/too_long for
+        ``max_len``)."""
+        report = prepare_corpus(
             self.corpus, root=resolve_path(self.root), cache_dir=resolve_path(self.cache_dir), src=self.src_settings,
-            tgt=self.tgt_settings, vocab_size=self.vocab_size, joint_vocab=self.joint_vocab, max_len=self.max_len,
-            url_base=self.url_base, checksums=self.checksums, workers=self.workers,
+            tgt=self.tgt_settings, vocab_size=self.vocab_size, joint_vocab=self.joint_vocab, url_base=self.url_base,
+            checksums=self.checksums, workers=self.workers,
         )  # fmt: skip
-        return self.report
+        train = load_ids(Path(report["cache"]) / "train.ids.npz")
+        keep, empty, too_long = keep_mask(train["src"].lengths(), train["tgt"].lengths(), self.max_len)
+        report["train_filter"] = {"total": len(keep), "kept": int(keep.sum()), "empty": empty, "too_long": too_long,
+                                  "max_len": self.max_len}  # fmt: skip
+        self.report = report
+        return report
 
     def prepare_data(self) -> None:
         if not self.report:  # train() calls it, then the Trainer again: the second call has nothing to do
@@ -80,8 +87,9 @@ class CorpusDataModule(TranslationDataModule):
         for split, info in splits.items():
             (src, tgt), (src_ids, tgt_ids) = info["raw"], info["ids"]
             self._raw[split], self._origin[split], self._tok[split] = (src, tgt), info["origin"], info["tok"]
-            if split == "train":
-                data[split] = self._filter_train(src_ids, tgt_ids, info["origin"])
+            if split == "train":  # a blank raw line tokenises to no ids: its length 0 makes it empty
+                index = self._filter_train(src_ids.lengths(), tgt_ids.lengths())
+                data[split] = EncodedSplit(index.tolist(), src_ids.subset(index), tgt_ids.subset(index))
             else:
                 data[split] = EncodedSplit(list(range(len(src))), src_ids, tgt_ids)
         # separate codec objects (each with its own language processing) even when the BPE model is joint
@@ -89,21 +97,6 @@ class CorpusDataModule(TranslationDataModule):
         log.info("%s data: vocabulary sizes %d/%d (cache %s)", self.name, self.src_codec.vocab_size,
                  self.tgt_codec.vocab_size, report["cache"])  # fmt: skip
         self._data = data
-
-    def _filter_train(self, src_ids: RaggedIds, tgt_ids: RaggedIds, origin: str) -> EncodedSplit:
-        """The base class's rule and report (``filter_stats``), vectorised over the cached lengths. A raw line
-        that is blank tokenises to no ids, so "empty" covers it."""
-        keep, empty, too_long = keep_mask(src_ids.lengths(), tgt_ids.lengths(), self.max_len)
-        index = np.flatnonzero(keep)
-        self.filter_stats = dict(
-            split="train", files=origin, total=len(src_ids), kept=len(index), empty=empty, too_long=too_long,
-            max_len=self.max_len,
-        )  # fmt: skip
-        log.info("train data %s: kept %d of %d pairs; removed %d with an empty side and %d with a side of >= %d "
-                 "tokens", origin, len(index), len(src_ids), empty, too_long, self.max_len)  # fmt: skip
-        if not len(index):
-            raise InputError(f"train data {origin}: no pair left after filtering (max_len={self.max_len})")
-        return EncodedSplit(index.tolist(), src_ids.subset(index), tgt_ids.subset(index))
 
     @property
     def bleu_tokenize(self) -> str:

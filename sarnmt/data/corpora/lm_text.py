@@ -1,0 +1,293 @@
+"""Corpora for word-level language models: a corpus folder (WikiText, PTB), the mini English corpus
+(:mod:`sarnmt.data.corpora.lm_mini`) or the toy corpus, turned into token-id streams and cached.
+
+**Folder layout.** A folder holds three already-tokenised UTF-8 text files, one per split; the accepted names are, per
+split (exactly one of them must be present): ``train``: ``wiki.train.tokens``, ``ptb.train.txt``, ``train.txt``;
+``val``: ``wiki.valid.tokens``, ``ptb.valid.txt``, ``valid.txt``; ``test``: ``wiki.test.tokens``, ``ptb.test.txt``,
+``test.txt`` (:data:`FILE_NAMES`). Lines are split on ``\\n`` only
+(:func:`sarnmt.data.text.reading.read_lines`), words on
+whitespace (``str.split()``); every non-empty line ends with ``<eos>``; empty lines (WikiText has blank lines) are
+skipped and counted. Errors, one line each (:class:`LMCorpusError`, an :class:`~sarnmt.errors.InputError`): a missing
+split names the folder, the split and the file names looked for; an empty split names its file; bytes that are not
+UTF-8 name the file and the line (:mod:`sarnmt.data.text.reading`).
+
+**Vocabulary**, built from the training split only: ``<eos>`` = 0 and ``<unk>`` = 1 (the ids of
+:mod:`sarnmt.data.text.codecs`, where 0 is EOS everywhere in the project), then the training words by decreasing
+frequency, ties by first appearance (deterministic). ``max_size`` caps the whole vocabulary, the two specials
+included; ``min_count`` drops words seen fewer times in train; ``None`` keeps all. A literal ``<unk>`` in the text
+(PTB, WikiText) is ``<unk>``; a literal ``<eos>`` is ``<eos>``. Words outside the vocabulary become ``<unk>`` in every
+split and are counted (``unk_oov``) apart from the literal ones (``unk_literal``).
+
+**Streams.** A split is one int32 array of shape (N,): the words of its non-empty lines in file order, each line
+followed by ``<eos>``; N is the split's ``tokens`` (every one of them is a target once in evaluation,
+:mod:`sarnmt.data.loading.lm`). Per split the report gives ``lines``, ``empty_lines``, ``words``, ``tokens``
+(words + one ``<eos>`` per non-empty line), ``unk_oov``, ``oov_rate`` (= unk_oov / tokens), ``unk_literal`` and
+``eos_literal``.
+
+**Mini corpus**: :mod:`sarnmt.data.corpora.lm_mini` builds an English corpus from ``../shared/data`` and
+prepares it here. **Toy corpus** (:func:`prepare_toy`): the toy translation corpus's target side.
+
+Cache: ``<cache_dir>/lm-<name>-<key>/`` (``name``: ``mini``, or the folder's name), ``key`` a hash of the settings
+and of the input files' paths, sizes and modification times. It holds ``{train,val,test}.npy`` (the streams),
+``vocab.txt`` (one word per line, id order), ``report.json``, for the mini corpus ``{train,valid,test}.txt`` (its
+tokenised text), and ``manifest.json`` (settings, per-split counts, size and SHA-256 of every file), built once
+under a lock and checked whenever used (:func:`sarnmt.data.corpora.prepared_cache.build_once`): a damaged cache is built
+again, a half-written one is never seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sarnmt.data.corpora import manifest as manifest_file
+from sarnmt.data.corpora.prepared_cache import build_once
+from sarnmt.data.corpora.toy import generate_toy_corpus
+from sarnmt.data.text.codecs import EOS, UNK
+from sarnmt.data.text.reading import read_lines
+from sarnmt.errors import InputError
+from sarnmt.utils.atomic import write_text
+
+log = logging.getLogger(__name__)
+
+CACHE_VERSION = 1
+SPLITS = ("train", "val", "test")
+FILE_NAMES: dict[str, tuple[str, ...]] = {
+    "train": ("wiki.train.tokens", "ptb.train.txt", "train.txt"),
+    "val": ("wiki.valid.tokens", "ptb.valid.txt", "valid.txt"),
+    "test": ("wiki.test.tokens", "ptb.test.txt", "test.txt"),
+}
+EOS_WORD, UNK_WORD = "<eos>", "<unk>"
+SPECIALS = (EOS_WORD, UNK_WORD)  # ids EOS = 0 and UNK = 1, in this order
+assert (EOS, UNK) == (0, 1), "the vocabulary puts <eos> at 0 and <unk> at 1"
+
+
+class LMCorpusError(InputError):
+    """A language-model corpus that cannot be used as given (a missing or empty split, bad settings)."""
+
+
+# --- reading a folder -----------------------------------------------------------------------------------------------
+def find_split_files(folder: str | os.PathLike[str]) -> dict[str, Path]:
+    """``{split: file}`` of a corpus folder (:data:`FILE_NAMES`).
+
+    :raises LMCorpusError: when the folder is missing, or a split has none (or more than one) of its file names.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise LMCorpusError(f"{folder}: no such folder (a language-model corpus folder is expected)")
+    found = {}
+    for split, names in FILE_NAMES.items():
+        present = [folder / name for name in names if (folder / name).is_file()]
+        if not present:
+            raise LMCorpusError(f"{folder}: no {split} split; looked for {', '.join(names)}")
+        if len(present) > 1:
+            raise LMCorpusError(f"{folder}: {len(present)} files for the {split} split "
+                                f"({', '.join(p.name for p in present)}); keep one")  # fmt: skip
+        found[split] = present[0]
+    return found
+
+
+def word_counts(lines: Iterable[str]) -> Counter[str]:
+    """How often each word occurs; the keys are in order of first appearance."""
+    counts: Counter[str] = Counter()
+    for line in lines:
+        counts.update(line.split())
+    return counts
+
+
+# --- vocabulary -----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VocabSettings:
+    """``max_size``: the largest vocabulary, ``<eos>`` and ``<unk>`` included; ``min_count``: words seen fewer times
+    in train are left out. ``None``: no limit."""
+
+    max_size: int | None = None
+    min_count: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_size is not None and self.max_size < len(SPECIALS):
+            raise LMCorpusError(f"vocab_max_size must be >= {len(SPECIALS)} (it counts <eos> and <unk>) or null, "
+                                f"got {self.max_size}")  # fmt: skip
+        if self.min_count is not None and self.min_count < 1:
+            raise LMCorpusError(f"vocab_min_count must be >= 1 or null, got {self.min_count}")
+
+
+def build_vocab(counts: Counter[str], settings: VocabSettings) -> tuple[list[str], dict[str, int]]:
+    """The words in id order (``<eos>``, ``<unk>``, then by decreasing count, ties by first appearance) and what
+    the cut left out: ``{"size", "train_types", "dropped_types", "dropped_tokens"}`` (types and tokens of train,
+    the specials not counted)."""
+    ranked = sorted((wc for wc in counts.items() if wc[0] not in SPECIALS), key=lambda wc: -wc[1])  # stable
+    if settings.min_count is not None:
+        ranked_kept = [wc for wc in ranked if wc[1] >= settings.min_count]
+    else:
+        ranked_kept = ranked
+    if settings.max_size is not None:
+        ranked_kept = ranked_kept[: settings.max_size - len(SPECIALS)]
+    words = [*SPECIALS, *(w for w, _ in ranked_kept)]
+    stats = {"size": len(words), "train_types": len(ranked), "dropped_types": len(ranked) - len(ranked_kept),
+             "dropped_tokens": sum(c for _, c in ranked) - sum(c for _, c in ranked_kept)}  # fmt: skip
+    return words, stats
+
+
+# --- encoding -------------------------------------------------------------------------------------------------------
+def encode_lines(lines: Sequence[str], index: dict[str, int]) -> tuple[np.ndarray, dict[str, int]]:
+    """The stream of a split, int32 of shape (N,), and its counts (see the module docstring)."""
+    ids, empty, oov_id = array("i"), 0, -1
+    get = index.get
+    for line in lines:
+        words = line.split()
+        if not words:
+            empty += 1
+            continue
+        ids.extend([get(w, oov_id) for w in words])
+        ids.append(EOS)
+    stream = np.frombuffer(ids, dtype=np.int32).copy() if ids else np.zeros(0, dtype=np.int32)
+    oov = stream == oov_id
+    stream[oov] = UNK
+    sentences = len(lines) - empty
+    counts = {"lines": len(lines), "empty_lines": empty, "words": len(stream) - sentences, "tokens": len(stream),
+              "unk_oov": int(oov.sum()), "unk_literal": int((stream == UNK).sum() - oov.sum()),
+              "eos_literal": int((stream == EOS).sum() - sentences)}  # fmt: skip
+    counts["oov_rate"] = round(counts["unk_oov"] / max(1, counts["tokens"]), 6)
+    return stream, counts
+
+
+# --- the prepared folder --------------------------------------------------------------------------------------------
+@dataclass
+class PreparedCorpus:
+    """A loaded cache: ``vocab`` (words in id order), ``streams`` (``{split: int32 array (N,)}``), ``report``."""
+
+    folder: Path
+    vocab: list[str]
+    streams: dict[str, np.ndarray]
+    report: dict[str, Any]
+
+
+def _save_array(path: Path, array_: np.ndarray) -> None:
+    with open(path, "wb") as handle:
+        np.save(handle, array_, allow_pickle=False)
+
+
+def build_prepared(folder: Path, files: dict[str, Path], settings: VocabSettings, info: dict[str, Any]) -> None:
+    """Read the three split files, build the vocabulary on train, and write the streams, ``vocab.txt``,
+    ``report.json`` and (last) ``manifest.json`` into ``folder``. ``info`` is merged into the report."""
+    texts = {split: read_lines(files[split]) for split in SPLITS}  # every split read (and checked) first
+    vocab, vocab_stats = build_vocab(word_counts(texts["train"]), settings)
+    index = {w: i for i, w in enumerate(vocab)}
+    splits = {}
+    for split in SPLITS:
+        stream, counts = encode_lines(texts[split], index)
+        if not len(stream):
+            raise LMCorpusError(f"{files[split]}: the {split} split is empty (no words on any of its "
+                                f"{counts['lines']} lines)")  # fmt: skip
+        _save_array(folder / f"{split}.npy", stream)
+        inside = files[split].parent == folder  # the mini corpus's text, written into the cache itself
+        splits[split] = {"file": files[split].name if inside else str(files[split]), **counts}
+    (folder / "vocab.txt").write_text("".join(w + "\n" for w in vocab), encoding="utf-8")
+    vocab_stats.update(max_size=settings.max_size, min_count=settings.min_count)
+    report = {**info, "vocab": vocab_stats, "splits": splits}
+    write_text(folder / "report.json", json.dumps(report, indent=1))
+    manifest_file.write(folder, {"kind": "lm", "version": CACHE_VERSION, "splits": splits, "vocab": vocab_stats})
+
+
+def load_prepared(folder: str | os.PathLike[str]) -> PreparedCorpus:
+    """A prepared cache, every file checked against the manifest.
+
+    :raises InputError: naming each damaged file."""
+    folder = Path(folder)
+    manifest_file.check(folder, manifest_file.read(folder))
+    vocab = read_lines(folder / "vocab.txt")
+    streams = {split: np.load(folder / f"{split}.npy", allow_pickle=False) for split in SPLITS}
+    report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+    return PreparedCorpus(folder, vocab, streams, report)
+
+
+def file_stamp(path: Path) -> list[int]:
+    stat = path.stat()
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+def cache_key(spec: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps({"version": CACHE_VERSION, **spec}, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def prepared_report(final: Path, build: Any, start: float) -> dict[str, Any]:
+    cached = build_once(final, build)
+    report = json.loads((final / "report.json").read_text(encoding="utf-8"))
+    return {**report, "cache": str(final), "cached": cached, "seconds": round(time.time() - start, 1)}
+
+
+def prepare_folder(
+    path: str | os.PathLike[str], cache_dir: str | os.PathLike[str], settings: VocabSettings
+) -> dict[str, Any]:
+    """Prepare (once) the corpus folder ``path`` under ``cache_dir``.
+
+    :returns: its report (``corpus``, ``source``, ``vocab``, ``splits``) plus ``cache`` (the prepared folder),
+        ``cached`` (True when nothing was built) and ``seconds``.
+    """
+    start, folder = time.time(), Path(path).expanduser()
+    files = find_split_files(folder)
+    key = cache_key({"kind": "folder", "folder": str(folder.resolve()), "vocab": vars(settings),
+                      "files": {s: [p.name, *file_stamp(p)] for s, p in files.items()}})  # fmt: skip
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", folder.resolve().name) or "corpus"
+    info = {"corpus": "folder", "source": str(folder)}
+    return prepared_report(Path(cache_dir).expanduser() / f"lm-{slug}-{key}",
+                     lambda tmp: build_prepared(tmp, files, settings, info), start)  # fmt: skip
+
+
+# --- the toy corpus -------------------------------------------------------------------------------------------------
+def prepare_toy(
+    cache_dir: str | os.PathLike[str], settings: VocabSettings, seed: int, sizes: Sequence[int]
+) -> dict[str, Any]:
+    """Prepare (once) a language-model corpus of the toy translation corpus's target side
+    (:mod:`sarnmt.data.corpora.toy`):
+    seconds to build, no files needed (the smoke scale of Table 6 and the tests).
+
+    :param sizes: lines of train, valid and test.  :returns: as :func:`prepare_folder`.
+    """
+    start = time.time()
+    if len(sizes) != 3 or any(int(n) < 1 for n in sizes):
+        raise LMCorpusError(f"data.toy_sizes must be three line counts >= 1 (train, valid, test), got {list(sizes)}")
+    spec = {"kind": "toy", "seed": seed, "sizes": [int(n) for n in sizes], "vocab": vars(settings)}
+
+    def build(tmp: Path) -> None:
+        corpus = generate_toy_corpus(seed, *[int(n) for n in sizes])
+        files = {}
+        for split, part, name in zip(SPLITS, ("train", "dev", "test"), ("train.txt", "valid.txt", "test.txt"),
+                                     strict=True):  # fmt: skip
+            files[split] = tmp / name
+            files[split].write_text("".join(line + "\n" for line in corpus[part][1]), encoding="utf-8")
+        build_prepared(tmp, files, settings, {"corpus": "toy", "source": f"sarnmt.data.corpora.toy, seed {seed}"})
+
+    return prepared_report(Path(cache_dir).expanduser() / f"lm-toy-{cache_key(spec)}", build, start)
+
+
+# --- the report -----------------------------------------------------------------------------------------------------
+def format_report(report: dict[str, Any]) -> str:
+    """The report of :func:`prepare_folder` / :func:`prepare_mini` as a few lines of text (for logs)."""
+    vocab = report["vocab"]
+    lines = [f"LM corpus {report['corpus']} from {report['source']} (cache {report.get('cache', '?')}"
+             f"{', reused' if report.get('cached') else ''}): vocabulary {vocab['size']} words (max_size "
+             f"{vocab['max_size']}, min_count {vocab['min_count']}; {vocab['dropped_types']} of "
+             f"{vocab['train_types']} training types, {vocab['dropped_tokens']} training tokens, left out)"]
+    for split, c in report["splits"].items():
+        lines.append(f"  {split}: {c['tokens']} tokens ({c['words']} words + <eos>) from {c['lines']} lines of "
+                     f"{c['file']} ({c['empty_lines']} empty, skipped); {c['unk_oov']} out-of-vocabulary words "
+                     f"as <unk> ({c['oov_rate']:.2%}), {c['unk_literal']} literal <unk>")  # fmt: skip
+    mini = report.get("mini")
+    if mini:
+        lines.append(f"  mini train: removed {mini['train_removed']} lines; valid {mini['valid_sources']}, test "
+                     f"{mini['test_sources']}; unused files: {mini['unused_files'] or 'none'}")  # fmt: skip
+    return "\n".join(lines)
