@@ -332,8 +332,28 @@ def test_kernel_choice_is_resolved_in_one_place():
         searched = KernelChoice("auto")(cpu)
     assert searched.chunked_attention and not searched.loop_weights  # no gradients to defer in search
     assert not any(vars(KernelChoice("plain")(cpu)).values())
+    assert searched.sigmoid_tanh and KernelChoice("auto")(cpu).sigmoid_tanh
+    assert not KernelChoice("auto")._resolved[(True, False)].sigmoid_tanh  # a GPU keeps PyTorch's tanh
     with pytest.raises(ValueError, match=r"kernels must be one of \('auto', 'fused', 'plain'\), got 'fast'"):
         KernelChoice("fast")
+
+
+@pytest.mark.parametrize(("dtype", "atol"), [(torch.float64, 1e-15), (torch.float32, 3e-7)])
+def test_tanh_by_sigmoid_is_tanh(dtype, atol):
+    """kernels.sigmoid_tanh: 2σ(2x) − 1 in place is tanh x, over the whole range and near 0 (where the subtraction
+    cancels), in float64 to rounding and in float32 within 3e-7; without the flag, and in bfloat16, torch.tanh."""
+    from sarnmt.models.kernels import tanh_
+
+    x = torch.cat([torch.linspace(-20, 20, 40001), torch.linspace(-1e-4, 1e-4, 2001), torch.tensor([0.0])])
+    want = torch.tanh(x.double())
+    got = x.to(dtype).clone()
+    assert tanh_(got, True) is got  # in place
+    torch.testing.assert_close(got.double(), want, atol=atol, rtol=0)
+    assert got.abs().max() <= 1 and (got[x > 0] >= 0).all() and (got[x < 0] <= 0).all()
+    plain = x.to(dtype).clone()
+    assert torch.equal(tanh_(plain, False), torch.tanh(x.to(dtype)))
+    half = x.bfloat16()
+    assert torch.equal(tanh_(half.clone(), True), torch.tanh(half))
 
 
 def _lstm(inputs: int, hidden: int) -> int:

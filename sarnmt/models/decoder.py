@@ -151,7 +151,7 @@ class ConditionalGRUDecoder(nn.Module):
         return LoopWeights(
             cell1_hidden=LoopLinear(self.cell1.weight_hh, self.cell1.hidden_bias()),
             query=LoopLinear.of(self.attention.query_proj),
-            attention=LoopAttention(self.attention, memory),
+            attention=LoopAttention(self.attention, memory, kernels.sigmoid_tanh),
             cell2_input=LoopLinear(self.cell2.weight_ih),
             cell2_hidden=LoopLinear(self.cell2.weight_hh, self.cell2.hidden_bias()),
         )
@@ -168,7 +168,7 @@ class ConditionalGRUDecoder(nn.Module):
         """
         if loop is None:
             intermediate = self.cell1(gates_prev, query_hidden, fused=kernels.gru_update)
-            context, weights = self.attention(intermediate, memory, kernels.chunked_attention)
+            context, weights = self.attention(intermediate, memory, kernels.chunked_attention, kernels.sigmoid_tanh)
             hidden = self.cell2(self.cell2.project_input(context), intermediate, fused=kernels.gru_update)
         else:
             intermediate = self.cell1(gates_prev, query_hidden, loop.cell1_hidden, kernels.gru_update)

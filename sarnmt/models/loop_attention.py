@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from sarnmt.models.attention import SourceAttention
+from sarnmt.models.kernels import tanh_
 from sarnmt.models.loop_linear import gather_token
 from sarnmt.models.state import SourceMemory
 from sarnmt.utils.precision import autocast_dtype
@@ -72,7 +73,7 @@ class _Step(torch.autograd.Function):
     def forward(ctx: Any, query: Tensor, token: Tensor, loop: LoopAttention) -> tuple[Tensor, Tensor]:
         ctx.loop, ctx.step, ctx.token_dtype = loop, len(loop.record.weights), token.dtype
         ctx.set_materialize_grads(False)
-        hidden = torch.tanh_(loop.keys + query.unsqueeze(1))  # (B, S, 2d), kept for the backward pass
+        hidden = tanh_(loop.keys + query.unsqueeze(1), loop.sigmoid_tanh)  # (B, S, 2d), kept for the backward pass
         scores = torch.matmul(hidden, loop.v).add_(loop.score_bias).to(loop.softmax_dtype)
         weights = torch.softmax(scores.masked_fill_(loop.padding, float("-inf")), dim=-1)  # (B, S)
         context = torch.bmm(weights.to(hidden.dtype).unsqueeze(1), loop.annotations).squeeze(1)
@@ -112,12 +113,13 @@ class LoopAttention:
     loop; call it once per step with the projected query. Meant for loops that will be differentiated.
 
     :param attention: supplies v_a and c.  :param memory: keys, annotations (B, S, 2d) and mask (B, S); one state
-        row per sentence (``beams`` = 1).
+        row per sentence (``beams`` = 1).  :param sigmoid_tanh: the energies' tanh as 2σ(2x) − 1
+        (``kernels.sigmoid_tanh``; :func:`~sarnmt.models.kernels.tanh_`).
     Under autocast the energies and the context run in the autocast dtype and the softmax in float32, as the
     layer's own forward does.
     """
 
-    def __init__(self, attention: SourceAttention, memory: SourceMemory) -> None:
+    def __init__(self, attention: SourceAttention, memory: SourceMemory, sigmoid_tanh: bool = False) -> None:
         if memory.beams != 1:
             raise ValueError(f"LoopAttention: one state row per sentence (teacher forcing), got beams={memory.beams}")
         keys, annotations = memory.keys, memory.annotations
@@ -131,6 +133,7 @@ class LoopAttention:
         self.v = attention.v.detach().to(dtype)
         self.score_bias = attention.score_bias.detach().to(dtype)
         self.padding = ~memory.mask
+        self.sigmoid_tanh = sigmoid_tanh
 
     def __call__(self, query: Tensor) -> tuple[Tensor, Tensor]:
         """:param query: U_a s'_t, shape (B, 2d).  :returns: the context c_t, shape (B, 2d), and α_t, shape (B, S)."""

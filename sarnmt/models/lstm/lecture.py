@@ -111,4 +111,5 @@ class AttentionLSTM(_LectureLSTM):
         return memory, self.zero_state(final[0])
 
     def context(self, query, memory):
-        return self.attention(query, memory, self.kernels(query).chunked_attention)
+        kernels = self.kernels(query)
+        return self.attention(query, memory, kernels.chunked_attention, kernels.sigmoid_tanh)
