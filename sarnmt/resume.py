@@ -66,6 +66,10 @@ class ResumeCheckpoint(ModelCheckpoint):
             save_last=True,
             train_time_interval=train_time_interval,
             every_n_train_steps=every_n_train_steps,
+            # always last.ckpt: Lightning would otherwise write last-v1.ckpt beside a last.ckpt that the restored state
+            # does not name (a run resumed from a checkpoint written on a signal before this callback's first save,
+            # or from a moved run folder), and the next resume would start from the stale last.ckpt
+            enable_version_counter=False,
         )
 
     def _save_now(self, trainer: L.Trainer) -> None:

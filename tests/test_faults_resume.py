@@ -67,6 +67,19 @@ def _step(path: Path) -> int:
     return torch.load(path, map_location="cpu", weights_only=True)["global_step"]
 
 
+def test_resumed_run_keeps_writing_last_ckpt_after_a_signal_before_its_first_save(tmp_path):
+    """SIGTERM at update 2, before the first resume checkpoint (update 3): the checkpoint written on the signal holds
+    no resume-checkpoint path, and the resumed run still writes ``last.ckpt`` (not ``last-v1.ckpt`` beside a stale
+    one, which the next resume would start from)."""
+    out, last = tmp_path / "run", tmp_path / "run" / "checkpoints" / "last.ckpt"
+    code, err = _finish(_start(out, "faults=inject", "faults.signal_at_step=1"))
+    assert code == 143 and _step(last) == 2, err[-2000:]
+    code, err = _finish(_start(out, f"ckpt_path={last}"))
+    assert code == 0, err[-2000:]
+    assert sorted(p.name for p in last.parent.glob("last*")) == ["last.ckpt"]
+    assert _step(last) == STEPS  # the resumed run saved its progress there
+
+
 def test_sigkill_at_three_points_and_sigterm_resume_to_the_uninterrupted_losses_and_weights(tmp_path):
     """A run SIGKILLed in its first epoch, mid-epoch later and right after a checkpoint, then SIGTERMed at an epoch's
     last update, resumed each time from its last checkpoint, logs the uninterrupted run's loss at every step and ends
