@@ -77,7 +77,8 @@ class _Step(torch.autograd.Function):
         scores = torch.matmul(hidden, loop.v).add_(loop.score_bias).to(loop.softmax_dtype)
         weights = torch.softmax(scores.masked_fill_(loop.padding, float("-inf")), dim=-1)  # (B, S)
         context = torch.bmm(weights.to(hidden.dtype).unsqueeze(1), loop.annotations).squeeze(1)
-        loop.record.weights.append(weights)
+        loop.record.weights.append(weights.detach())  # not the output itself: its grad_fn holds ctx.loop, a cycle
+        # through the autograd graph that Python cannot collect when no backward pass runs (e.g. a forward only)
         ctx.save_for_backward(hidden, weights)
         return context, weights
 
