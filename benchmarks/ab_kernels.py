@@ -15,7 +15,7 @@ from dataclasses import replace
 import torch
 
 from sarnmt.bench.__main__ import compose_bench
-from sarnmt.bench.measure import sarnmt_nll, sources_of
+from sarnmt.bench.measure import sarnmt_nll, sources_of, train_step
 from sarnmt.bench.workload import make_workload, sorted_batches
 from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.decoding.beam import beam_decode
@@ -52,9 +52,7 @@ def main(argv: list[str]) -> int:
             model.train()
             start, tokens = time.perf_counter(), 0
             for batch in batches:
-                optimizer.zero_grad(set_to_none=True)
-                sarnmt_nll(model, batch).sum().div(batch.src.size(0)).backward()
-                optimizer.step()
+                train_step(model, sarnmt_nll, optimizer, batch, None)
                 tokens += batch.tokens
             rates.setdefault(("train tok/s", on), []).append(tokens / (time.perf_counter() - start))
             model.eval()
