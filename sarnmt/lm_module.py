@@ -1,6 +1,6 @@
 """The LightningModule of the language models (Table 6): truncated back-propagation through time over a stream.
 
-Batches are :class:`~sarnmt.data.loading.lm.LMBatch` segments: B columns of the text, T words each, consecutive
+Batches are :class:`~sarnmt.data.loading.lm_segments.LMBatch` segments: B columns of the text, T words each, consecutive
 segments continuing the same columns. The state a segment ends with (LSTM state and the head's memory,
 :class:`~sarnmt.models.lm.model.LMState`) is carried into the next one without gradients; a batch marked ``first``
 starts its columns afresh. Training, validation and test keep separate carried states, so a validation in the

@@ -20,7 +20,8 @@ from lightning.fabric.utilities.apply_func import move_data_to_device
 
 from sarnmt.data.corpora import lm_mini, lm_text
 from sarnmt.data.corpora.lm_text import LMCorpusError, VocabSettings, load_prepared, prepare_folder
-from sarnmt.data.loading.lm import LanguageModelDataModule, LMBatch, Segments, eval_columns, training_columns
+from sarnmt.data.loading.lm import LanguageModelDataModule
+from sarnmt.data.loading.lm_segments import LMBatch, Segments, eval_columns, training_columns
 from sarnmt.errors import InputError
 from tests.conftest import CONF_DIR, SHARED_DATA
 
