@@ -79,7 +79,15 @@ def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
         assert set(p["phases_ms"]) == {"forward", "backward", "clipping", "optimizer"}
         assert sum(p["kinds_ms"].values()) == pytest.approx(p["step_ms"], rel=1e-6)
         assert p["kinds_ms"]["matrix products"] > 0 and p["matmul_gflop_s"] > 0 and len(p["top_ops"]) == 8
+    # the floor (sarnmt only): products + the energies' least passes + optimizer + clipping, below the whole step
+    ours = short["profiles"]["baseline sarnmt"]
+    assert "floor_ms" not in short["profiles"]["baseline plain"]
+    assert ours["floor_ms"] == pytest.approx(ours["kinds_ms"]["matrix products"] + ours["energies_floor_ms"]
+                                             + ours["phases_ms"]["optimizer"] + ours["phases_ms"]["clipping"])
+    assert 0 < ours["energies_floor_ms"] < ours["floor_ms"]
     assert "Where a training step's time goes (multi30k)" in table and "| framework overhead |" in table
+    assert "| *floor: products + the energies' 4 passes + optimizer + clipping* |" in table
+    assert "baseline: the plain peer's step" in table and "sarnmt's floor" in table
 
 
 def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys):

@@ -11,6 +11,13 @@ For each profiled system and implementation (sarnmt and the plain peer), on the 
 
 The profiler's own cost inflates the operator count slightly; the shares are what to read, and the phases are timed
 without it. The figures say which of these is largest, which is where a speed-up has to come from.
+
+**The floor** of a step with source attention (what bounds the speed-up any eager-PyTorch implementation of the
+same model could reach): its matrix products as profiled, plus the least elementwise work that the attention
+energies tanh(k_j + q_t) ask of every decoder step (:func:`energies_floor`: four passes over the (B, S, 2d)
+energies, timed on their own at the batches' shapes), plus the optimizer step and the clipping, with everything
+else (the gates, the softmaxes, dropout, framework overhead) counted as zero. The plain peer's step divided by it is
+the most that sarnmt's step could gain over the plain peer's.
 """
 
 from __future__ import annotations
@@ -76,14 +83,46 @@ def phases(model: nn.Module, nll_fn: NllFn, optimizer: torch.optim.Optimizer, ba
     return dict(zip(("forward", "backward", "clipping", "optimizer"), spans, strict=True))
 
 
+def energies_floor(batches: list[TrainBatch], width: int, repeats: int) -> float:
+    """Seconds per step (the mean over ``batches``) of the least elementwise work of the source attention's
+    energies: at every decoder step, over a (B, S, ``width``) tensor, four passes that no eager implementation avoids
+    (the keys plus the broadcast query; the squashing, timed as ``sigmoid``, PyTorch's cheapest transcendental on a
+    CPU, tanh's scale folded into the keys and the query; in the backward, its derivative times v_a; the keys'
+    gradient accumulated). Medians over ``repeats``.
+
+    :param batches: B, S (padded source length) and T (target steps) from each batch's ``src`` and ``tgt``.
+    :param width: 2d, the energies' width."""
+    totals = []
+    for _ in range(repeats):
+        total = 0.0
+        for batch in batches:
+            (rows, length), steps, device = batch.src.shape, batch.tgt.size(1), batch.src.device
+            keys = torch.randn(rows, length, width, device=device)
+            query, v = torch.randn(rows, 1, width, device=device), torch.randn(width, device=device)
+            scores_grad = torch.randn(rows, length, 1, device=device)
+            buffer, keys_grad = torch.empty_like(keys), torch.zeros_like(keys)
+            synchronize(device)
+            start = time.perf_counter()
+            for _ in range(steps):
+                torch.add(keys, query, out=buffer).sigmoid_()
+                torch.ops.aten.sigmoid_backward.grad_input(v, buffer, grad_input=buffer)
+                keys_grad.addcmul_(buffer, scores_grad)
+            synchronize(device)
+            total += time.perf_counter() - start
+        totals.append(total / len(batches))
+    return statistics.median(totals)
+
+
 def profile_steps(model: nn.Module, nll_fn: NllFn, optimizer: torch.optim.Optimizer, batches: list[TrainBatch],
                   clip: float | None, precision: str, repeats: int,
-                  step: Callable[..., Any]) -> dict[str, Any]:  # fmt: skip
+                  step: Callable[..., Any], energies_width: int | None = None) -> dict[str, Any]:  # fmt: skip
     """Phases (medians over ``repeats`` passes over ``batches``, milliseconds per step) and kinds of work (one
     profiled pass; milliseconds per step and shares) of ``step`` (a training step: ``train_step``'s signature).
 
+    :param energies_width: 2d for a model with source attention energies: the step's floor is computed.
     :returns: {"phases_ms": {phase: ms}, "kinds_ms": {kind: ms}, "step_ms": profiled wall ms per step,
-        "matmul_gflop_s": the matrix products' rate, "top_ops": the 8 costliest operators [(name, ms, calls)]}."""
+        "matmul_gflop_s": the matrix products' rate, "top_ops": the 8 costliest operators [(name, ms, calls)]} and,
+        with ``energies_width``, "energies_floor_ms" and "floor_ms" (products + energies + optimizer + clipping)."""
     device = batches[0].src.device
     with precision_context(device, precision):
         for batch in batches:  # warm-up
@@ -111,9 +150,14 @@ def profile_steps(model: nn.Module, nll_fn: NllFn, optimizer: torch.optim.Optimi
             ops[event.key][1] += event.count
     kinds["framework overhead"] = max(0.0, wall - sum(kinds.values()))
     top = sorted(ops.items(), key=lambda item: -item[1][0])[:8]
-    return {"phases_ms": phases_ms, "kinds_ms": {k: 1e3 * v / n for k, v in kinds.items()}, "step_ms": 1e3 * wall / n,
-            "matmul_gflop_s": flops / max(kinds["matrix products"], 1e-9) / 1e9,
-            "top_ops": [(name, 1e3 * seconds / n, count // n) for name, (seconds, count) in top]}  # fmt: skip
+    result = {"phases_ms": phases_ms, "kinds_ms": {k: 1e3 * v / n for k, v in kinds.items()},
+              "step_ms": 1e3 * wall / n, "matmul_gflop_s": flops / max(kinds["matrix products"], 1e-9) / 1e9,
+              "top_ops": [(name, 1e3 * seconds / n, count // n) for name, (seconds, count) in top]}  # fmt: skip
+    if energies_width:
+        result["energies_floor_ms"] = 1e3 * energies_floor(batches, energies_width, repeats)
+        result["floor_ms"] = (result["kinds_ms"]["matrix products"] + result["energies_floor_ms"]
+                              + phases_ms["optimizer"] + phases_ms["clipping"])  # fmt: skip
+    return result
 
 
 def markdown(profiles: dict[str, dict[str, Any]]) -> list[str]:
@@ -129,7 +173,27 @@ def markdown(profiles: dict[str, dict[str, Any]]) -> list[str]:
             for p in profiles.values()) + " |")  # fmt: skip
     lines.append("| matrix products, GFLOP/s | " + " | ".join(f"{p['matmul_gflop_s']:.0f}" for p in profiles.values())
                  + " |")  # fmt: skip
+    if any("floor_ms" in p for p in profiles.values()):
+        lines.append("| *floor: products + the energies' 4 passes + optimizer + clipping* | " + " | ".join(
+            f"*{p['floor_ms']:.1f}* ({p['energies_floor_ms']:.1f})" if "floor_ms" in p else "–"
+            for p in profiles.values()) + " |")  # fmt: skip
+    lines += _floor_bounds(profiles)
     lines += ["", "Costliest operators (ms per step, calls per step):"]
     for name, p in profiles.items():
         lines.append(f"- {name}: " + ", ".join(f"{op} {ms:.1f} ({calls})" for op, ms, calls in p["top_ops"]))
+    return lines
+
+
+def _floor_bounds(profiles: dict[str, dict[str, Any]]) -> list[str]:
+    """For every system profiled with both implementations: the plain peer's step over sarnmt's floor."""
+    lines = []
+    for name, p in profiles.items():
+        system, _, impl = name.rpartition(" ")
+        plain = profiles.get(f"{system} plain")
+        if impl == "sarnmt" and "floor_ms" in p and plain is not None:
+            plain_ms, ours_ms = sum(plain["phases_ms"].values()), sum(p["phases_ms"].values())
+            lines += ["", f"{system}: the plain peer's step {plain_ms:.1f} ms, sarnmt's {ours_ms:.1f} ms "
+                      f"({plain_ms / ours_ms:.2f}x), sarnmt's floor {p['floor_ms']:.1f} ms: at most "
+                      f"{plain_ms / p['floor_ms']:.2f}x the plain peer with everything but the products, the "
+                      "energies' four passes, the optimizer and the clipping counted as zero"]  # fmt: skip
     return lines

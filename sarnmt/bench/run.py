@@ -45,6 +45,7 @@ from sarnmt.bench.measure import (
 from sarnmt.bench.profile import profile_steps
 from sarnmt.bench.workload import TrainBatch, fixed_batch, make_workload, sorted_batches
 from sarnmt.lit_module import count_parameters
+from sarnmt.models.attention import SourceAttention
 from sarnmt.models.factory import build_model
 from sarnmt.translate import pick_device
 from sarnmt.utils.allocator import keep_freed_memory
@@ -241,6 +242,12 @@ def bench_workload(cfg: DictConfig, systems: dict[str, System], device: torch.de
     return result
 
 
+def energies_width(model: torch.nn.Module) -> int | None:
+    """2d, the width of the source attention's energies, for a model with :class:`SourceAttention`; else None."""
+    widths = [module.v.numel() for module in model.modules() if isinstance(module, SourceAttention)]
+    return widths[0] if widths else None
+
+
 def profiles(cfg: DictConfig, systems: dict[str, System], batches: list[TrainBatch]) -> dict[str, Any]:
     """:mod:`sarnmt.bench.profile` of every system of ``profile``, for each implementation timed for it.
     :returns: {"<system> <implementation>": the profile}."""
@@ -251,7 +258,8 @@ def profiles(cfg: DictConfig, systems: dict[str, System], batches: list[TrainBat
             model = bench_model(cfg, systems[system], device).train()
             optimizer = instantiate(cfg.optim if impl == "sarnmt" else cfg.reference_optim)(params=model.parameters())
             out[f"{system} {impl}"] = profile_steps(model, IMPLEMENTATIONS[impl][0], optimizer, batches, cfg.clip,
-                                                    cfg.precision, cfg.repeats, train_step)  # fmt: skip
+                                                    cfg.precision, cfg.repeats, train_step,
+                                                    energies_width(model) if impl == "sarnmt" else None)  # fmt: skip
     return out
 
 
