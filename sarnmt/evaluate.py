@@ -40,9 +40,9 @@ from sarnmt.decoding.search import Search
 from sarnmt.decoding.stream import decode_stream
 from sarnmt.errors import InputError, reported
 from sarnmt.evaluation.bleu import Score, corpus_bleu, corpus_chrf
-from sarnmt.translate import pick_device
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import write_text
+from sarnmt.utils.device import pick_device
 from sarnmt.utils.precision import check_precision, precision_context
 
 log = logging.getLogger("sarnmt")

@@ -21,11 +21,7 @@ from sarnmt.data.loading.batching import Batch
 from sarnmt.decoding.greedy import GreedySearch
 from sarnmt.decoding.search import Search
 from sarnmt.loss import translation_loss
-
-
-def count_parameters(module: nn.Module) -> int:
-    """Number of trainable parameters (works on the ``meta`` device too)."""
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+from sarnmt.models.factory import count_parameters
 
 
 def step_seed(seed: int, step: int, rank: int = 0) -> int:

@@ -18,9 +18,8 @@ from lightning.pytorch.callbacks import Timer
 from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.errors import reported
-from sarnmt.lit_module import count_parameters
 from sarnmt.lm_module import LanguageModelModule
-from sarnmt.models.factory import build_language_model, plain_config
+from sarnmt.models.factory import build_language_model, count_parameters, plain_config
 from sarnmt.train import fit
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings

@@ -20,7 +20,8 @@ from typing import Any
 import lightning as L
 import torch
 
-from sarnmt.lit_module import count_parameters, step_seed
+from sarnmt.lit_module import step_seed
+from sarnmt.models.factory import count_parameters
 from sarnmt.models.lm.model import LMState, RecurrentLM
 
 STATE_KEY = "sarnmt_lm_carried"  # the carried training state in a checkpoint

@@ -16,8 +16,7 @@ from hydra.utils import get_class
 from omegaconf import DictConfig
 
 from sarnmt.errors import reported
-from sarnmt.lit_module import count_parameters
-from sarnmt.models.factory import PAPER_MODEL, build_language_model, build_model, valid_decoders
+from sarnmt.models.factory import PAPER_MODEL, build_language_model, build_model, count_parameters, valid_decoders
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 

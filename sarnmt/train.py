@@ -19,8 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.average import average_checkpoints, last_checkpoints
 from sarnmt.errors import InputError, reported
-from sarnmt.lit_module import TranslationModule, count_parameters
-from sarnmt.models.factory import build_model, check_combination, net_config
+from sarnmt.lit_module import TranslationModule
+from sarnmt.models.factory import build_model, check_combination, count_parameters, net_config
 from sarnmt.preemption import Preemption
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings

@@ -43,7 +43,6 @@ from contextlib import ExitStack
 from typing import IO, Any, TextIO
 
 import hydra
-import torch
 from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig
 from tqdm import tqdm
@@ -56,16 +55,10 @@ from sarnmt.decoding.stream import Translation, decode_stream
 from sarnmt.errors import InputError, reported
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import atomic_open
+from sarnmt.utils.device import pick_device
 from sarnmt.utils.precision import check_precision, precision_context
 
 log = logging.getLogger("sarnmt")
-
-
-def pick_device(name: str) -> torch.device:
-    """``auto``: CUDA when available, else CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def target_pieces(codec, ids: list[int]) -> list[str]:

@@ -22,7 +22,7 @@ from sarnmt.analysis.trees import brackets
 from sarnmt.checkpoint import load_model
 from sarnmt.data.corpora.toy import generate_toy_corpus, target_tree
 from sarnmt.data.corpora.toy_reading import parse_source
-from sarnmt.translate import pick_device
+from sarnmt.utils.device import pick_device
 
 log = logging.getLogger("sarnmt")
 

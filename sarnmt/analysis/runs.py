@@ -34,7 +34,8 @@ from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.data.text.codecs import EOS_TOKEN, UNK
 from sarnmt.data.text.reading import read_lines
 from sarnmt.decoding.stream import decode_stream
-from sarnmt.translate import attention_record, pick_device, target_pieces
+from sarnmt.translate import attention_record, target_pieces
+from sarnmt.utils.device import pick_device
 
 log = logging.getLogger("sarnmt")
 

@@ -18,8 +18,7 @@ import time
 
 import torch
 
-from sarnmt.lit_module import count_parameters
-from sarnmt.models.factory import build_language_model
+from sarnmt.models.factory import build_language_model, count_parameters
 from sarnmt.sweep.plan import plan_jobs
 from sarnmt.sweep.spec import load_scale, load_table
 from sarnmt.utils.compose import compose

@@ -33,8 +33,7 @@ from sarnmt.data.text.codecs import EOS, UNK
 from sarnmt.data.text.reading import read_lines, read_parallel
 from sarnmt.decoding.beam import beam_decode
 from sarnmt.decoding.penalties import LengthPenalty
-from sarnmt.lit_module import count_parameters
-from sarnmt.models.factory import build_model
+from sarnmt.models.factory import build_model, count_parameters
 from sarnmt.utils.compose import compose
 
 

@@ -44,11 +44,10 @@ from sarnmt.bench.measure import (
 )
 from sarnmt.bench.profile import profile_steps
 from sarnmt.bench.workload import TrainBatch, fixed_batch, make_workload, sorted_batches
-from sarnmt.lit_module import count_parameters
 from sarnmt.models.attention import SourceAttention
-from sarnmt.models.factory import build_model
-from sarnmt.translate import pick_device
+from sarnmt.models.factory import build_model, count_parameters
 from sarnmt.utils.allocator import keep_freed_memory
+from sarnmt.utils.device import pick_device
 from sarnmt.utils.precision import check_precision, native_bf16, precision_context
 
 log = logging.getLogger("sarnmt.bench")
@@ -63,7 +62,7 @@ IMPLEMENTATIONS: dict[str, tuple[NllFn, str | None]] = {
 
 
 def resolve_device(name: str) -> torch.device:
-    """:func:`~sarnmt.translate.pick_device`, refusing a CUDA device the machine does not have."""
+    """:func:`~sarnmt.utils.device.pick_device`, refusing a CUDA device the machine does not have."""
     try:
         device = pick_device(name)
     except RuntimeError as err:  # torch.device's own error for a name it does not know

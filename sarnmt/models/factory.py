@@ -114,6 +114,11 @@ def build_language_model(model: Mapping[str, Any] | DictConfig, vocab_size: int)
     return instantiate(model, vocab_size=vocab_size)
 
 
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable parameters (works on the ``meta`` device too)."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
 def plain_config(node: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
     """A config node as plain, resolved Python data (what checkpoints store)."""
     return _plain(node)

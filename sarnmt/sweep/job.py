@@ -50,8 +50,8 @@ from sarnmt.sweep.records import (
 )
 from sarnmt.sweep.spec import Job
 from sarnmt.train import train
-from sarnmt.translate import pick_device
 from sarnmt.utils.compose import compose
+from sarnmt.utils.device import pick_device
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb
 

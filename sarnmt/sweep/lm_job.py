@@ -22,7 +22,7 @@ from sarnmt.data.text.codecs import EOS
 from sarnmt.sweep.publish import publish_record
 from sarnmt.sweep.spec import Job
 from sarnmt.sweep.stats import corpus_score
-from sarnmt.translate import pick_device
+from sarnmt.utils.device import pick_device
 
 
 @torch.inference_mode()
