@@ -31,8 +31,9 @@ test-full:  ## run every test, the slow ones too
 faults:  ## the fault suite: killed, preempted and diverged runs, full disks, hostile input to every command; a summary
 	WANDB_MODE=disabled $(PY) -m pytest -q -m faults -p tests.fault_report
 
-lint:  ## ruff
+lint:  ## ruff: the rules, and the layout is the formatter's
 	$(PY) -m ruff check sarnmt tests benchmarks
+	$(PY) -m ruff format --check sarnmt tests benchmarks
 
 train:  ## the main job: self-attentive residual decoder on the toy corpus
 	$(PY) -m sarnmt.train

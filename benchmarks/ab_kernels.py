@@ -61,8 +61,10 @@ def main(argv: list[str]) -> int:
                 hyps = beam_decode(model, src, mask, 5)
                 out = sum(len(t) + 1 for t in hyps.tokens)
             rates.setdefault(("beam5 out tok/s", on), []).append(out / (time.perf_counter() - start))
-    print(f"{flag}: model={cfg.model._target_.rsplit('.', 1)[-1]} e/d from bench defaults, V={cfg.vocab}, "
-          f"workload {opts.get('workload', 'wmt')}, torch threads {torch.get_num_threads()}")
+    print(
+        f"{flag}: model={cfg.model._target_.rsplit('.', 1)[-1]} e/d from bench defaults, V={cfg.vocab}, "
+        f"workload {opts.get('workload', 'wmt')}, torch threads {torch.get_num_threads()}"
+    )
     for what in ("train tok/s", "beam5 out tok/s"):
         on, off = (statistics.median(rates[(what, s)]) for s in (True, False))
         print(f"  {what:16s} on {on:8.0f}   off {off:8.0f}   on/off {on / off:.3f}")

@@ -1,2 +1,3 @@
 """sarnmt: self-attentive residual decoders for recurrent NMT."""
+
 __version__ = "0.1.0"

@@ -48,8 +48,10 @@ def average_checkpoints(paths: list[str | Path], output: str | Path) -> dict[str
             raise CheckpointError(f"cannot average {path} with {paths[0]}: their parameter names differ")
         for name, value in state.items():
             if value.shape != first["state_dict"][name].shape:
-                raise CheckpointError(f"cannot average {path}: {name} has shape {tuple(value.shape)}, "
-                                      f"not {tuple(first['state_dict'][name].shape)}")  # fmt: skip
+                raise CheckpointError(
+                    f"cannot average {path}: {name} has shape {tuple(value.shape)}, "
+                    f"not {tuple(first['state_dict'][name].shape)}"
+                )
             if value.is_floating_point():
                 sums[name] = sums.get(name, torch.zeros_like(value, dtype=torch.float64)) + value.double()
     newest = max(checkpoints, key=lambda c: c.get("global_step", 0))
@@ -71,11 +73,15 @@ def last_checkpoints(directory: str | Path, count: int, exclude: Path | None = N
         raise InputError(f"dir={directory} is a file; give the folder that holds the checkpoints")
     if not directory.is_dir():
         raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
-    found = [p for p in sorted(directory.glob("*.ckpt"))
-             if p.name != "last.ckpt" and (exclude is None or p.resolve() != exclude.resolve())]  # fmt: skip
+    found = [
+        p
+        for p in sorted(directory.glob("*.ckpt"))
+        if p.name != "last.ckpt" and (exclude is None or p.resolve() != exclude.resolve())
+    ]
     if len(found) < count:
-        raise InputError(f"asked for the last {count} checkpoints but {directory} has {len(found)}: "
-                         f"{[p.name for p in found]}")  # fmt: skip
+        raise InputError(
+            f"asked for the last {count} checkpoints but {directory} has {len(found)}: {[p.name for p in found]}"
+        )
     steps = {p: read_checkpoint(p).get("global_step", 0) for p in found}
     return sorted(found, key=lambda p: (steps[p], p.stat().st_mtime))[-count:]
 

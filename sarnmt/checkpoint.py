@@ -78,28 +78,35 @@ def read_checkpoint(path: str | Path, task: str = "translation") -> dict[str, An
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:  # weights_only refused an object, or the file is no pickle at all
         if not zipfile.is_zipfile(path):
-            raise CheckpointError(f"checkpoint {path} is not a PyTorch checkpoint file (another kind of file, or "
-                                  "truncated); refused without running any of its content") from None  # fmt: skip
-        raise CheckpointError(f"checkpoint {path} is not a sarnmt checkpoint: it holds Python objects"
-                              f"{_unsafe_global(err)} that sarnmt never loads, as loading them could run code; "
-                              "refused without running any of its content") from None  # fmt: skip
+            raise CheckpointError(
+                f"checkpoint {path} is not a PyTorch checkpoint file (another kind of file, or "
+                "truncated); refused without running any of its content"
+            ) from None
+        raise CheckpointError(
+            f"checkpoint {path} is not a sarnmt checkpoint: it holds Python objects"
+            f"{_unsafe_global(err)} that sarnmt never loads, as loading them could run code; "
+            "refused without running any of its content"
+        ) from None
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise CheckpointError(f"checkpoint {path} is corrupt or truncated ({first}); use another checkpoint, e.g. "
-                              "the run's last.ckpt") from err  # fmt: skip
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt or truncated ({first}); use another checkpoint, e.g. the run's last.ckpt"
+        ) from err
     ours = isinstance(checkpoint, dict) and "sarnmt" in checkpoint and isinstance(checkpoint.get("state_dict"), dict)
     if not ours:
         keys = sorted(map(str, checkpoint))[:8] if isinstance(checkpoint, dict) else type(checkpoint).__name__
-        raise CheckpointError(f"checkpoint {path} is not a sarnmt checkpoint (no 'sarnmt'/'state_dict' entry; "
-                              f"found {keys})")  # fmt: skip
+        raise CheckpointError(
+            f"checkpoint {path} is not a sarnmt checkpoint (no 'sarnmt'/'state_dict' entry; found {keys})"
+        )
     info = checkpoint["sarnmt"] if isinstance(checkpoint["sarnmt"], dict) else {}
     held = info.get("task", "translation")
     if held != task:
         what = {"lm": "a language model (python -m sarnmt.lm)", "translation": "a translation model"}
         raise CheckpointError(f"checkpoint {path} holds {what.get(held, repr(held))}, not {what.get(task, task)}")
     net_config = info.get("net_config")
-    required = ("model", "decoder", "src_vocab_size", "tgt_vocab_size") if task == "translation" else ("model",
-                                                                                                      "vocab_size")
+    required = (
+        ("model", "decoder", "src_vocab_size", "tgt_vocab_size") if task == "translation" else ("model", "vocab_size")
+    )
     if not isinstance(net_config, dict) or any(key not in net_config for key in required):
         raise CheckpointError(f"checkpoint {path} is not a sarnmt checkpoint: 'sarnmt.net_config' lacks {required}")
     return checkpoint
@@ -111,8 +118,13 @@ def build_net(net_config: dict[str, Any], path: str | Path = "<checkpoint>", ker
     :raises CheckpointError: naming the checkpoint and the model it holds, when this installation has no such model
         or the stored model and decoder do not go together."""
     try:
-        return build_model(net_config["model"], net_config["decoder"], net_config["src_vocab_size"],
-                           net_config["tgt_vocab_size"], kernels)  # fmt: skip
+        return build_model(
+            net_config["model"],
+            net_config["decoder"],
+            net_config["src_vocab_size"],
+            net_config["tgt_vocab_size"],
+            kernels,
+        )
     except ModelConfigError as err:
         held = f"model {net_config['model'].get('_target_')!r} with decoder {net_config['decoder'].get('_target_')!r}"
         raise CheckpointError(f"checkpoint {path} holds {held}, which cannot be built: {err}") from err
@@ -141,10 +153,14 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", kernels: st
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise CheckpointError(f"checkpoint {path} is corrupt: its text codecs cannot be read ({err!r})") from err
     return LoadedModel(
-        net=net.to(device).eval(), src_codec=codecs[0], tgt_codec=codecs[1], path=str(path),
+        net=net.to(device).eval(),
+        src_codec=codecs[0],
+        tgt_codec=codecs[1],
+        path=str(path),
         parameters=int(info.get("parameters", sum(p.numel() for p in net.parameters()))),
-        net_config=info["net_config"], global_step=checkpoint.get("global_step"),
-    )  # fmt: skip
+        net_config=info["net_config"],
+        global_step=checkpoint.get("global_step"),
+    )
 
 
 def load_language_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[nn.Module, list[str] | None]:

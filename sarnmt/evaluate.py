@@ -73,10 +73,20 @@ class SplitOutput:
 
 
 def translate_split(
-    net: nn.Module, src_codec: TextCodec, tgt_codec: TextCodec, sources: list[str], references: list[str],
-    search: Search, batch_size: int, device: torch.device, precision: str = "fp32", progress: bool = True,
-    desc: str = "decode", bleu_tokenize: str = "13a", limit: InputLimit | None = None,
-) -> SplitOutput:  # fmt: skip
+    net: nn.Module,
+    src_codec: TextCodec,
+    tgt_codec: TextCodec,
+    sources: list[str],
+    references: list[str],
+    search: Search,
+    batch_size: int,
+    device: torch.device,
+    precision: str = "fp32",
+    progress: bool = True,
+    desc: str = "decode",
+    bleu_tokenize: str = "13a",
+    limit: InputLimit | None = None,
+) -> SplitOutput:
     """Decode raw source lines (a blank line gives an empty translation) and pair them with their references.
 
     :param limit: the longest source decoded (:class:`~sarnmt.decoding.input_limit.InputLimit`); None: no limit."""
@@ -85,15 +95,25 @@ def translate_split(
         encoded = [limit(ids, line_no) for line_no, ids in enumerate(encoded, 1)]
     start = time.perf_counter()
     with precision_context(device, precision):
-        results = list(tqdm(decode_stream(net, search, encoded, batch_size, device), total=len(encoded), desc=desc,
-                            unit=" sent", disable=not progress, file=sys.stderr))  # fmt: skip
+        results = list(
+            tqdm(
+                decode_stream(net, search, encoded, batch_size, device),
+                total=len(encoded),
+                desc=desc,
+                unit=" sent",
+                disable=not progress,
+                file=sys.stderr,
+            )
+        )
     seconds = time.perf_counter() - start
     return SplitOutput(
         plain=[tgt_codec.decode(r.tokens) if r.tokens else "" for r in results],
         tokenized=[tgt_codec.decode_tokenized(r.tokens) if r.tokens else "" for r in results],
-        references=list(references), references_tokenized=[tgt_codec.tokenize(line) for line in references],
-        seconds=seconds, bleu_tokenize=bleu_tokenize,
-    )  # fmt: skip
+        references=list(references),
+        references_tokenized=[tgt_codec.tokenize(line) for line in references],
+        seconds=seconds,
+        bleu_tokenize=bleu_tokenize,
+    )
 
 
 def write_lines(path: Path, lines: list[str]) -> None:
@@ -116,15 +136,30 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     tgt_codec = loaded.tgt_codec or datamodule.tgt_codec
     sources, references = datamodule.sources(cfg.split), datamodule.references(cfg.split)
     if not sources:
-        raise InputError(f"{datamodule.name}/{cfg.split} has no sentences, so there is nothing to evaluate "
-                         f"(read from {datamodule.origin(cfg.split)})")  # fmt: skip
+        raise InputError(
+            f"{datamodule.name}/{cfg.split} has no sentences, so there is nothing to evaluate "
+            f"(read from {datamodule.origin(cfg.split)})"
+        )
     limit = InputLimit(cfg.max_input_tokens, cfg.truncate_long_input, f"{datamodule.name}/{cfg.split}")
     search = instantiate(cfg.decoding)
-    log.info("evaluating %s on %s/%s (%d sentences) with %s", ckpt_path, datamodule.name, cfg.split,
-             len(sources), search)  # fmt: skip
-    output = translate_split(loaded.net, src_codec, tgt_codec, sources, references, search, cfg.batch_size, device,
-                             cfg.precision, cfg.progress, desc=f"decode {cfg.split}",
-                             bleu_tokenize=datamodule.bleu_tokenize, limit=limit)  # fmt: skip
+    log.info(
+        "evaluating %s on %s/%s (%d sentences) with %s", ckpt_path, datamodule.name, cfg.split, len(sources), search
+    )
+    output = translate_split(
+        loaded.net,
+        src_codec,
+        tgt_codec,
+        sources,
+        references,
+        search,
+        cfg.batch_size,
+        device,
+        cfg.precision,
+        cfg.progress,
+        desc=f"decode {cfg.split}",
+        bleu_tokenize=datamodule.bleu_tokenize,
+        limit=limit,
+    )
     scores = output.scores()
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -133,30 +168,43 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     write_lines(tok_path, output.tokenized)
     seconds = output.seconds
     record = {
-        "checkpoint": ckpt_path, "global_step": loaded.global_step, "parameters": loaded.parameters,
-        "data": datamodule.name, "split": cfg.split, "sentences": len(sources),
-        "decoding": search.settings(), "precision": cfg.precision, "device": str(device), "seconds": round(seconds, 3),
+        "checkpoint": ckpt_path,
+        "global_step": loaded.global_step,
+        "parameters": loaded.parameters,
+        "data": datamodule.name,
+        "split": cfg.split,
+        "sentences": len(sources),
+        "decoding": search.settings(),
+        "precision": cfg.precision,
+        "device": str(device),
+        "seconds": round(seconds, 3),
         "sentences_per_second": round(len(sources) / seconds, 2) if seconds > 0 else None,
-        "bleu": scores["bleu"].as_dict(), "bleu_tokenized": scores["bleu_tok"].as_dict(),
-        "bleu_tokenized_lc": scores["bleu_tok_lc"].as_dict(), "chrf": scores["chrf"].as_dict(),
-        "max_input_tokens": limit.max_tokens, "truncated_lines": limit.truncated,
-        "hypotheses": str(hyp_path), "hypotheses_tokenized": str(tok_path),
+        "bleu": scores["bleu"].as_dict(),
+        "bleu_tokenized": scores["bleu_tok"].as_dict(),
+        "bleu_tokenized_lc": scores["bleu_tok_lc"].as_dict(),
+        "chrf": scores["chrf"].as_dict(),
+        "max_input_tokens": limit.max_tokens,
+        "truncated_lines": limit.truncated,
+        "hypotheses": str(hyp_path),
+        "hypotheses_tokenized": str(tok_path),
         "model": OmegaConf.to_container(OmegaConf.create(loaded.net_config), resolve=True),
-    }  # fmt: skip
+    }
     write_text(out / f"eval.{cfg.split}.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     return record
 
 
 def summary(record: dict[str, Any]) -> str:
     """The lines printed at the end."""
-    return "\n".join([
-        f"{record['data']}/{record['split']}: {record['sentences']} sentences, {record['decoding']}",
-        f"BLEU (13a, detokenised) = {record['bleu']['score']:.2f}  ({record['bleu']['signature']})",
-        f"BLEU (tokenised) = {record['bleu_tokenized']['score']:.2f}, lowercased = "
-        f"{record['bleu_tokenized_lc']['score']:.2f}",
-        f"chrF = {record['chrf']['score']:.2f}  ({record['chrf']['signature']})",
-        f"hypotheses: {record['hypotheses']}",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"{record['data']}/{record['split']}: {record['sentences']} sentences, {record['decoding']}",
+            f"BLEU (13a, detokenised) = {record['bleu']['score']:.2f}  ({record['bleu']['signature']})",
+            f"BLEU (tokenised) = {record['bleu_tokenized']['score']:.2f}, lowercased = "
+            f"{record['bleu_tokenized_lc']['score']:.2f}",
+            f"chrF = {record['chrf']['score']:.2f}  ({record['chrf']['signature']})",
+            f"hypotheses: {record['hypotheses']}",
+        ]
+    )
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")

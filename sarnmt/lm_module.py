@@ -34,8 +34,13 @@ class LanguageModelModule(L.LightningModule):
         translation (:class:`~sarnmt.lit_module.TranslationModule`), so a resumed run draws the same dropout masks.
     """
 
-    def __init__(self, net: RecurrentLM, optimizer: Callable[..., torch.optim.Optimizer],
-                 net_config: dict[str, Any] | None = None, train_seed: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        net: RecurrentLM,
+        optimizer: Callable[..., torch.optim.Optimizer],
+        net_config: dict[str, Any] | None = None,
+        train_seed: int | None = None,
+    ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["net", "optimizer"])
         self.net = net

@@ -37,8 +37,9 @@ def scatter_positions(values: Tensor, mask: Tensor) -> Tensor:
     return torch.zeros(mask.shape, dtype=values.dtype, device=values.device).masked_scatter(mask, values)
 
 
-def linear_nll(features: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
-               chunk_rows: int | None = None) -> Tensor:  # fmt: skip
+def linear_nll(
+    features: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, chunk_rows: int | None = None
+) -> Tensor:
     """−log softmax(features Wᵀ + b)[target] per row: the output layer and the cross-entropy in one operation.
 
     The same values and gradients as ``F.cross_entropy(F.linear(features, W, b), target, reduction="none")``
@@ -56,15 +57,18 @@ def linear_nll(features: Tensor, weight: Tensor, bias: Tensor | None, target: Te
     :returns: −log p, shape (N,), in float32 (float64 for float64 inputs).
     """
     if features.dim() != 2 or target.shape != features.shape[:1]:
-        raise ValueError(f"linear_nll: features {tuple(features.shape)} need shape (N, e) and target "
-                         f"{tuple(target.shape)} shape (N,)")  # fmt: skip
+        raise ValueError(
+            f"linear_nll: features {tuple(features.shape)} need shape (N, e) and target "
+            f"{tuple(target.shape)} shape (N,)"
+        )
     device = features.device.type
     dtype = autocast_dtype(device) or torch.promote_types(features.dtype, weight.dtype)
     if chunk_rows is None:
         chunk_rows = max(1, CPU_CHUNK // weight.size(0)) if device == "cpu" else max(1, features.size(0))
     with torch.autocast(device, enabled=False):
-        return _LinearNLL.apply(features.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype),
-                                target, chunk_rows)  # fmt: skip
+        return _LinearNLL.apply(
+            features.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype), target, chunk_rows
+        )
 
 
 class _LinearNLL(torch.autograd.Function):

@@ -70,8 +70,13 @@ class NonFiniteGuard(Callback):
         self.skipped += 1
         self.consecutive += 1
         shown = ", ".join(map(str, self._ids[:SHOWN_IDS])) + (", ..." if len(self._ids) > SHOWN_IDS else "")
-        log.warning("update %d skipped: non-finite loss or gradients; its batch holds %d training pairs, line "
-                    "numbers (0-based) in the training split: %s", update, len(self._ids), shown)  # fmt: skip
+        log.warning(
+            "update %d skipped: non-finite loss or gradients; its batch holds %d training pairs, line "
+            "numbers (0-based) in the training split: %s",
+            update,
+            len(self._ids),
+            shown,
+        )
         pl_module.log("train/skipped_updates", float(self.skipped), reduce_fx="max")
         if self.consecutive >= self.max_consecutive:
             last = _last_checkpoint(trainer)

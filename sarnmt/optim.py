@@ -23,8 +23,17 @@ from torch import Tensor
 log = logging.getLogger(__name__)
 
 
-def adadelta_update(param: Tensor, grad: Tensor, square_avg: Tensor, acc_delta: Tensor, lr: float, rho: float,
-                    eps: float, weight_decay: float, maximize: bool) -> None:  # fmt: skip
+def adadelta_update(
+    param: Tensor,
+    grad: Tensor,
+    square_avg: Tensor,
+    acc_delta: Tensor,
+    lr: float,
+    rho: float,
+    eps: float,
+    weight_decay: float,
+    maximize: bool,
+) -> None:
     """One Adadelta step of one parameter, in place, as ``torch.optim.Adadelta`` computes it::
 
         g ← −g if maximize;  g ← g + λ θ          E[g²] ← ρ E[g²] + (1 − ρ) g²
@@ -52,9 +61,16 @@ class Adadelta(torch.optim.Adadelta):
     :param compiled: fuse the update with ``torch.compile``; False runs ``torch.optim.Adadelta``'s own step.
     """
 
-    def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], lr: float = 1.0, rho: float = 0.9,
-                 eps: float = 1e-6, weight_decay: float = 0.0, maximize: bool = False,
-                 compiled: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 1.0,
+        rho: float = 0.9,
+        eps: float = 1e-6,
+        weight_decay: float = 0.0,
+        maximize: bool = False,
+        compiled: bool = True,
+    ) -> None:
         super().__init__(params, lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
         self.compiled = compiled
         # torch.compile only wraps here; it compiles at the first call. None: PyTorch's own step

@@ -46,8 +46,13 @@ Models: {models}
 Language models: {lm_models}
 """
 # Table 6's d and |Θ| (47M for every row), by lm_model config
-TABLE6 = {"lstm": 300, "attention_lstm": 296, "ngram_lstm": 968, "mean_residual_lstm": 296,
-          "self_attentive_residual_lstm": 296}  # fmt: skip
+TABLE6 = {
+    "lstm": 300,
+    "attention_lstm": 296,
+    "ngram_lstm": 968,
+    "mean_residual_lstm": 296,
+    "self_attentive_residual_lstm": 296,
+}
 
 
 def decoder_names() -> list[str]:
@@ -106,8 +111,10 @@ def lm_table(argv: list[str]) -> str:
         base = n if base is None else base
         paper = f"d = {TABLE6[name]}, 47M" if name in TABLE6 else "–"
         rows.append(f"| {name} | {cfg.model.emb_dim} | {cfg.model.hidden_dim} | {n:,} | {n - base:+,} | {paper} |")
-    head = (f"language models (Table 6), V = {vocab_size:,}\n\n"
-            f"| lm_model | e | d | parameters | vs {names[0]} | Table 6 |\n|---|---:|---:|---:|---:|---|")  # fmt: skip
+    head = (
+        f"language models (Table 6), V = {vocab_size:,}\n\n"
+        f"| lm_model | e | d | parameters | vs {names[0]} | Table 6 |\n|---|---:|---:|---:|---:|---|"
+    )
     return "\n".join([head, *rows])
 
 

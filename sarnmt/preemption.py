@@ -43,8 +43,9 @@ class Preemption(Callback):
         try:
             self.signals = [signal.Signals[name] for name in signals]
         except KeyError as err:
-            raise InputError(f"callbacks.preemption.signals: unknown signal {err.args[0]!r} (e.g. SIGTERM, "
-                             "SIGUSR2)") from err
+            raise InputError(
+                f"callbacks.preemption.signals: unknown signal {err.args[0]!r} (e.g. SIGTERM, SIGUSR2)"
+            ) from err
         self.path = Path(dirpath) / "last.ckpt"
         self.received: signal.Signals | None = None
         self.saved_at: int | None = None  # the update the checkpoint was written after
@@ -73,8 +74,11 @@ class Preemption(Callback):
         if not self._armed and trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
             self._armed = True
             self.received = self.received or signal.SIGTERM  # a rank that was not signalled itself
-            log.warning("received %s: stopping after update %d (and its validation, if one is due), with a "
-                        "checkpoint", self.received.name, trainer.global_step)  # fmt: skip
+            log.warning(
+                "received %s: stopping after update %d (and its validation, if one is due), with a checkpoint",
+                self.received.name,
+                trainer.global_step,
+            )
             self._at_epoch_end = trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
             _stop_flag(trainer, not self._at_epoch_end)
 
@@ -111,8 +115,10 @@ class Preemption(Callback):
             previous = signal.getsignal(self.received)
             handler = previous if callable(previous) else None
         name = self.received.name if self.received is not None else "a signal"
-        message = (f"{name} received: stopped after update {self.saved_at}, checkpoint {self.path}; resume with "
-                   f"ckpt_path={self.path}")  # fmt: skip
+        message = (
+            f"{name} received: stopped after update {self.saved_at}, checkpoint {self.path}; resume with "
+            f"ckpt_path={self.path}"
+        )
         log.warning(message)
         if handler is not None:
             handler(int(self.received), None)

@@ -31,8 +31,10 @@ def prepare(cfg: DictConfig) -> dict[str, Any]:
 
 def format_report(report: dict[str, Any]) -> str:
     """The lines printed at the end of ``prepare``."""
-    lines = [f"corpus {report['corpus']}: {'cache found, nothing to do' if report['cached'] else 'prepared'} "
-             f"in {report['seconds']} s -> {report['cache']}"]  # fmt: skip
+    lines = [
+        f"corpus {report['corpus']}: {'cache found, nothing to do' if report['cached'] else 'prepared'} "
+        f"in {report['seconds']} s -> {report['cache']}"
+    ]
     if report["downloaded"]:
         lines.append(f"downloaded: {', '.join(report['downloaded'])}")
     for split, info in report["splits"].items():

@@ -68,14 +68,22 @@ def score(cfg: DictConfig) -> dict[str, Any]:
         check_parallel(hyps, refs, path, cfg.ref)
         systems.append(hyps)
     results, signature = compare_systems(
-        names, systems, refs, tokenize=cfg.tokenize, lowercase=cfg.lowercase, n_bootstrap=cfg.n_bootstrap,
+        names,
+        systems,
+        refs,
+        tokenize=cfg.tokenize,
+        lowercase=cfg.lowercase,
+        n_bootstrap=cfg.n_bootstrap,
         n_randomization=cfg.n_randomization,
-    )  # fmt: skip
+    )
     record = {
-        "ref": cfg.ref, "hyps": hyp_paths, "signature": signature, "table": markdown_table(results, signature),
+        "ref": cfg.ref,
+        "hyps": hyp_paths,
+        "signature": signature,
+        "table": markdown_table(results, signature),
         "systems": [vars(r) for r in results],
         "settings": OmegaConf.to_container(cfg, resolve=True),
-    }  # fmt: skip
+    }
     if cfg.output:
         out = Path(_path(cfg.output))
         write_text(out.with_suffix(".md"), record["table"] + "\n")

@@ -61,8 +61,12 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
         datamodule.setup("fit")
         module = build_module(cfg, datamodule.src_vocab_size, datamodule.tgt_vocab_size)
         parameters = count_parameters(module.net)
-        log.info("model: %s parameters (V_src=%d, V_tgt=%d)", f"{parameters:,}",
-                 datamodule.src_vocab_size, datamodule.tgt_vocab_size)
+        log.info(
+            "model: %s parameters (V_src=%d, V_tgt=%d)",
+            f"{parameters:,}",
+            datamodule.src_vocab_size,
+            datamodule.tgt_vocab_size,
+        )
         loggers = instantiate_dict(cfg.get("logger"))
         callbacks = instantiate_dict(cfg.get("callbacks"))
         if cfg.get("faults") is not None:  # the fault tests' injections (sarnmt/faults.py); off by default
@@ -105,8 +109,10 @@ def check_averaging(cfg: DictConfig) -> None:
     """``average_last`` needs that many checkpoints kept: fail before training, not after it."""
     keep = OmegaConf.select(cfg, "callbacks.model_checkpoint.save_top_k")
     if cfg.average_last > 1 and (keep is None or (keep != -1 and keep < cfg.average_last)):
-        raise InputError(f"average_last={cfg.average_last} needs callbacks.model_checkpoint.save_top_k >= "
-                         f"{cfg.average_last} (or -1), but it is {keep}")  # fmt: skip
+        raise InputError(
+            f"average_last={cfg.average_last} needs callbacks.model_checkpoint.save_top_k >= "
+            f"{cfg.average_last} (or -1), but it is {keep}"
+        )
 
 
 def evaluate_average(cfg: DictConfig, trainer: L.Trainer, module: TranslationModule, datamodule) -> dict[str, Any]:
@@ -119,8 +125,13 @@ def evaluate_average(cfg: DictConfig, trainer: L.Trainer, module: TranslationMod
     result: dict[str, Any] = {"average_model_path": str(output)}
     if cfg.test and datamodule.has_split("test"):
         trainer.test(module, datamodule=datamodule, ckpt_path=str(output), verbose=False)
-        result.update({key.replace("test/", "test_average/"): float(value)
-                       for key, value in trainer.callback_metrics.items() if key.startswith("test/")})  # fmt: skip
+        result.update(
+            {
+                key.replace("test/", "test_average/"): float(value)
+                for key, value in trainer.callback_metrics.items()
+                if key.startswith("test/")
+            }
+        )
     return result
 
 
@@ -133,8 +144,10 @@ def report(result: dict[str, Any]) -> str:
         lines.append(f"last val BLEU = {result['val/bleu']:.2f}")
     lines.append(f"best checkpoint: {result['best_model_path'] or '(none saved)'}")
     if result.get("test_average/bleu") is not None:
-        lines.append(f"test BLEU of the averaged checkpoint = {result['test_average/bleu']:.2f}  "
-                     f"({result['average_model_path']})")  # fmt: skip
+        lines.append(
+            f"test BLEU of the averaged checkpoint = {result['test_average/bleu']:.2f}  "
+            f"({result['average_model_path']})"
+        )
     return "\n".join(lines)
 
 

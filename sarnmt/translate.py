@@ -78,11 +78,15 @@ def attention_record(index: int, source_pieces: list[str], result: Translation, 
     n = 0 if matrix is None else matrix.size(0)
     target = target_pieces(tgt_codec, result.tokens) + [EOS_TOKEN] * (n - len(result.tokens))
     return {
-        "line": index, "source": source_pieces + [EOS_TOKEN] if n else [], "target": target if n else [],
-        "target_ids": result.tokens, "score": result.score, "normalized_score": result.normalized_score,
+        "line": index,
+        "source": source_pieces + [EOS_TOKEN] if n else [],
+        "target": target if n else [],
+        "target_ids": result.tokens,
+        "score": result.score,
+        "normalized_score": result.normalized_score,
         "src_attention": None if result.src_attention is None else result.src_attention.tolist(),
         "tgt_attention": None if result.tgt_attention is None else result.tgt_attention.tolist(),
-    }  # fmt: skip
+    }
 
 
 def nbest_line(index: int, text: str, score: float, normalized: float) -> str:
@@ -126,8 +130,10 @@ def translate(cfg: DictConfig, stdin: IO[Any] | None = None, stdout: TextIO | No
         raise CheckpointError(f"checkpoint {cfg.ckpt_path} has no text codecs (saved without a datamodule)")
     search = instantiate(cfg.decoding)
     if not 1 <= cfg.nbest <= search.beam_size:
-        raise InputError(f"nbest={cfg.nbest} must be between 1 and the beam size ({search.beam_size}; "
-                         f"decoding=beam decoding.beam_size=K for more)")  # fmt: skip
+        raise InputError(
+            f"nbest={cfg.nbest} must be between 1 and the beam size ({search.beam_size}; "
+            f"decoding=beam decoding.beam_size=K for more)"
+        )
     log.info("translating with %s on %s (%s parameters)", search, device, f"{loaded.parameters:,}")
     src_codec, tgt_codec = loaded.src_codec, loaded.tgt_codec
     with ExitStack() as stack:
@@ -143,14 +149,17 @@ def translate(cfg: DictConfig, stdin: IO[Any] | None = None, stdout: TextIO | No
                     pieces.append(src_codec.tokens(line)[: len(ids)] if ids else [])
                 yield ids
 
-        results = decode_stream(loaded.net, search, encoded(), cfg.batch_size, device, attention is not None,
-                                cfg.chunk_batches, cfg.nbest)  # fmt: skip
+        results = decode_stream(
+            loaded.net, search, encoded(), cfg.batch_size, device, attention is not None, cfg.chunk_batches, cfg.nbest
+        )
         stack.enter_context(precision_context(device, cfg.precision))
         count = 0
         for result in tqdm(results, desc="translate", unit=" lines", disable=not cfg.progress, file=sys.stderr):
             if cfg.nbest > 1:
-                target.writelines(nbest_line(count, tgt_codec.decode(e.tokens) if e.tokens else "", e.score,
-                                             e.normalized_score) for e in result.nbest)  # fmt: skip
+                target.writelines(
+                    nbest_line(count, tgt_codec.decode(e.tokens) if e.tokens else "", e.score, e.normalized_score)
+                    for e in result.nbest
+                )
             else:
                 target.write((tgt_codec.decode(result.tokens) if result.tokens else "") + "\n")
             if attention is not None:

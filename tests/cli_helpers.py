@@ -59,10 +59,25 @@ def one_error(outcome: Outcome) -> str:
 
 def train_tiny(out: Path) -> Path:
     """A 43K-parameter model trained 3 updates on the toy corpus; its checkpoint."""
-    train(compose_train(["data.n_train=200", "data.n_dev=20", "data.n_test=20", "model.emb_dim=16",
-                         "model.hidden_dim=32", "trainer.max_steps=3", "test=false", "validation=cost",
-                         "val_bleu=false", "trainer.enable_progress_bar=false", "~callbacks.progress_bar",
-                         "~callbacks.model_summary"], output_dir=out))  # fmt: skip
+    train(
+        compose_train(
+            [
+                "data.n_train=200",
+                "data.n_dev=20",
+                "data.n_test=20",
+                "model.emb_dim=16",
+                "model.hidden_dim=32",
+                "trainer.max_steps=3",
+                "test=false",
+                "validation=cost",
+                "val_bleu=false",
+                "trainer.enable_progress_bar=false",
+                "~callbacks.progress_bar",
+                "~callbacks.model_summary",
+            ],
+            output_dir=out,
+        )
+    )
     return out / "checkpoints" / "last.ckpt"
 
 
@@ -90,9 +105,12 @@ def hostile_checkpoints(folder: Path, good: Path) -> dict[str, tuple[Path, str]]
     return {
         "truncated": (folder / "truncated.ckpt", "is corrupt or truncated"),
         "another project's": (folder / "other.ckpt", "is not a sarnmt checkpoint (no 'sarnmt'/'state_dict' entry"),
-        "pickle running code": (folder / "runs_code.ckpt", "is not a sarnmt checkpoint: it holds Python objects "
-                                "(posix.system) that sarnmt never loads, as loading them could run code; refused "
-                                "without running any of its content"),
+        "pickle running code": (
+            folder / "runs_code.ckpt",
+            "is not a sarnmt checkpoint: it holds Python objects "
+            "(posix.system) that sarnmt never loads, as loading them could run code; refused "
+            "without running any of its content",
+        ),
         "bare pickle running code": (folder / "runs_code.pkl", "is not a PyTorch checkpoint file"),
         "a folder": (folder / "a_folder.ckpt", "is a folder; give a .ckpt file"),
         "empty": (folder / "empty.ckpt", "checkpoint"),

@@ -41,5 +41,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     for node, (state, what) in _RESULTS.items():
         write(f"{state:<9} {node.split('::', 1)[-1]:<{width}}  {what}")
     counts = {state: sum(1 for s, _ in _RESULTS.values() if s == state) for state in ("survived", "FAILED", "skipped")}
-    write(f"{len(_RESULTS)} scenarios tried: {counts['survived']} survived, {counts['FAILED']} failed, "
-          f"{counts['skipped']} skipped")  # fmt: skip
+    write(
+        f"{len(_RESULTS)} scenarios tried: {counts['survived']} survived, {counts['FAILED']} failed, "
+        f"{counts['skipped']} skipped"
+    )

@@ -79,10 +79,14 @@ def make_task(db: Path, folder: Path, pair: str = "en_de", annotators=("ana", "b
     created = create_task(
         db,
         TaskSpec(
-            name=pair, source=str(paths["source"]), reference=str(paths["reference"]),
-            systems=tuple((name, str(paths[name])) for name in SYSTEMS), annotators=tuple(annotators), **spec,
+            name=pair,
+            source=str(paths["source"]),
+            reference=str(paths["reference"]),
+            systems=tuple((name, str(paths[name])) for name in SYSTEMS),
+            annotators=tuple(annotators),
+            **spec,
         ),
-    )  # fmt: skip
+    )
     return created.tokens
 
 

@@ -25,9 +25,12 @@ V = 5  # 0 = EOS, words 1..4
 CASE_A = {(): {1: 0.5, 2: 0.4, EOS: 0.1}, (1,): {3: 0.4, 4: 0.35, EOS: 0.25}, (2,): {EOS: 0.9, 4: 0.1}}
 # B: raw scores prefer [2] (.405) over [1,3,4] (.396); divided by the length incl. EOS, [1,3,4] wins (= greedy).
 CASE_B = {
-    (): {1: 0.55, 2: 0.45}, (1,): {3: 0.8, 4: 0.2}, (2,): {EOS: 0.9, 3: 0.1}, (1, 3): {4: 0.9, EOS: 0.1},
+    (): {1: 0.55, 2: 0.45},
+    (1,): {3: 0.8, 4: 0.2},
+    (2,): {EOS: 0.9, 3: 0.1},
+    (1, 3): {4: 0.9, EOS: 0.1},
     (1, 4): {4: 1.0},
-}  # fmt: skip
+}
 # C: the length limit (2 tokens) stops [1, 2] before its EOS; the early EOS (p=.1, rank 2 of 2) finishes.
 CASE_C = {(): {1: 0.9, EOS: 0.1}, (1,): {2: 0.9, EOS: 0.1}, (1, 2): {2: 1.0}}
 # D: EOS first (empty output).
@@ -176,8 +179,10 @@ def test_max_lengths_and_bad_settings():
 
 def _real_batch(seed: int = 3, sentences: int = 8):
     gen = torch.Generator().manual_seed(seed)
-    srcs = [torch.randint(2, model_helpers.VOCAB, (int(n),), generator=gen).tolist()
-            for n in torch.randint(1, 9, (sentences,), generator=gen)]  # fmt: skip
+    srcs = [
+        torch.randint(2, model_helpers.VOCAB, (int(n),), generator=gen).tolist()
+        for n in torch.randint(1, 9, (sentences,), generator=gen)
+    ]
     return pad_sequences(srcs)
 
 

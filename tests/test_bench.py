@@ -16,18 +16,39 @@ from sarnmt.bench.workload import corpus_workload, hashed_ids, sorted_batches, s
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.precision import native_bf16
 
-TINY = ["model=tiny", "model.emb_dim=16", "model.hidden_dim=24", "vocab=50", "batch_size=4", "train_batches=2",
-        "repeats=1", "workloads=[multi30k]", "lengths.multi30k.src=null", "decode.single=2", "threads=1",
-        "plot=false"]  # fmt: skip
+TINY = [
+    "model=tiny",
+    "model.emb_dim=16",
+    "model.hidden_dim=24",
+    "vocab=50",
+    "batch_size=4",
+    "train_batches=2",
+    "repeats=1",
+    "workloads=[multi30k]",
+    "lengths.multi30k.src=null",
+    "decode.single=2",
+    "threads=1",
+    "plot=false",
+]
 PEERS = ("plain", "reference")
 
 
 def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
-    cfg, systems = compose_bench([*TINY, "decoders=[baseline,self_attentive_rnn]", "plot=true",
-                                  "systems=[lstm_input_feeding_tiny]", "plot_lengths=[3,6]", "plot_batch_sizes=[2,4]",
-                                  "workloads=[multi30k,wmt]", "lengths.wmt.src=/nonexistent",
-                                  "lengths.wmt.synthetic=[5,12,8]", "profile=[baseline]",
-                                  f"out_dir={tmp_path}"])  # fmt: skip
+    cfg, systems = compose_bench(
+        [
+            *TINY,
+            "decoders=[baseline,self_attentive_rnn]",
+            "plot=true",
+            "systems=[lstm_input_feeding_tiny]",
+            "plot_lengths=[3,6]",
+            "plot_batch_sizes=[2,4]",
+            "workloads=[multi30k,wmt]",
+            "lengths.wmt.src=/nonexistent",
+            "lengths.wmt.synthetic=[5,12,8]",
+            "profile=[baseline]",
+            f"out_dir={tmp_path}",
+        ]
+    )
     record = bench(cfg, systems)
     short, long = record["runs"]
     assert short["workload"]["name"] == "multi30k" and long["workload"]["name"] == "wmt"
@@ -42,13 +63,31 @@ def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
             assert lstm[key] > 0, key
         assert not any(key.startswith(PEERS) for key in lstm) and "train_overhead_vs_baseline" in lstm
         for v in run["variants"][:2]:
-            for key in ("train_tok_s", "greedy_batched", "greedy_single", "beam5_batched", "beam5_single",
-                        "activation_mib", "train_flops_per_token", "train_gflop_s", "model_tok_s", "optimizer_ms",
-                        "reference_greedy_batched", "plain_greedy_batched", "plain_beam5_batched"):
+            for key in (
+                "train_tok_s",
+                "greedy_batched",
+                "greedy_single",
+                "beam5_batched",
+                "beam5_single",
+                "activation_mib",
+                "train_flops_per_token",
+                "train_gflop_s",
+                "model_tok_s",
+                "optimizer_ms",
+                "reference_greedy_batched",
+                "plain_greedy_batched",
+                "plain_beam5_batched",
+            ):
                 assert v[key] > 0, key
             for peer in PEERS:
-                for key in ("train_tok_s", "activation_mib", "train_flops_per_token", "model_tok_s", "optimizer_ms",
-                            "train_gflop_s"):
+                for key in (
+                    "train_tok_s",
+                    "activation_mib",
+                    "train_flops_per_token",
+                    "model_tok_s",
+                    "optimizer_ms",
+                    "train_gflop_s",
+                ):
                     assert v[f"{peer}_{key}"] > 0, f"{peer}_{key}"
                 assert v[f"train_speedup_vs_{peer}"] == pytest.approx(v["train_tok_s"] / v[f"{peer}_train_tok_s"])
                 assert v[f"model_speedup_vs_{peer}"] == pytest.approx(v["model_tok_s"] / v[f"{peer}_model_tok_s"])
@@ -82,8 +121,12 @@ def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
     # the floor (sarnmt only): products + the energies' least passes + optimizer + clipping, below the whole step
     ours = short["profiles"]["baseline sarnmt"]
     assert "floor_ms" not in short["profiles"]["baseline plain"]
-    assert ours["floor_ms"] == pytest.approx(ours["kinds_ms"]["matrix products"] + ours["energies_floor_ms"]
-                                             + ours["phases_ms"]["optimizer"] + ours["phases_ms"]["clipping"])
+    assert ours["floor_ms"] == pytest.approx(
+        ours["kinds_ms"]["matrix products"]
+        + ours["energies_floor_ms"]
+        + ours["phases_ms"]["optimizer"]
+        + ours["phases_ms"]["clipping"]
+    )
     assert 0 < ours["energies_floor_ms"] < ours["floor_ms"]
     assert "Where a training step's time goes (multi30k)" in table and "| framework overhead |" in table
     assert "| *floor: products + the energies' 4 passes + optimizer + clipping* |" in table
@@ -91,8 +134,20 @@ def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
 
 
 def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys):
-    assert main([*TINY, "decoders=[baseline]", "systems=[]", "reference=false", "plain=false", "peak_gflop_s=1000",
-                 f"out_dir={tmp_path}"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                *TINY,
+                "decoders=[baseline]",
+                "systems=[]",
+                "reference=false",
+                "plain=false",
+                "peak_gflop_s=1000",
+                f"out_dir={tmp_path}",
+            ]
+        )
+        == 0
+    )
     (json_path,) = tmp_path.glob("bench-*.json")
     record = json.loads(json_path.read_text())
     (variant,) = record["runs"][0]["variants"]

@@ -16,8 +16,19 @@ from sarnmt.train import train
 from sarnmt.utils.instantiate import instantiate_dict
 from tests.conftest import CONF_DIR, compose_train
 
-GROUPS = ["data", "model", "decoder", "optim", "decoding", "val_decoding", "trainer", "callbacks", "validation",
-          "logger", "debug"]  # fmt: skip
+GROUPS = [
+    "data",
+    "model",
+    "decoder",
+    "optim",
+    "decoding",
+    "val_decoding",
+    "trainer",
+    "callbacks",
+    "validation",
+    "logger",
+    "debug",
+]
 OPTIONS = [(group, path.stem) for group in GROUPS for path in sorted((CONF_DIR / group).glob("*.yaml"))]
 
 
@@ -37,9 +48,17 @@ def test_every_option_composes_and_instantiates(group, option, tmp_path, monkeyp
     if (group, option) == ("decoder", "none"):  # the one decoder of the input-feeding LSTM, and of no other model
         overrides.append("model=lstm_input_feeding_tiny")
     if option == "slurm":  # as inside task 1 of a 2-task SLURM job: Lightning takes ranks from SLURM's variables
-        slurm = {"SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0",
-                 "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_NODELIST": "node1", "SLURM_JOB_ID": "7",
-                 "SLURM_JOB_NAME": "sweep_job"}  # fmt: skip
+        slurm = {
+            "SLURM_NTASKS": "2",
+            "SLURM_NTASKS_PER_NODE": "2",
+            "SLURM_JOB_NUM_NODES": "1",
+            "SLURM_NODEID": "0",
+            "SLURM_PROCID": "1",
+            "SLURM_LOCALID": "1",
+            "SLURM_NODELIST": "node1",
+            "SLURM_JOB_ID": "7",
+            "SLURM_JOB_NAME": "sweep_job",
+        }
         for key, value in slurm.items():
             monkeypatch.setenv(key, value)
         # the Trainer sets the process-wide rank_zero_only.rank to its rank (1): put 0 back after the test
@@ -107,17 +126,28 @@ def _build(cfg):
     return build_model(cfg.model, cfg.decoder, 10, 10)
 
 
-@pytest.mark.parametrize(("model", "decoder", "valid"), [
-    ("lstm_input_feeding_tiny", "baseline", "none"),
-    ("tiny", "none", "baseline, mean_residual, memory_rnn, self_attentive_content, self_attentive_content_scope, "
-                     "self_attentive_rnn"),
-    ("lstm_ff_attention_tiny", "memory_rnn", "baseline, mean_residual, self_attentive_content, "
-                                             "self_attentive_content_scope, self_attentive_rnn"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("model", "decoder", "valid"),
+    [
+        ("lstm_input_feeding_tiny", "baseline", "none"),
+        (
+            "tiny",
+            "none",
+            "baseline, mean_residual, memory_rnn, self_attentive_content, self_attentive_content_scope, "
+            "self_attentive_rnn",
+        ),
+        (
+            "lstm_ff_attention_tiny",
+            "memory_rnn",
+            "baseline, mean_residual, self_attentive_content, self_attentive_content_scope, self_attentive_rnn",
+        ),
+    ],
+)
 def test_invalid_model_decoder_pair_names_the_valid_ones_before_reading_data(model, decoder, valid, tmp_path):
     missing = tmp_path / "absent.txt"  # data that does not exist: the pair is refused before it is looked for
-    cfg = compose_train([f"model={model}", f"decoder={decoder}", "data=files", f"data.train_src={missing}"],
-                        output_dir=tmp_path)  # fmt: skip
+    cfg = compose_train(
+        [f"model={model}", f"decoder={decoder}", "data=files", f"data.train_src={missing}"], output_dir=tmp_path
+    )
     with pytest.raises(ModelConfigError, match=f"valid decoder= options for this model: {valid}$"):
         train(cfg)
 

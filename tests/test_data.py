@@ -336,10 +336,16 @@ def test_lightning_runs_the_train_sampler_unchanged_and_reshuffles(toy_dm):
 
     model = Recorder()
     trainer = L.Trainer(
-        max_epochs=2, accelerator="cpu", devices=1, use_distributed_sampler=False, logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        max_epochs=2,
+        accelerator="cpu",
+        devices=1,
+        use_distributed_sampler=False,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
         limit_val_batches=0,
-    )  # fmt: skip
+    )
     trainer.fit(model, train_dataloaders=toy_dm.train_dataloader())
     kept = toy_dm.dataset("train").index
     assert sorted(model.seen[0]) == sorted(model.seen[1]) == sorted(kept)
@@ -369,9 +375,16 @@ def test_files_datamodule_filters_train_only_and_logs(tmp_path, monkeypatch, cap
     write(tmp_path / "dev.tgt", val[1])
     monkeypatch.chdir(tmp_path)  # relative paths are taken as given when Hydra is not running
     dm = FilesDataModule(
-        train_src="train.src", train_tgt="train.tgt.gz", dev_src="dev.src", dev_tgt="dev.tgt", vocab_size=60,
-        max_len=10, max_tokens=100, eval_batch_size=2, joint_vocab=True,
-    )  # fmt: skip
+        train_src="train.src",
+        train_tgt="train.tgt.gz",
+        dev_src="dev.src",
+        dev_tgt="dev.tgt",
+        vocab_size=60,
+        max_len=10,
+        max_tokens=100,
+        eval_batch_size=2,
+        joint_vocab=True,
+    )
     with caplog.at_level(logging.INFO, logger="sarnmt.data.loading.translation"):
         dm.setup()
     stats = dm.filter_stats
@@ -392,9 +405,13 @@ def test_files_datamodule_line_count_mismatch_fails_in_setup(tmp_path):
     paths = {name: write(tmp_path / name, ["a b", "c d"]) for name in ("tr.en", "tr.de", "dev.en")}
     paths["dev.de"] = write(tmp_path / "dev.de", ["x"])
     dm = FilesDataModule(
-        train_src=paths["tr.en"], train_tgt=paths["tr.de"], dev_src=paths["dev.en"], dev_tgt=paths["dev.de"],
-        max_tokens=100, eval_batch_size=2,
-    )  # fmt: skip
+        train_src=paths["tr.en"],
+        train_tgt=paths["tr.de"],
+        dev_src=paths["dev.en"],
+        dev_tgt=paths["dev.de"],
+        max_tokens=100,
+        eval_batch_size=2,
+    )
     with pytest.raises(ValueError, match=r"dev\.en has 2 lines, .*dev\.de has 1 lines"):
         dm.setup()
     with pytest.raises(RuntimeError, match="setup"):
@@ -419,10 +436,14 @@ def test_bpe_roundtrip_on_multi30k():
 @pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"{MULTI30K} not present")
 def test_files_datamodule_on_multi30k():
     dm = FilesDataModule(
-        train_src=str(MULTI30K / "val.en.gz"), train_tgt=str(MULTI30K / "val.de.gz"),
-        dev_src=str(MULTI30K / "test_2016_flickr.en.gz"), dev_tgt=str(MULTI30K / "test_2016_flickr.de.gz"),
-        vocab_size=2000, max_tokens=1000, eval_batch_size=50,
-    )  # fmt: skip
+        train_src=str(MULTI30K / "val.en.gz"),
+        train_tgt=str(MULTI30K / "val.de.gz"),
+        dev_src=str(MULTI30K / "test_2016_flickr.en.gz"),
+        dev_tgt=str(MULTI30K / "test_2016_flickr.de.gz"),
+        vocab_size=2000,
+        max_tokens=1000,
+        eval_batch_size=50,
+    )
     dm.setup()
     assert dm.filter_stats["total"] == 1014 and len(dm.references("val")) == 1000
     assert dm.src_codec is not dm.tgt_codec and dm.tgt_vocab_size <= 2000

@@ -97,8 +97,11 @@ def test_no_module_of_sarnmt_data_imports_sarnmt_data_inside_a_function():
 
 def test_the_module_level_imports_of_sarnmt_data_form_no_circle():
     graph = _graph()
-    assert graph["sarnmt.data.text.codec_state"] >= {"sarnmt.data.text.codecs", "sarnmt.data.text.subword",
-                                                     "sarnmt.data.text.pipeline"}  # fmt: skip
+    assert graph["sarnmt.data.text.codec_state"] >= {
+        "sarnmt.data.text.codecs",
+        "sarnmt.data.text.subword",
+        "sarnmt.data.text.pipeline",
+    }
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     path: list[str] = []
 
@@ -107,7 +110,7 @@ def test_the_module_level_imports_of_sarnmt_data_form_no_circle():
         path.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                pytest.fail(f"import circle: {' -> '.join(path[path.index(nxt):] + [nxt])}")
+                pytest.fail(f"import circle: {' -> '.join(path[path.index(nxt) :] + [nxt])}")
             if nxt not in state:
                 visit(nxt)
         path.pop()
@@ -131,6 +134,7 @@ def test_the_layers_depend_one_way_text_then_corpora_then_loading():
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_every_module_imports_alone_in_a_fresh_interpreter(module):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's sarnmt, not whichever one is installed
-    done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -13,7 +13,11 @@ TINY = ["data.n_train=200", "data.n_dev=20", "data.n_test=20", "model.emb_dim=16
 
 def _run(args: list[str], env: dict[str, str] | None = None, cwd=ROOT) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+        [sys.executable, "-m", *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
         timeout=600,
     )
 
@@ -36,7 +40,8 @@ def test_train_and_params_refuse_a_pair_that_does_not_go_together_in_one_line():
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines()[-1] == (
         "error: decoder MeanResidual (hooks: readout) does not go with model InputFeedingLSTM (offers: no hook; "
-        "needs: nothing); valid decoder= options for this model: none")  # fmt: skip
+        "needs: nothing); valid decoder= options for this model: none"
+    )
     out = _run(["sarnmt.params", "model=lstm_fixed_context", "decoder=memory_rnn"])
     assert out.returncode == 2 and "valid decoder= options for this model: baseline, mean_residual" in out.stderr
     out = _run(["sarnmt.params", "model=lstm_ff_attention_small", "decoder=all"])
@@ -51,9 +56,20 @@ def test_train_help_lists_groups():
 
 def test_multirun_gives_one_wandb_run_per_job(tmp_path):
     out = _run(
-        ["sarnmt.train", "--multirun", "decoder=baseline,mean_residual", "logger=wandb", "trainer.max_steps=1",
-         "trainer.val_check_interval=1", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1",
-         "trainer.enable_progress_bar=false", "~callbacks.progress_bar", *TINY, f"hydra.sweep.dir={tmp_path}"],
+        [
+            "sarnmt.train",
+            "--multirun",
+            "decoder=baseline,mean_residual",
+            "logger=wandb",
+            "trainer.max_steps=1",
+            "trainer.val_check_interval=1",
+            "trainer.limit_val_batches=1",
+            "trainer.limit_test_batches=1",
+            "trainer.enable_progress_bar=false",
+            "~callbacks.progress_bar",
+            *TINY,
+            f"hydra.sweep.dir={tmp_path}",
+        ],
         env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"},
         cwd=tmp_path,
     )

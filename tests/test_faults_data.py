@@ -58,16 +58,31 @@ def _cache(cache_dir: Path) -> Path:
 
 
 def _prepare(capsys, tmp_path: Path, cache: str = "cache"):
-    return run_cli(capsys, "prepare", ["data=en_zh", f"data.root={tmp_path / 'root'}", "data.vocab_size=300",
-                                       f"paths.cache_dir={tmp_path / cache}", f"hydra.run.dir={tmp_path / 'run'}"])
+    return run_cli(
+        capsys,
+        "prepare",
+        [
+            "data=en_zh",
+            f"data.root={tmp_path / 'root'}",
+            "data.vocab_size=300",
+            f"paths.cache_dir={tmp_path / cache}",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+    )
 
 
-@pytest.mark.parametrize("en,zh,says", [
-    pytest.param(None, "好\n".encode() + b"\xff\n" + "好\n".encode(), "train.zh:2: invalid UTF-8",
-                 id="non-UTF-8 bytes"),
-    pytest.param(None, "好\n好\n".encode(), "train.en has 3 lines, {f}/train.zh has 2 lines", id="different lengths"),
-    pytest.param(b"", b"", "no lines in split train", id="empty files"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "en,zh,says",
+    [
+        pytest.param(
+            None, "好\n".encode() + b"\xff\n" + "好\n".encode(), "train.zh:2: invalid UTF-8", id="non-UTF-8 bytes"
+        ),
+        pytest.param(
+            None, "好\n好\n".encode(), "train.en has 3 lines, {f}/train.zh has 2 lines", id="different lengths"
+        ),
+        pytest.param(b"", b"", "no lines in split train", id="empty files"),
+    ],
+)
 def test_prepare_refuses_bad_corpus_files_naming_them(capsys, tmp_path, corpus, en, zh, says):
     """prepare refuses non-UTF-8 bytes, files of different lengths and an empty split in one line naming the files,
     and caches nothing."""
@@ -82,7 +97,8 @@ def test_prepare_refuses_a_folder_where_a_corpus_file_belongs(capsys, tmp_path, 
     (folder / "train.en").unlink()
     (folder / "train.en").mkdir()
     assert one_error(_prepare(capsys, tmp_path)) == (
-        f"error: en_zh: {folder / 'train.en'} is a folder, but a corpus file is expected there")
+        f"error: en_zh: {folder / 'train.en'} is a folder, but a corpus file is expected there"
+    )
 
 
 def test_prepare_reads_crlf_as_lf_and_keeps_odd_lines_aligned(capsys, tmp_path, corpus):
@@ -128,9 +144,19 @@ def test_a_damaged_cache_is_named_on_load_and_built_again_by_prepare(capsys, tmp
 
 # --- tables ---------------------------------------------------------------------------------------------------------
 def _valid_record(job, digest: str) -> dict:
-    return {"version": 1, "job": job.id, "scale": job.scale, "pair": job.pair, "row": job.row, "seed": job.seed,
-            "config_hash": digest, "tests": {t: {} for t in job.tests}, "finished": "now", "parameters": 1000,
-            "wall_seconds": {"total": 1.0}}  # fmt: skip
+    return {
+        "version": 1,
+        "job": job.id,
+        "scale": job.scale,
+        "pair": job.pair,
+        "row": job.row,
+        "seed": job.seed,
+        "config_hash": digest,
+        "tests": {t: {} for t in job.tests},
+        "finished": "now",
+        "parameters": 1000,
+        "wall_seconds": {"total": 1.0},
+    }
 
 
 def test_tables_counts_hostile_records_as_broken_and_renders_the_rest(capsys, tmp_path):
@@ -172,8 +198,10 @@ def test_tables_counts_hostile_records_as_broken_and_renders_the_rest(capsys, tm
 def test_tables_refuses_an_unknown_table_and_an_unwritable_results_folder(capsys, tmp_path):
     """tables refuses a table that does not exist, and a results folder that is a file, in one line each."""
     assert one_error(run_cli(capsys, "tables", ["table=9", "scale=smoke"])) == (
-        "error: unknown table '9'; valid tables: [1, 2, 3, 4, 6]")
+        "error: unknown table '9'; valid tables: [1, 2, 3, 4, 6]"
+    )
     (tmp_path / "results").write_text("not a folder")
-    line = one_error(run_cli(capsys, "tables", ["table=1", "scale=smoke", f"results_dir={tmp_path / 'results'}",
-                                                "plot=false"]))  # fmt: skip
+    line = one_error(
+        run_cli(capsys, "tables", ["table=1", "scale=smoke", f"results_dir={tmp_path / 'results'}", "plot=false"])
+    )
     assert str(tmp_path / "results") in line

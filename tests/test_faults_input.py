@@ -40,13 +40,18 @@ def _translate(capsys, ckpt, stdin: bytes, *args: str):
 
 
 # --- translate ------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("text", [
-    pytest.param(b"ta\x00brin\n\x1b[31mnu\x0b gorm\x0c\n\x1c\x1d\x1e\n ta\xc2\x85brin \xe2\x80\xa8 nu\n\x00\n",
-                 id="NUL, escape and other control characters, U+0085 and U+2028 inside lines"),
-    pytest.param(b"ta brin\n\n   \nnu gorm\n\n", id="empty and blank lines"),
-    pytest.param(b"", id="an empty input"),
-    pytest.param(b"ta brin\nnu gorm", id="no newline at the end"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(
+            b"ta\x00brin\n\x1b[31mnu\x0b gorm\x0c\n\x1c\x1d\x1e\n ta\xc2\x85brin \xe2\x80\xa8 nu\n\x00\n",
+            id="NUL, escape and other control characters, U+0085 and U+2028 inside lines",
+        ),
+        pytest.param(b"ta brin\n\n   \nnu gorm\n\n", id="empty and blank lines"),
+        pytest.param(b"", id="an empty input"),
+        pytest.param(b"ta brin\nnu gorm", id="no newline at the end"),
+    ],
+)
 def test_translate_keeps_every_line(capsys, ckpt, text):
     """translate writes exactly one line per input line, in order; empty and blank lines stay empty."""
     outcome = _translate(capsys, ckpt, text)
@@ -73,16 +78,21 @@ def test_translate_truncates_a_10000_token_line_within_the_limit(capsys, ckpt, c
     outcome = _translate(capsys, ckpt, f"ta brin\n{LONG}\nnu gorm\n".encode(), "decoding.min_len=100000")
     assert outcome.code == 0 and outcome.out.count("\n") == 3
     assert len(outcome.out.split("\n")[1].split()) == 2 * (400 + 1) + 10  # the longest output the limit allows
-    assert any(r.getMessage() == "<stdin>:2: 10,000 tokens, more than max_input_tokens=400: translating its first "
-               "400 tokens only" for r in caplog.records)  # fmt: skip
+    assert any(
+        r.getMessage() == "<stdin>:2: 10,000 tokens, more than max_input_tokens=400: translating its first "
+        "400 tokens only"
+        for r in caplog.records
+    )
     refused = one_error(_translate(capsys, ckpt, f"ta brin\n{LONG}\n".encode(), "truncate_long_input=false"))
     assert refused.startswith("error: <stdin>:2: 10,000 tokens, more than max_input_tokens=400; split the line")
 
 
 def test_translate_refuses_non_utf8_on_stdin_naming_the_line(capsys, ckpt):
     """translate refuses a byte that is not UTF-8 on stdin, naming <stdin> and the line."""
-    assert one_error(_translate(capsys, ckpt, b"ta brin\nnu \xff gorm\n")) == f"error: <stdin>:2: {UTF8_ERROR} " \
+    assert (
+        one_error(_translate(capsys, ckpt, b"ta brin\nnu \xff gorm\n")) == f"error: <stdin>:2: {UTF8_ERROR} "
         "(e.g. iconv -f latin1 -t utf-8)"
+    )
 
 
 def test_translate_refuses_bad_files_and_writes_no_half_output(capsys, ckpt, tmp_path):
@@ -91,16 +101,29 @@ def test_translate_refuses_bad_files_and_writes_no_half_output(capsys, ckpt, tmp
     bad, out = tmp_path / "in.txt", tmp_path / "out.txt"
     bad.write_bytes(b"ta brin\nnu\n\xff\n")
     assert one_error(_translate(capsys, ckpt, None, f"input={bad}", f"output={out}")).startswith(
-        f"error: {bad}:3: invalid UTF-8")
+        f"error: {bad}:3: invalid UTF-8"
+    )
     assert not out.exists() and os.listdir(tmp_path) == ["in.txt"]
     assert one_error(_translate(capsys, ckpt, None, f"input={tmp_path}")) == (
-        f"error: {tmp_path} is a folder, but an input file is expected here")
+        f"error: {tmp_path} is a folder, but an input file is expected here"
+    )
     assert one_error(_translate(capsys, ckpt, None, f"input={tmp_path / 'nope.txt'}")) == (
-        f"error: no such file: {tmp_path / 'nope.txt'}")
+        f"error: no such file: {tmp_path / 'nope.txt'}"
+    )
 
 
-@pytest.mark.parametrize("case", ["truncated", "another project's", "pickle running code", "bare pickle running code",
-                                  "a folder", "empty", "missing"])  # fmt: skip
+@pytest.mark.parametrize(
+    "case",
+    [
+        "truncated",
+        "another project's",
+        "pickle running code",
+        "bare pickle running code",
+        "a folder",
+        "empty",
+        "missing",
+    ],
+)
 def test_translate_refuses_a_hostile_checkpoint_without_running_it(capsys, hostile, case):
     """translate refuses a checkpoint that is truncated, empty, missing, a folder, another project's, or a pickle
     that would run code, in one line that never suggests weights_only=False, and runs none of its content."""
@@ -118,9 +141,11 @@ def test_a_real_process_prints_one_line_and_a_trace_with_hydra_full_error(ckpt):
     env.pop("HYDRA_FULL_ERROR", None)
     plain = subprocess.run(command, input=b"ta\n\xff\n", capture_output=True, cwd=ROOT, env=env, timeout=300)
     assert plain.returncode == 2 and plain.stderr.decode().strip().splitlines() == [
-        f"error: <stdin>:2: {UTF8_ERROR.replace('column 4', 'column 1')} (e.g. iconv -f latin1 -t utf-8)"]
-    full = subprocess.run(command, input=b"ta\n\xff\n", capture_output=True, cwd=ROOT, timeout=300,
-                          env={**env, "HYDRA_FULL_ERROR": "1"})  # fmt: skip
+        f"error: <stdin>:2: {UTF8_ERROR.replace('column 4', 'column 1')} (e.g. iconv -f latin1 -t utf-8)"
+    ]
+    full = subprocess.run(
+        command, input=b"ta\n\xff\n", capture_output=True, cwd=ROOT, timeout=300, env={**env, "HYDRA_FULL_ERROR": "1"}
+    )
     assert full.returncode != 0 and "Traceback" in full.stderr.decode() and "InputError" in full.stderr.decode()
 
 
@@ -128,15 +153,29 @@ def test_a_real_process_prints_one_line_and_a_trace_with_hydra_full_error(ckpt):
 def _score(capsys, tmp_path, ref: bytes, hyp: bytes, *args: str):
     (tmp_path / "ref.txt").write_bytes(ref)
     (tmp_path / "hyp.txt").write_bytes(hyp)
-    return run_cli(capsys, "score", [f"ref={tmp_path / 'ref.txt'}", f"hyps=[{tmp_path / 'hyp.txt'}]",
-                                     "n_bootstrap=20", "n_randomization=20", *args])  # fmt: skip
+    return run_cli(
+        capsys,
+        "score",
+        [
+            f"ref={tmp_path / 'ref.txt'}",
+            f"hyps=[{tmp_path / 'hyp.txt'}]",
+            "n_bootstrap=20",
+            "n_randomization=20",
+            *args,
+        ],
+    )
 
 
-@pytest.mark.parametrize("ref,hyp", [
-    pytest.param(b"a b c\n\nd e\n", b"a b c\n\nd\n", id="empty lines on both sides"),
-    pytest.param(b"a\x00b c\x1b d\n\xe2\x80\xa8x\x0cy\n", b"a\x00b c\n\xe2\x80\xa8x y\n", id="NUL and control chars"),
-    pytest.param(f"{LONG}\nb\n".encode(), f"{LONG}\nb\n".encode(), id="a 10,000-token line"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "ref,hyp",
+    [
+        pytest.param(b"a b c\n\nd e\n", b"a b c\n\nd\n", id="empty lines on both sides"),
+        pytest.param(
+            b"a\x00b c\x1b d\n\xe2\x80\xa8x\x0cy\n", b"a\x00b c\n\xe2\x80\xa8x y\n", id="NUL and control chars"
+        ),
+        pytest.param(f"{LONG}\nb\n".encode(), f"{LONG}\nb\n".encode(), id="a 10,000-token line"),
+    ],
+)
 def test_score_handles_odd_but_aligned_files(capsys, tmp_path, ref, hyp):
     """score scores aligned files with empty lines, control characters or a 10,000-token line."""
     outcome = _score(capsys, tmp_path, ref, hyp)
@@ -150,12 +189,19 @@ def test_score_reads_crlf_as_lf(capsys, tmp_path):
     assert crlf.code == lf.code == 0 and crlf.out == lf.out
 
 
-@pytest.mark.parametrize("ref,hyp,says", [
-    pytest.param(b"a\nb\n", b"a\nb \xff\n", "hyp.txt:2: invalid UTF-8", id="non-UTF-8 hypothesis"),
-    pytest.param(b"a\nb\nc\n", b"a\nb\n", "line counts differ: hypotheses {hyp} have 2 lines, reference {ref} has 3",
-                 id="reference and hypothesis of different lengths"),
-    pytest.param(b"", b"", "reference {ref} is empty: there is nothing to score", id="empty files"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "ref,hyp,says",
+    [
+        pytest.param(b"a\nb\n", b"a\nb \xff\n", "hyp.txt:2: invalid UTF-8", id="non-UTF-8 hypothesis"),
+        pytest.param(
+            b"a\nb\nc\n",
+            b"a\nb\n",
+            "line counts differ: hypotheses {hyp} have 2 lines, reference {ref} has 3",
+            id="reference and hypothesis of different lengths",
+        ),
+        pytest.param(b"", b"", "reference {ref} is empty: there is nothing to score", id="empty files"),
+    ],
+)
 def test_score_refuses_bad_files_naming_them(capsys, tmp_path, ref, hyp, says):
     """score refuses non-UTF-8 bytes, misaligned files and an empty reference in one line naming the files."""
     line = one_error(_score(capsys, tmp_path, ref, hyp))
@@ -188,12 +234,15 @@ def test_average_refuses_bad_folders_and_keeps_the_old_output_on_a_full_disk(cap
     """average refuses dir= that is a file or holds no checkpoint and output= that is a folder; a full disk while
     writing leaves the previous average loadable."""
     assert one_error(run_cli(capsys, "average", [f"dir={ckpt}", "output=x.ckpt"])) == (
-        f"error: dir={ckpt} is a file; give the folder that holds the checkpoints")
+        f"error: dir={ckpt} is a file; give the folder that holds the checkpoints"
+    )
     (tmp_path / "none").mkdir()
     assert "asked for the last 5 checkpoints but" in one_error(
-        run_cli(capsys, "average", [f"dir={tmp_path / 'none'}", "output=x.ckpt"]))
+        run_cli(capsys, "average", [f"dir={tmp_path / 'none'}", "output=x.ckpt"])
+    )
     assert one_error(run_cli(capsys, "average", [f"checkpoints=[{ckpt}]", f"output={tmp_path}"])) == (
-        f"error: {tmp_path} is a folder; give a file name to write to")
+        f"error: {tmp_path} is a folder; give a file name to write to"
+    )
     out = tmp_path / "avg.ckpt"
     assert run_cli(capsys, "average", [f"checkpoints=[{ckpt},{ckpt}]", f"output={out}"]).code == 0
     before = out.read_bytes()
@@ -204,22 +253,32 @@ def test_average_refuses_bad_folders_and_keeps_the_old_output_on_a_full_disk(cap
     monkeypatch.setattr(atomic.os, "fsync", full)
     assert one_error(run_cli(capsys, "average", [f"checkpoints=[{ckpt}]", f"output={out}"])) == (
         f"error: could not write {out}: No space left on device; the previous avg.ckpt is unchanged; free some "
-        "space and run again")  # fmt: skip
+        "space and run again"
+    )
     assert out.read_bytes() == before and torch.load(out, weights_only=True)["sarnmt"]["averaged_from"]
 
 
 # --- evaluate -------------------------------------------------------------------------------------------------------
 def _evaluate(capsys, ckpt, tmp_path, test_src: bytes, test_ref: bytes, *args: str):
     lines = b"ta brin blorp\nnu gorm\nta vosk\n"
-    files = {"train.src": lines, "train.tgt": lines, "dev.src": lines, "dev.tgt": lines, "test.src": test_src,
-             "test.tgt": test_ref}  # fmt: skip
+    files = {
+        "train.src": lines,
+        "train.tgt": lines,
+        "dev.src": lines,
+        "dev.tgt": lines,
+        "test.src": test_src,
+        "test.tgt": test_ref,
+    }
     tmp_path.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
         if not (tmp_path / name).is_dir():
             (tmp_path / name).write_bytes(data)
     data = ["data=files", "data.vocab_size=60"] + [f"data.{k.replace('.', '_')}={tmp_path / k}" for k in files]
-    return run_cli(capsys, "evaluate", [f"ckpt_path={ckpt}", *data, "decoding=greedy", "progress=false",
-                                        f"hydra.run.dir={tmp_path / 'run'}", *args])  # fmt: skip
+    return run_cli(
+        capsys,
+        "evaluate",
+        [f"ckpt_path={ckpt}", *data, "decoding=greedy", "progress=false", f"hydra.run.dir={tmp_path / 'run'}", *args],
+    )
 
 
 def test_evaluate_keeps_line_count_and_truncates_a_long_line(capsys, ckpt, tmp_path):
@@ -243,12 +302,19 @@ def test_evaluate_reads_crlf_as_lf(capsys, ckpt, tmp_path):
     assert read[0] == read[1] and crlf.out.split("\n")[1] == lf.out.split("\n")[1]  # the BLEU line
 
 
-@pytest.mark.parametrize("src,ref,says", [
-    pytest.param(b"ta brin\nnu \xff\n", b"a\nb\n", "test.src:2: invalid UTF-8", id="non-UTF-8 source"),
-    pytest.param(b"ta brin\nnu gorm\n", b"a\n", "parallel files differ in length: {d}/test.src has 2 lines, "
-                 "{d}/test.tgt has 1 lines", id="source and reference of different lengths"),
-    pytest.param(b"", b"", "files/test has no sentences, so there is nothing to evaluate", id="empty files"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "src,ref,says",
+    [
+        pytest.param(b"ta brin\nnu \xff\n", b"a\nb\n", "test.src:2: invalid UTF-8", id="non-UTF-8 source"),
+        pytest.param(
+            b"ta brin\nnu gorm\n",
+            b"a\n",
+            "parallel files differ in length: {d}/test.src has 2 lines, {d}/test.tgt has 1 lines",
+            id="source and reference of different lengths",
+        ),
+        pytest.param(b"", b"", "files/test has no sentences, so there is nothing to evaluate", id="empty files"),
+    ],
+)
 def test_evaluate_refuses_bad_test_files_naming_them(capsys, ckpt, tmp_path, src, ref, says):
     """evaluate refuses non-UTF-8 bytes, misaligned files and an empty test set in one line naming them, and writes
     no output."""
@@ -269,7 +335,8 @@ def test_evaluate_refuses_a_folder_and_keeps_its_outputs_on_a_full_disk(capsys, 
     """evaluate refuses a folder given as a test file; a full disk while it writes leaves the previous outputs."""
     (tmp_path / "test.src").mkdir()
     assert one_error(_evaluate(capsys, ckpt, tmp_path, b"", b"a\n")) == (
-        f"error: {tmp_path / 'test.src'} is a folder, but a file is expected here")
+        f"error: {tmp_path / 'test.src'} is a folder, but a file is expected here"
+    )
     (tmp_path / "test.src").rmdir()
     assert _evaluate(capsys, ckpt, tmp_path, b"ta brin\n", b"a\n").code == 0
     before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
@@ -279,6 +346,7 @@ def test_evaluate_refuses_a_folder_and_keeps_its_outputs_on_a_full_disk(capsys, 
 
     monkeypatch.setattr(atomic.os, "fsync", full)
     line = one_error(_evaluate(capsys, ckpt, tmp_path, b"ta brin\n", b"a\n", "decoding=beam"))
-    assert line.endswith("No space left on device; the previous hypotheses.test.txt is unchanged; free some space "
-                         "and run again")  # fmt: skip
+    assert line.endswith(
+        "No space left on device; the previous hypotheses.test.txt is unchanged; free some space and run again"
+    )
     assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()} == before

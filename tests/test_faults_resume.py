@@ -26,13 +26,28 @@ from tests.conftest import ROOT, compose_train
 pytestmark = pytest.mark.faults
 
 RUN = [
-    "data.n_train=300", "data.n_dev=40", "data.n_test=40", "data.max_tokens=300", "model.emb_dim=16",
-    "model.hidden_dim=32", "model.dropout_readout=0.3", "optim=adam", "optim.lr=0.003", "validation=cost",
-    "val_bleu=false", "trainer.val_check_interval=5", "callbacks.resume_checkpoint.train_time_interval=null",
-    "callbacks.resume_checkpoint.every_n_train_steps=3", "test=false", "trainer.enable_progress_bar=false",
-    "~callbacks.progress_bar", "~callbacks.model_summary", "trainer.max_epochs=100", "trainer.log_every_n_steps=1",
+    "data.n_train=300",
+    "data.n_dev=40",
+    "data.n_test=40",
+    "data.max_tokens=300",
+    "model.emb_dim=16",
+    "model.hidden_dim=32",
+    "model.dropout_readout=0.3",
+    "optim=adam",
+    "optim.lr=0.003",
+    "validation=cost",
+    "val_bleu=false",
+    "trainer.val_check_interval=5",
+    "callbacks.resume_checkpoint.train_time_interval=null",
+    "callbacks.resume_checkpoint.every_n_train_steps=3",
+    "test=false",
+    "trainer.enable_progress_bar=false",
+    "~callbacks.progress_bar",
+    "~callbacks.model_summary",
+    "trainer.max_epochs=100",
+    "trainer.log_every_n_steps=1",
     "+logger.csv.flush_logs_every_n_steps=1",
-]  # fmt: skip
+]
 STEPS = 30  # updates in all; 13 an epoch
 
 
@@ -41,8 +56,12 @@ def _start(out: Path, *extra: str) -> subprocess.Popen:
     env.pop("HYDRA_FULL_ERROR", None)
     return subprocess.Popen(
         [sys.executable, "-m", "sarnmt.train", *RUN, f"trainer.max_steps={STEPS}", f"hydra.run.dir={out}", *extra],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _finish(process: subprocess.Popen) -> tuple[int, str]:
@@ -120,8 +139,9 @@ def test_sigkill_at_three_points_and_sigterm_resume_to_the_uninterrupted_losses_
     assert a["global_step"] == b["global_step"] == STEPS
     for name, tensor in a["state_dict"].items():
         assert torch.equal(tensor, b["state_dict"][name]), name
-    for sa, sb in zip(a["optimizer_states"][0]["state"].values(), b["optimizer_states"][0]["state"].values(),
-                      strict=True):  # fmt: skip
+    for sa, sb in zip(
+        a["optimizer_states"][0]["state"].values(), b["optimizer_states"][0]["state"].values(), strict=True
+    ):
         assert all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
@@ -142,8 +162,11 @@ def test_sigterm_during_validation_lets_it_finish_then_stops_and_resumes_exactly
     with a checkpoint (exit status 143) and resumes to the uninterrupted run's weights."""
     overrides = [*RUN, "trainer.max_steps=22"]
     with pytest.raises(TrainingStopped, match="SIGTERM received: stopped after update 6") as stop:
-        train(compose_train([*overrides, "faults=inject", "faults.signal_in_validation_after_step=5"],
-                            output_dir=tmp_path))  # fmt: skip
+        train(
+            compose_train(
+                [*overrides, "faults=inject", "faults.signal_in_validation_after_step=5"], output_dir=tmp_path
+            )
+        )
     assert stop.value.status == 143
     last = tmp_path / "checkpoints" / "last.ckpt"
     assert _step(last) == 6
@@ -163,8 +186,18 @@ def test_cluster_signal_checkpoints_then_hands_over_to_the_launchers_handler(uni
     previous = signal.signal(signal.SIGUSR2, launcher_handler)
     try:
         with pytest.raises(TrainingStopped, match="SIGUSR2 received: stopped after update 10") as stop:
-            train(compose_train([*RUN, "trainer.max_steps=22", "faults=inject", "faults.signal_at_step=9",
-                                 "faults.signal_name=SIGUSR2"], output_dir=tmp_path))  # fmt: skip
+            train(
+                compose_train(
+                    [
+                        *RUN,
+                        "trainer.max_steps=22",
+                        "faults=inject",
+                        "faults.signal_at_step=9",
+                        "faults.signal_name=SIGUSR2",
+                    ],
+                    output_dir=tmp_path,
+                )
+            )
         assert signal.getsignal(signal.SIGUSR2) is launcher_handler  # given back after training
     finally:
         signal.signal(signal.SIGUSR2, previous)

@@ -59,13 +59,18 @@ def test_k_nan_updates_in_a_row_stop_the_run_with_the_last_good_checkpoint_loada
     overrides = [*RUN, "callbacks.nonfinite.max_consecutive=3", "callbacks.resume_checkpoint.every_n_train_steps=1"]
     train(compose_train([*overrides, "trainer.max_steps=7"], output_dir=tmp_path / "good"))
     with pytest.raises(TrainingStopped) as stop:
-        train(compose_train([*overrides, "trainer.max_steps=12", "faults=inject", "faults.nan_at_steps=[7,8,9]"],
-                            output_dir=tmp_path))  # fmt: skip
+        train(
+            compose_train(
+                [*overrides, "trainer.max_steps=12", "faults=inject", "faults.nan_at_steps=[7,8,9]"],
+                output_dir=tmp_path,
+            )
+        )
     last = tmp_path / "checkpoints" / "last.ckpt"
     assert str(stop.value) == (
         "3 updates in a row had non-finite loss or gradients (updates 8-10, skipped, so the weights are still those "
         f"after update 7, as in the last checkpoint, {last}). Lower the learning rate (optim.lr) or look at the "
-        f"batches logged above, then resume with ckpt_path={last}")  # fmt: skip
+        f"batches logged above, then resume with ckpt_path={last}"
+    )
     assert stop.value.status == 2 and stop.value.prefix == "stopped"
     written = _checkpoint(last)
     assert written["global_step"] == 9  # after update 9, skipped like update 8: the weights of update 7
@@ -95,8 +100,10 @@ def test_a_full_disk_during_a_checkpoint_write_keeps_the_previous_checkpoint(tmp
     with pytest.raises(WriteError) as failed:
         train(compose_train(overrides, output_dir=tmp_path))
     last = tmp_path / "checkpoints" / "last.ckpt"
-    assert str(failed.value) == (f"could not write {last}: No space left on device; the previous last.ckpt is "
-                                 "unchanged; free some space and run again")  # fmt: skip
+    assert str(failed.value) == (
+        f"could not write {last}: No space left on device; the previous last.ckpt is "
+        "unchanged; free some space and run again"
+    )
     assert _checkpoint(last)["global_step"] == 3
     assert not [p for p in last.parent.iterdir() if ".tmp-" in p.name]  # no temporary file left
     monkeypatch.setattr(torch, "save", real_save)

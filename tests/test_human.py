@@ -32,9 +32,13 @@ from tests.human_helpers import shown_orders as db_orders
 def _human(args: list[str], cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "sarnmt.human", *args], cwd=cwd, env=env, capture_output=True, text=True,
+        [sys.executable, "-m", "sarnmt.human", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=timeout,
-    )  # fmt: skip
+    )
 
 
 def _count(db: Path, table: str) -> int:
@@ -126,8 +130,15 @@ def test_create_command_errors_are_one_line_and_a_task_is_never_replaced(tmp_pat
         "error: line counts differ: source test.en has 6 lines; system mean_residual (short.de) has 2 lines"
     )
     assert not (tmp_path / "human.sqlite").exists()
-    args = ["create", "pair=en_de", "source=test.en", "ref=test.de", "hyps=[out.0.de,out.1.de]", "sample=4",
-            "annotators=[ana]"]  # fmt: skip
+    args = [
+        "create",
+        "pair=en_de",
+        "source=test.en",
+        "ref=test.de",
+        "hyps=[out.0.de,out.1.de]",
+        "sample=4",
+        "annotators=[ana]",
+    ]
     out = _human(args, tmp_path)
     assert out.returncode == 0, out.stderr
     assert "task en_de: 4 sentences of test.en, systems 0, 1" in out.stdout and "#token=" in out.stdout
@@ -190,8 +201,10 @@ def test_a_second_submit_replaces_the_first(tmp_path):
     store.record_judgement(conn, tokens["ana"], item, "ranked", [1, 2, 3], shown_at=store.now())
     store.record_judgement(conn, tokens["ana"], item, "ranked", [3, 3, 1], comment="second thoughts")
     store.record_judgement(conn, tokens["ben"], item, "broken")
-    rows = conn.execute("SELECT a.name, status, ranks, comment, submissions, seconds FROM judgement "
-                        "JOIN annotator a ON a.id = annotator_id ORDER BY a.name").fetchall()  # fmt: skip
+    rows = conn.execute(
+        "SELECT a.name, status, ranks, comment, submissions, seconds FROM judgement "
+        "JOIN annotator a ON a.id = annotator_id ORDER BY a.name"
+    ).fetchall()
     assert [tuple(r) for r in rows] == [
         ("ana", "ranked", "[3, 3, 1]", "second thoughts", 2, None),
         ("ben", "broken", None, "", 1, None),
@@ -233,8 +246,10 @@ def _judge(db: Path, tokens: dict[str, str], plan: dict[str, dict[int, object]],
     conn = store.connect(db)
     for annotator, items in plan.items():
         for position, what in items.items():
-            item = conn.execute("SELECT i.id FROM item i JOIN task t ON t.id = i.task_id WHERE t.name = ? AND "
-                                "i.position = ?", (pair, position)).fetchone()[0]  # fmt: skip
+            item = conn.execute(
+                "SELECT i.id FROM item i JOIN task t ON t.id = i.task_id WHERE t.name = ? AND i.position = ?",
+                (pair, position),
+            ).fetchone()[0]
             if isinstance(what, str):
                 store.record_judgement(conn, tokens[annotator], item, what)
             else:
@@ -246,10 +261,14 @@ def test_export_gives_table5_percentages_with_skips_flags_and_cohens_kappa(tmp_p
     db = tmp_path / "h.sqlite"
     tokens = make_task(db, tmp_path, pair="en_zh", sample=4)
     b, m, s = SYSTEMS
-    _judge(db, tokens, {
-        "ana": {1: {b: 2, m: 1, s: 1}, 2: {b: 1, m: 1, s: 1}, 3: "skipped", 4: {b: 3, m: 2, s: 1}},
-        "ben": {1: {b: 2, m: 2, s: 1}, 2: "broken", 3: {b: 1, m: 2, s: 2}, 4: {b: 2, m: 2, s: 1}},
-    })  # fmt: skip
+    _judge(
+        db,
+        tokens,
+        {
+            "ana": {1: {b: 2, m: 1, s: 1}, 2: {b: 1, m: 1, s: 1}, 3: "skipped", 4: {b: 3, m: 2, s: 1}},
+            "ben": {1: {b: 2, m: 2, s: 1}, 2: "broken", 3: {b: 1, m: 2, s: 2}, 4: {b: 2, m: 2, s: 1}},
+        },
+    )
     files = export(db, tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(files)
     rows = {(r["first"], r["second"]): r for r in csv.DictReader(io.StringIO(files["table5.csv"]))}
@@ -335,8 +354,12 @@ def test_host_flag_and_every_acknowledged_judgement_survives_a_killed_server(tmp
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
         [sys.executable, "-m", "sarnmt.human", "serve", f"db={db}", "--host", "127.0.0.2", "--port", "0"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = process.stdout.readline()
         assert " at http://127.0.0.2:" in line, line + process.stderr.read()
@@ -346,10 +369,12 @@ def test_host_flag_and_every_acknowledged_judgement_survives_a_killed_server(tmp
         for token in tokens.values():
             for _ in range(6):
                 status, view = _call(server, "/api/next", token=token)
-                ranks = slot_ranks(orders[view["item"]], {"baseline": 3, "mean_residual": 2,
-                                                          "self_attentive_content": 1})  # fmt: skip
-                status, _ = _call(server, "/api/judgement", {"item": view["item"], "status": "ranked",
-                                                             "ranks": ranks}, token)  # fmt: skip
+                ranks = slot_ranks(
+                    orders[view["item"]], {"baseline": 3, "mean_residual": 2, "self_attentive_content": 1}
+                )
+                status, _ = _call(
+                    server, "/api/judgement", {"item": view["item"], "status": "ranked", "ranks": ranks}, token
+                )
                 assert status == 200
     finally:
         process.send_signal(signal.SIGKILL)

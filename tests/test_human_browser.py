@@ -23,8 +23,16 @@ from sarnmt.human.export import export
 from tests.human_helpers import OUTPUTS, SCRIPT_LINE, SYSTEMS, make_task, running, shown_orders
 
 CHROMIUM = os.environ.get("SARNMT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _need_browser():
@@ -191,10 +199,18 @@ def test_rank_with_mouse_and_keyboard_reload_two_tabs_blind_escaped_and_exported
 
     # the database holds one row per item, the second tab's ranks for item 6
     with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT i.position, j.status, j.submissions FROM judgement j JOIN item i "
-                            "ON i.id = j.item_id ORDER BY i.position").fetchall()  # fmt: skip
-    assert rows == [(1, "ranked", 1), (2, "ranked", 1), (3, "ranked", 1), (4, "skipped", 1), (5, "broken", 1),
-                    (6, "ranked", 2)]  # fmt: skip
+        rows = conn.execute(
+            "SELECT i.position, j.status, j.submissions FROM judgement j JOIN item i "
+            "ON i.id = j.item_id ORDER BY i.position"
+        ).fetchall()
+    assert rows == [
+        (1, "ranked", 1),
+        (2, "ranked", 1),
+        (3, "ranked", 1),
+        (4, "skipped", 1),
+        (5, "broken", 1),
+        (6, "ranked", 2),
+    ]
     with sqlite3.connect(db) as conn:  # the times: served, submitted, and the seconds between
         times = conn.execute("SELECT shown_at, submitted_at, seconds FROM judgement").fetchall()
     assert all(shown < submitted and 0 <= seconds < 60 for shown, submitted, seconds in times)

@@ -30,8 +30,13 @@ VALID = "the cat ran far\n\nzebra <unk>\n"
 TEST = "a dog sat on the cat\n"
 
 
-def _corpus(folder: Path, train: str = TRAIN, valid: str = VALID, test: str = TEST,
-            names: tuple[str, str, str] = ("train.txt", "valid.txt", "test.txt")) -> Path:  # fmt: skip
+def _corpus(
+    folder: Path,
+    train: str = TRAIN,
+    valid: str = VALID,
+    test: str = TEST,
+    names: tuple[str, str, str] = ("train.txt", "valid.txt", "test.txt"),
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in zip(names, (train, valid, test), strict=True):
         (folder / name).write_text(text, encoding="utf-8")
@@ -39,8 +44,9 @@ def _corpus(folder: Path, train: str = TRAIN, valid: str = VALID, test: str = TE
 
 
 def _module(tmp_path: Path, folder: Path, **overrides) -> LanguageModelDataModule:
-    keys = dict(corpus="folder", path=str(folder), cache_dir=str(tmp_path / "cache"), batch_size=2, bptt=3,
-                eval_batch_size=3)  # fmt: skip
+    keys = dict(
+        corpus="folder", path=str(folder), cache_dir=str(tmp_path / "cache"), batch_size=2, bptt=3, eval_batch_size=3
+    )
     dm = LanguageModelDataModule(**{**keys, **overrides})
     dm.prepare_data()
     dm.setup("fit")
@@ -111,8 +117,14 @@ def test_wikitext_names_blank_lines_and_the_streams(tmp_path):
     assert (val["empty_lines"], val["tokens"], val["unk_oov"], val["unk_literal"]) == (1, 8, 2, 1)
     assert val["oov_rate"] == pytest.approx(2 / 8)
     assert report["splits"]["test"]["unk_oov"] == 1  # "a"
-    assert report["vocab"] == {"size": 9, "train_types": 7, "dropped_types": 0, "dropped_tokens": 0,
-                               "max_size": None, "min_count": None}  # fmt: skip
+    assert report["vocab"] == {
+        "size": 9,
+        "train_types": 7,
+        "dropped_types": 0,
+        "dropped_tokens": 0,
+        "max_size": None,
+        "min_count": None,
+    }
 
 
 def test_vocabulary_cut_is_deterministic_and_counts_what_it_leaves_out(tmp_path):
@@ -176,9 +188,10 @@ def test_concurrent_preparers_wait_for_one_build(tmp_path, monkeypatch):
     folder = _corpus(tmp_path / "c")
     calls = _counting_build(monkeypatch, delay=0.3)  # long enough for the other thread to reach the lock
     reports: list[dict] = []
-    threads = [threading.Thread(target=lambda: reports.append(prepare_folder(folder, tmp_path / "cache",
-                                                                             VocabSettings())))
-               for _ in range(3)]  # fmt: skip
+    threads = [
+        threading.Thread(target=lambda: reports.append(prepare_folder(folder, tmp_path / "cache", VocabSettings())))
+        for _ in range(3)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -214,8 +227,9 @@ def test_evaluation_predicts_every_token_exactly_once(n, rows, bptt):
     for b in batches:  # the input after a target is that target
         assert torch.equal(b.inputs[:, 1:][b.mask[:, 1:]], b.targets[:, :-1][b.mask[:, 1:]])
     assert batches[0].inputs[0, 0] == 0 and [b.first for b in batches] == [True] + [False] * (len(batches) - 1)
-    assert all(b.inputs.shape[1] <= bptt and b.inputs.dtype == torch.long and b.mask.dtype == torch.bool
-               for b in batches)  # fmt: skip
+    assert all(
+        b.inputs.shape[1] <= bptt and b.inputs.dtype == torch.long and b.mask.dtype == torch.bool for b in batches
+    )
 
 
 def test_training_columns_are_contiguous_and_consecutive_across_segments():
@@ -253,16 +267,24 @@ def test_resumed_loader_yields_exactly_the_remaining_segments(tmp_path):
     dm = _module(tmp_path, folder, batch_size=3, bptt=4)
     full = list(dm.train_dataloader())
     assert len(full) == 17  # 201 tokens, 3 columns of 67, segments of 4
-    dm.trainer = SimpleNamespace(current_epoch=0, world_size=1, global_rank=0, fit_loop=SimpleNamespace(
-        epoch_loop=SimpleNamespace(batch_progress=SimpleNamespace(current=SimpleNamespace(processed=5)))))
+    dm.trainer = SimpleNamespace(
+        current_epoch=0,
+        world_size=1,
+        global_rank=0,
+        fit_loop=SimpleNamespace(
+            epoch_loop=SimpleNamespace(batch_progress=SimpleNamespace(current=SimpleNamespace(processed=5)))
+        ),
+    )
     state = dm.state_dict()
     assert state == {"epoch": 0, "batches_done": 5}
     dm.load_state_dict(state)
     loader = dm.train_dataloader()
     resumed = list(loader)
     assert len(loader) == 17 and [b.index for b in resumed] == list(range(5, 17))
-    assert all(torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
-               for a, b in zip(full[5:], resumed, strict=True))  # fmt: skip
+    assert all(
+        torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
+        for a, b in zip(full[5:], resumed, strict=True)
+    )
     assert len(list(dm.train_dataloader())) == 17  # the skip is for the resumed epoch's loader only
     dm.load_state_dict({"epoch": 0, "batches_done": 17})  # a checkpoint of the epoch's end, and Lightning
     assert list(dm.train_dataloader()) == []  # finishes that epoch again: nothing is left in it
@@ -299,11 +321,20 @@ class _Recorder(L.LightningModule):
 @pytest.mark.filterwarnings("ignore:You're resuming from a checkpoint that ended before the epoch ended")
 def test_lightning_resumes_mid_epoch_at_the_next_segment(tmp_path):
     folder = _corpus(tmp_path / "c", train=" ".join(f"w{i % 13}" for i in range(200)) + "\n")
-    keys = dict(corpus="folder", path=str(folder), cache_dir=str(tmp_path / "cache"), batch_size=3, bptt=10,
-                eval_batch_size=2)  # fmt: skip
-    trainer = dict(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
-                   enable_checkpointing=False, use_distributed_sampler=False, limit_val_batches=0, max_steps=12,
-                   default_root_dir=tmp_path)  # fmt: skip
+    keys = dict(
+        corpus="folder", path=str(folder), cache_dir=str(tmp_path / "cache"), batch_size=3, bptt=10, eval_batch_size=2
+    )
+    trainer = dict(
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        use_distributed_sampler=False,
+        limit_val_batches=0,
+        max_steps=12,
+        default_root_dir=tmp_path,
+    )
     whole = _Recorder(tmp_path / "mid.ckpt", save_at=10)  # 7 segments an epoch: saved after 3 of epoch 1
     L.Trainer(**trainer).fit(whole, datamodule=LanguageModelDataModule(**keys))
     assert whole.seen == [(0, k) for k in range(7)] + [(1, k) for k in range(5)]

@@ -33,8 +33,9 @@ def test_values_and_gradients_equal_cross_entropy_of_linear(bias, chunk_rows):
     fused = linear_nll(x, w, b, target, chunk_rows=chunk_rows)
     plain = F.cross_entropy(F.linear(x, w, b), target, reduction="none")
     torch.testing.assert_close(fused, plain, atol=1e-12, rtol=1e-12)
-    for got, want in zip(_grads((fused * upstream).sum(), (x, w, b)), _grads((plain * upstream).sum(), (x, w, b)),
-                         strict=True):  # fmt: skip
+    for got, want in zip(
+        _grads((fused * upstream).sum(), (x, w, b)), _grads((plain * upstream).sum(), (x, w, b)), strict=True
+    ):
         torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
 
 
@@ -56,8 +57,9 @@ def test_bf16_autocast_follows_linear_then_float_cross_entropy():
         plain = F.cross_entropy(F.linear(x, w, b).float(), target, reduction="none")
     assert fused.dtype == torch.float32
     torch.testing.assert_close(fused, plain, atol=1e-5, rtol=1e-6)  # the same bf16 products, fp32 softmax
-    for got, want in zip(_grads((fused * upstream).sum(), (x, w, b)), _grads((plain * upstream).sum(), (x, w, b)),
-                         strict=True):  # fmt: skip
+    for got, want in zip(
+        _grads((fused * upstream).sum(), (x, w, b)), _grads((plain * upstream).sum(), (x, w, b)), strict=True
+    ):
         assert got.dtype == torch.float32
         torch.testing.assert_close(got, want, atol=0.05, rtol=0.02)  # bf16 rounding of the gradient's factors
 

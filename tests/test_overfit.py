@@ -12,9 +12,12 @@ from sarnmt.models.factory import build_model
 from tests.conftest import DECODERS, compose_train
 
 LSTM_SYSTEMS = [
-    ("lstm_fixed_context_tiny", None), ("lstm_ff_attention_tiny", None), ("lstm_input_feeding_tiny", None),
-    ("lstm_fixed_context_tiny", "mean_residual"), ("lstm_ff_attention_tiny", "self_attentive_content"),
-]  # fmt: skip
+    ("lstm_fixed_context_tiny", None),
+    ("lstm_ff_attention_tiny", None),
+    ("lstm_input_feeding_tiny", None),
+    ("lstm_fixed_context_tiny", "mean_residual"),
+    ("lstm_ff_attention_tiny", "self_attentive_content"),
+]
 CASES = [("tiny", name) for name in DECODERS] + LSTM_SYSTEMS
 
 

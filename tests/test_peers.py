@@ -38,13 +38,54 @@ def test_driver_trains_and_decodes_on_the_same_batches(tmp_path, capsys, impl):
         (data / f"{name}.tgt").write_text("".join(f"x{i % 7} y{i % 5}\n" for i in range(count)))
     run = tmp_path / "run"
     tiny = ["model=tiny", "model.emb_dim=8", "model.hidden_dim=12", "decoder=self_attentive_content"]
-    assert main(["train", "--impl", impl, "--data", str(data), "--out", str(run), "--steps", "3", "--warmup", "1",
-                 "--batch-size", "8", "--vocab", "20", "--threads", "1", *tiny]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--impl",
+                impl,
+                "--data",
+                str(data),
+                "--out",
+                str(run),
+                "--steps",
+                "3",
+                "--warmup",
+                "1",
+                "--batch-size",
+                "8",
+                "--vocab",
+                "20",
+                "--threads",
+                "1",
+                *tiny,
+            ]
+        )
+        == 0
+    )
     trained = json.loads(capsys.readouterr().out)
     assert trained["system"] == f"sarnmt-{impl}" and trained["steps"] == 3
     assert trained["sentences_s"] > 0 and trained["tgt_tokens_s"] > trained["sentences_s"] and trained["parameters"] > 0
-    assert main(["decode", "--impl", impl, "--data", str(data), "--ckpt", str(run / "model.pt"), "--beam", "3",
-                 "--max-len", "4", "--threads", "1"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "decode",
+                "--impl",
+                impl,
+                "--data",
+                str(data),
+                "--ckpt",
+                str(run / "model.pt"),
+                "--beam",
+                "3",
+                "--max-len",
+                "4",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     decoded = json.loads(capsys.readouterr().out)
     assert decoded["sentences"] == 5 and 1 <= decoded["mean_output_len"] <= 5
     assert len((run / f"test.{impl}.beam3.txt").read_text().splitlines()) == 5
@@ -63,14 +104,24 @@ def test_side_by_side_reads_fairseq_logs_and_tabulates(tmp_path, monkeypatch):
     args = type("A", (), {"warmup": 50, "steps": 150, "dropout": 0.2})
     got = script.fairseq_train(Path("v"), Path("b"), Path("c"), args, {}, tmp_path / "log")
     assert got["sentences_s"] == pytest.approx((64 + 60 + 64) * 50 / (40 + 50 + 40))  # update 50's line is warm-up
-    monkeypatch.setattr(script, "run", lambda cmd, log, env: (
-        "| INFO | fairseq_cli.generate | Translated 500 sentences (10,890 tokens) in 19.4s (25.77 sentences/s, "
-        "561.23 tokens/s)", 900.0))  # fmt: skip
+    monkeypatch.setattr(
+        script,
+        "run",
+        lambda cmd, log, env: (
+            "| INFO | fairseq_cli.generate | Translated 500 sentences (10,890 tokens) in 19.4s (25.77 sentences/s, "
+            "561.23 tokens/s)",
+            900.0,
+        ),
+    )
     decoded = script.fairseq_decode(Path("v"), Path("b"), Path("c"), {}, tmp_path / "log")
     assert decoded == {"sentences_s": 25.77, "output_tokens_s": 561.23, "peak_rss_mib": 900.0}
-    results = {"fairseq": {"train": [got], "decode": [decoded]},
-               "sarnmt-baseline": {"train": [{"sentences_s": 2 * got["sentences_s"], "peak_rss_mib": 1000.0}],
-                                   "decode": [{"sentences_s": 30.0, "output_tokens_s": 1122.46}]}}  # fmt: skip
+    results = {
+        "fairseq": {"train": [got], "decode": [decoded]},
+        "sarnmt-baseline": {
+            "train": [{"sentences_s": 2 * got["sentences_s"], "peak_rss_mib": 1000.0}],
+            "decode": [{"sentences_s": 30.0, "output_tokens_s": 1122.46}],
+        },
+    }
     md = script.table(results, "toy", "2 CPUs")
     assert "| train sentences/s | 72.3 | 144.6 |" in md
     assert "sarnmt-baseline: trains 2.00× fairseq's sentences/s, decodes 2.00× its beam-5 output tokens/s" in md

@@ -19,7 +19,7 @@ EU = dict(normalize=True, aggressive_dash_splits=True, case="truecase", segmente
 TRAIN_EN = [
     "The European Parliament met in Brussels on Monday.",
     "Yesterday the parliament voted on the re-election rules.",
-    "In Brussels, the \"new\" rules weren't popular.",
+    'In Brussels, the "new" rules weren\'t popular.',
     "The vote in the European Parliament was close.",
     "However, the parliament's members said it's fine.",
 ] * 4
@@ -56,8 +56,9 @@ def test_moses_tokenisation_dashes_escaping_and_lowercase():
 
 
 def test_jieba_segments_chinese_and_detokenises_back():
-    zh = LanguageProcessor(SideSettings("zh", normalize=False, aggressive_dash_splits=False, case="keep",
-                                        segmenter="jieba"))  # fmt: skip
+    zh = LanguageProcessor(
+        SideSettings("zh", normalize=False, aggressive_dash_splits=False, case="keep", segmenter="jieba")
+    )
     tok = zh.tokenize("我们今天在北京开会。")
     assert " " in tok and "  " not in tok and tok.replace(" ", "") == "我们今天在北京开会。"
     assert zh.detokenize(tok) == "我们今天在北京开会。"
@@ -132,9 +133,12 @@ def _match(processor: LanguageProcessor, raw: list[str], ref: list[str]) -> floa
 
 @pytest.mark.parametrize(
     ("pair", "name", "lang", "minimum"),
-    [("es-en", "newstest2013", "en", 0.99), ("en-de", "newstest2014", "en", 0.99),
-     ("en-de", "newstest2014", "de", 0.97)],
-)  # fmt: skip
+    [
+        ("es-en", "newstest2013", "en", 0.99),
+        ("en-de", "newstest2014", "en", 0.99),
+        ("en-de", "newstest2014", "de", 0.97),
+    ],
+)
 def test_tokenisation_matches_the_released_references(shared_data, pair, name, lang, minimum):
     processor = LanguageProcessor(SideSettings(lang, **_eu()))
     raw = read_lines(shared_data / pair / f"{name}.{lang}.gz")
@@ -161,6 +165,6 @@ def test_map_lines_over_a_process_pool_equals_in_process():
     pipeline = Pipeline(SideSettings("en", **_eu()), SideSettings("de", **_eu()), vocab_size=120, joint_vocab=False)
     pipeline.fit(TRAIN_EN, TRAIN_DE)
     processor = pipeline.codec("src").processor
-    lines = TRAIN_EN[:7] + ["A re-election, \"again\"."]
+    lines = TRAIN_EN[:7] + ['A re-election, "again".']
     pooled = map_lines(processor, "tokenize", lines, workers=2, chunk=3)
     assert pooled == [processor.tokenize(line) for line in lines]

@@ -29,8 +29,9 @@ def test_plain_equals_model(name, override):
     assert model.decoder.cell2.weight_hh.grad.abs().max() > 0
 
 
-@pytest.mark.parametrize("name", ["baseline", "mean_residual", "self_attentive_content", "memory_rnn",
-                                  "self_attentive_rnn"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name", ["baseline", "mean_residual", "self_attentive_content", "memory_rnn", "self_attentive_rnn"]
+)
 def test_plain_search_finds_sarnmt_hypotheses(name):
     model = _model(name, None).eval()
     src, src_mask, _, _ = _batch()

@@ -23,7 +23,7 @@ from sarnmt.prepare import format_report, prepare
 from tests.conftest import compose_train
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
-WORDS = "the house of a new re-election vote is not what \"they\" said , but it's fine".split()
+WORDS = 'the house of a new re-election vote is not what "they" said , but it\'s fine'.split()
 WORDS_XX = "la casa del nuevo voto de re-elección no es lo que dijeron pero está bien".split()
 
 
@@ -118,25 +118,40 @@ def es_en_mirror() -> tuple[Mirror, dict[str, str]]:
     nc_es, nc_en = sentences(60, 2, WORDS_XX), sentences(60, 2, WORDS)
     d_es, d_en, t_es, t_en = (sentences(10, s, w) for s, w in ((3, WORDS_XX), (3, WORDS), (4, WORDS_XX), (4, WORDS)))
     files = {
-        "europarl/v7/es-en.tgz": tgz({"europarl-v7.es-en.es": "\n".join(tr_es) + "\n",
-                                      "europarl-v7.es-en.en": "\n".join(tr_en) + "\n"}),
-        "wmt13/training-parallel-nc-v8.tgz": tgz({"training/news-commentary-v8.es-en.es": "\n".join(nc_es) + "\n",
-                                                  "training/news-commentary-v8.es-en.en": "\n".join(nc_en) + "\n"}),
-        "wmt12/test.tgz": tgz({"test/newstest2012-src.es.sgm": sgml(d_es, "es"),
-                               "test/newstest2012-src.en.sgm": sgml(d_en, "es")}),
-        "wmt13/test.tgz": tgz({"test/newstest2013-src.es.sgm": sgml(t_es, "es"),
-                               "test/newstest2013-src.en.sgm": sgml(t_en, "es")}),
-    }  # fmt: skip
-    names = {"europarl-v7-es-en": "europarl/v7/es-en.tgz", "nc-v8": "wmt13/training-parallel-nc-v8.tgz",
-             "wmt12-test": "wmt12/test.tgz", "wmt13-test": "wmt13/test.tgz"}
+        "europarl/v7/es-en.tgz": tgz(
+            {"europarl-v7.es-en.es": "\n".join(tr_es) + "\n", "europarl-v7.es-en.en": "\n".join(tr_en) + "\n"}
+        ),
+        "wmt13/training-parallel-nc-v8.tgz": tgz(
+            {
+                "training/news-commentary-v8.es-en.es": "\n".join(nc_es) + "\n",
+                "training/news-commentary-v8.es-en.en": "\n".join(nc_en) + "\n",
+            }
+        ),
+        "wmt12/test.tgz": tgz(
+            {"test/newstest2012-src.es.sgm": sgml(d_es, "es"), "test/newstest2012-src.en.sgm": sgml(d_en, "es")}
+        ),
+        "wmt13/test.tgz": tgz(
+            {"test/newstest2013-src.es.sgm": sgml(t_es, "es"), "test/newstest2013-src.en.sgm": sgml(t_en, "es")}
+        ),
+    }
+    names = {
+        "europarl-v7-es-en": "europarl/v7/es-en.tgz",
+        "nc-v8": "wmt13/training-parallel-nc-v8.tgz",
+        "wmt12-test": "wmt12/test.tgz",
+        "wmt13-test": "wmt13/test.tgz",
+    }
     return Mirror(files), names
 
 
 def cfg_for(data: str, tmp_path: Path, mirror: Mirror | None, checksums: dict[str, str]) -> object:
     from hydra import compose, initialize_config_dir
 
-    overrides = [f"data={data}", f"data.root={tmp_path / 'root'}", f"paths.cache_dir={tmp_path / 'cache'}",
-                 "data.vocab_size=300"]  # fmt: skip
+    overrides = [
+        f"data={data}",
+        f"data.root={tmp_path / 'root'}",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+        "data.vocab_size=300",
+    ]
     if mirror is not None:
         overrides.append(f"data.url_base={mirror.url}")
     overrides += [f"+data.checksums.{k}='{v}'" for k, v in checksums.items()]
@@ -206,15 +221,28 @@ def test_prepare_en_de_with_extra_test_sets_and_misaligned_sgml(tmp_path, monkey
         "europarl/v7/de-en.tgz": tgz({f"europarl-v7.de-en.{x}": txt[x] for x in ("en", "de")}),
         "wmt13/training-parallel-commoncrawl.tgz": tgz({f"commoncrawl.de-en.{x}": txt[x] for x in ("en", "de")}),
         "wmt16/translation-task/training-parallel-nc-v11.tgz": tgz(
-            {f"training-parallel-nc-v11/news-commentary-v11.de-en.{x}": txt[x] for x in ("en", "de")}),
+            {f"training-parallel-nc-v11/news-commentary-v11.de-en.{x}": txt[x] for x in ("en", "de")}
+        ),
         "wmt13/test.tgz": tgz({f"test/newstest2013-src.{x}.sgm": sgml(d[x], "en") for x in ("en", "de")}),
-        "wmt14/test-full.tgz": tgz({"test-full/newstest2014-deen-src.en.sgm": sgml(d["en"], "en"),
-                                    "test-full/newstest2014-deen-ref.de.sgm": sgml(d["de"], "en", (3, 5))}),
-        "wmt15/test.tgz": tgz({"test/newstest2015-ende-src.en.sgm": sgml(d["en"], "en"),
-                               "test/newstest2015-ende-ref.de.sgm": sgml(d["de"], "en")}),
-        "wmt16/translation-task/test.tgz": tgz({"test/newstest2016-ende-src.en.sgm": sgml(d["en"], "en"),
-                                                "test/newstest2016-ende-ref.de.sgm": sgml(d["de"], "en")}),
-    }  # fmt: skip
+        "wmt14/test-full.tgz": tgz(
+            {
+                "test-full/newstest2014-deen-src.en.sgm": sgml(d["en"], "en"),
+                "test-full/newstest2014-deen-ref.de.sgm": sgml(d["de"], "en", (3, 5)),
+            }
+        ),
+        "wmt15/test.tgz": tgz(
+            {
+                "test/newstest2015-ende-src.en.sgm": sgml(d["en"], "en"),
+                "test/newstest2015-ende-ref.de.sgm": sgml(d["de"], "en"),
+            }
+        ),
+        "wmt16/translation-task/test.tgz": tgz(
+            {
+                "test/newstest2016-ende-src.en.sgm": sgml(d["en"], "en"),
+                "test/newstest2016-ende-ref.de.sgm": sgml(d["de"], "en"),
+            }
+        ),
+    }
     mirror = Mirror(files)
     names = {dl.folder: dl.url.split("://", 1)[1].split("/", 1)[1] for dl in CORPORA["en_de"].downloads}
     cfg = cfg_for("en_de", tmp_path, mirror, mirror.checksums(names))
@@ -222,7 +250,8 @@ def test_prepare_en_de_with_extra_test_sets_and_misaligned_sgml(tmp_path, monkey
         prepare(cfg)  # newstest2014's reference has 3+5 segments where the source has 4+4
     assert nothing_cached(tmp_path)
     (tmp_path / "root" / "wmt14-test-full" / "test-full" / "newstest2014-deen-ref.de.sgm").write_text(
-        sgml(d["de"], "en"))  # fmt: skip
+        sgml(d["de"], "en")
+    )
     report = prepare(cfg)
     assert set(report["splits"]) == {"train", "val", "test", "test_nt2015", "test_nt2016"}
     assert report["splits"]["train"]["pairs"] == 240 and report["downloaded"] == []  # all on disk already
@@ -236,8 +265,13 @@ def test_prepare_en_zh_manual_download_error_then_local_files(tmp_path, monkeypa
         prepare(cfg)
     folder = tmp_path / "root" / "un-en-zh"
     folder.mkdir(parents=True)
-    zh = ["我们今天在北京开会。", "联合国大会通过了决议。", "这是一个新的问题。", "他说：“很好。”",
-          "秘书长发表了讲话。"]  # fmt: skip
+    zh = [
+        "我们今天在北京开会。",
+        "联合国大会通过了决议。",
+        "这是一个新的问题。",
+        "他说：“很好。”",
+        "秘书长发表了讲话。",
+    ]
     for split, n in (("train", 40), ("dev", 5), ("test", 5)):
         (folder / f"{split}.en").write_text("\n".join(sentences(n, 7, WORDS)) + "\n")
         (folder / f"{split}.zh").write_text("\n".join(zh[k % 5] for k in range(n)) + "\n")

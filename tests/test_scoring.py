@@ -19,8 +19,16 @@ BAD = ["the cat sat on a rug", "the dog barks", "it rains", "we like green tea"]
 
 
 def _cfg(ref, hyps, **extra):
-    base = {"ref": str(ref), "hyps": [str(h) for h in hyps], "names": None, "tokenize": "13a", "lowercase": False,
-            "n_bootstrap": 200, "n_randomization": 200, "output": None}  # fmt: skip
+    base = {
+        "ref": str(ref),
+        "hyps": [str(h) for h in hyps],
+        "names": None,
+        "tokenize": "13a",
+        "lowercase": False,
+        "n_bootstrap": 200,
+        "n_randomization": 200,
+        "output": None,
+    }
     return OmegaConf.create({**base, **extra})
 
 

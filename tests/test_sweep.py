@@ -355,8 +355,9 @@ def test_slurm_dry_run_prints_the_jobs_and_the_submitit_settings(tmp_path):
 
 
 def test_joblib_dry_run_runs_jobs_in_parallel_processes(tmp_path):
-    result = reproduce(reproduce_cfg(tmp_path, "table=3", "launcher=joblib", "n_jobs=3", "dry_run=true"),
-                       out=open(os.devnull, "w"))  # fmt: skip
+    result = reproduce(
+        reproduce_cfg(tmp_path, "table=3", "launcher=joblib", "n_jobs=3", "dry_run=true"), out=open(os.devnull, "w")
+    )
     assert "hydra/launcher=joblib" in result["command"] and "hydra.launcher.n_jobs=3" in result["command"]
     assert "gpu_per_job=false" in result["command"]  # no GPU here: CPU jobs side by side, sharing the cores
     assert f"cpu_threads={max(1, (os.cpu_count() or 1) // 3)}" in result["command"]
@@ -466,8 +467,9 @@ def test_wandb_offline_run_per_job_with_group_tags_and_scores(tmp_path, monkeypa
 def test_rendered_table_logged_as_a_wandb_table_in_a_summary_run(smoke_table3, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     settings = {"project": "sarnmt", "offline": True, "save_dir": str(tmp_path)}
-    render_tables([3], "smoke", smoke_table3 / "results", write=False, out=open(os.devnull, "w"),
-                  wandb_settings=settings)  # fmt: skip
+    render_tables(
+        [3], "smoke", smoke_table3 / "results", write=False, out=open(os.devnull, "w"), wandb_settings=settings
+    )
     (run_file,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
     kinds = {}
     for item in _wandb_records(run_file):
@@ -527,17 +529,28 @@ def test_systems_table_reads_evaluate_records_and_lists_unfinished_systems(tmp_p
     def record(folder, search, bleu):
         path = tmp_path / folder / search / "eval.test.json"
         path.parent.mkdir(parents=True)
-        path.write_text(json.dumps({
-            "parameters": 1234567, "global_step": 678, "bleu": {"score": bleu}, "bleu_tokenized": {"score": bleu + 0.5},
-            "chrf": {"score": 60.0}, "model": {"model": {"_target_": "sarnmt.models.lstm.InputFeedingLSTM"},
-                                               "decoder": {"_target_": "sarnmt.models.variants.NoTargetContext"}},
-        }))  # fmt: skip
+        path.write_text(
+            json.dumps(
+                {
+                    "parameters": 1234567,
+                    "global_step": 678,
+                    "bleu": {"score": bleu},
+                    "bleu_tokenized": {"score": bleu + 0.5},
+                    "chrf": {"score": 60.0},
+                    "model": {
+                        "model": {"_target_": "sarnmt.models.lstm.InputFeedingLSTM"},
+                        "decoder": {"_target_": "sarnmt.models.variants.NoTargetContext"},
+                    },
+                }
+            )
+        )
 
     record("lstm_input_feeding", "beam5", 30.25)
     record("lstm_input_feeding", "greedy", 29.0)
     record("lstm_ff_attention", "beam5", 28.0)  # greedy not decoded yet
     table = systems_table(tmp_path)
     assert "| lstm_ff_attention | | | | | not finished | | | |" in table
-    assert ("| lstm_input_feeding | InputFeedingLSTM | NoTargetContext | 1,234,567 | 678 | 30.25 | 29.00 | 30.75 "
-            "| 60.00 |") in table  # fmt: skip
+    assert (
+        "| lstm_input_feeding | InputFeedingLSTM | NoTargetContext | 1,234,567 | 678 | 30.25 | 29.00 | 30.75 | 60.00 |"
+    ) in table
     assert main([str(tmp_path / "nothing")]) == 2 and "no system folders" in capsys.readouterr().err

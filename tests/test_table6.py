@@ -29,8 +29,15 @@ from sarnmt.utils.compose import compose
 from tests.conftest import ROOT
 
 ROWS = ["lm_lstm", "lm_attention", "lm_4gram", "lm_mean_residual", "lm_self_attentive_residual"]
-QUICK = ["lm_data=toy", "model.emb_dim=16", "model.hidden_dim=16", "trainer.enable_progress_bar=false",
-         "callbacks.progress_bar=null", "callbacks.model_summary=null", "logger=csv"]  # fmt: skip
+QUICK = [
+    "lm_data=toy",
+    "model.emb_dim=16",
+    "model.hidden_dim=16",
+    "trainer.enable_progress_bar=false",
+    "callbacks.progress_bar=null",
+    "callbacks.model_summary=null",
+    "logger=csv",
+]
 
 
 def test_table6_plans_five_language_model_jobs_with_sizes_per_scale():
@@ -57,8 +64,11 @@ def test_mini_sizes_have_the_same_parameter_count():
 @pytest.fixture(scope="module")
 def smoke_table6(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("smoke6")
-    cfg = compose("reproduce", [f"runs_dir={tmp / 'runs'}", f"results_dir={tmp / 'results'}", "progress=false",
-                                "table=6", "scale=smoke"], return_hydra_config=True)  # fmt: skip
+    cfg = compose(
+        "reproduce",
+        [f"runs_dir={tmp / 'runs'}", f"results_dir={tmp / 'results'}", "progress=false", "table=6", "scale=smoke"],
+        return_hydra_config=True,
+    )
     with open(tmp / "log", "w") as out:
         result = reproduce(cfg, out=out)
     assert result["returncode"] == 0, (tmp / "log").read_text()[-3000:]
@@ -80,18 +90,39 @@ def test_smoke_table6_records_perplexity_over_every_test_word(smoke_table6):
         assert record["selected_checkpoint"]["monitor"] == "val/ppl"
     table = (smoke_table6 / "results" / "tables" / "table6.md").read_text()
     assert "| LSTM + Self-attentive residual connections | 0.02M | 24 (296) |" in table and "80.4" in table
-    rerun = reproduce(compose("reproduce", [f"runs_dir={smoke_table6 / 'runs'}", "progress=false", "table=6",
-                                            f"results_dir={smoke_table6 / 'results'}", "scale=smoke", "render=false"],
-                              return_hydra_config=True), out=open(os.devnull, "w"))  # fmt: skip
+    rerun = reproduce(
+        compose(
+            "reproduce",
+            [
+                f"runs_dir={smoke_table6 / 'runs'}",
+                "progress=false",
+                "table=6",
+                f"results_dir={smoke_table6 / 'results'}",
+                "scale=smoke",
+                "render=false",
+            ],
+            return_hydra_config=True,
+        ),
+        out=open(os.devnull, "w"),
+    )
     assert {j["state"] for j in rerun["jobs"]} == {"complete"} and rerun["command"] == []
 
 
 def test_lightning_perplexity_is_exp_of_the_mean_nll_over_the_split(tmp_path):
     """The module's test/ppl, the sweep's per-line statistics and exp(mean NLL per word) over the split agree, and
     the words counted are the split's."""
-    cfg = compose("lm", [*QUICK, "lm_model=mean_residual_lstm", "trainer.max_steps=15", "test=true",
-                         f"paths.output_dir={tmp_path}", "validation.val_check_interval=15",
-                         "validation.check_val_every_n_epoch=null"])  # fmt: skip
+    cfg = compose(
+        "lm",
+        [
+            *QUICK,
+            "lm_model=mean_residual_lstm",
+            "trainer.max_steps=15",
+            "test=true",
+            f"paths.output_dir={tmp_path}",
+            "validation.val_check_interval=15",
+            "validation.check_val_every_n_epoch=null",
+        ],
+    )
     result = train_lm(cfg)
     net, vocab = load_language_model(result["best_model_path"])
     datamodule = instantiate(cfg.data)
@@ -107,13 +138,32 @@ def test_lightning_perplexity_is_exp_of_the_mean_nll_over_the_split(tmp_path):
 def test_resumed_language_model_trains_exactly_as_the_uninterrupted_one(tmp_path):
     """Stopped after 7 updates (mid-epoch: carried state, loader position, dropout masks) and resumed to 14, the
     weights equal those of 14 updates in one go."""
-    common = [*QUICK, "lm_model=self_attentive_residual_lstm", "model.dropout=0.3", "test=false",
-              "validation.val_check_interval=null", "validation.check_val_every_n_epoch=100"]  # fmt: skip
-    whole = train_lm(compose("lm", [*common, "trainer.max_steps=14", f"paths.output_dir={tmp_path / 'whole'}",
-                                    "callbacks.resume_checkpoint.train_time_interval=null",
-                                    "callbacks.resume_checkpoint.every_n_train_steps=7"]))  # fmt: skip
-    part = [*common, f"paths.output_dir={tmp_path / 'part'}", "callbacks.resume_checkpoint.train_time_interval=null",
-            "callbacks.resume_checkpoint.every_n_train_steps=7"]  # fmt: skip
+    common = [
+        *QUICK,
+        "lm_model=self_attentive_residual_lstm",
+        "model.dropout=0.3",
+        "test=false",
+        "validation.val_check_interval=null",
+        "validation.check_val_every_n_epoch=100",
+    ]
+    whole = train_lm(
+        compose(
+            "lm",
+            [
+                *common,
+                "trainer.max_steps=14",
+                f"paths.output_dir={tmp_path / 'whole'}",
+                "callbacks.resume_checkpoint.train_time_interval=null",
+                "callbacks.resume_checkpoint.every_n_train_steps=7",
+            ],
+        )
+    )
+    part = [
+        *common,
+        f"paths.output_dir={tmp_path / 'part'}",
+        "callbacks.resume_checkpoint.train_time_interval=null",
+        "callbacks.resume_checkpoint.every_n_train_steps=7",
+    ]
     train_lm(compose("lm", [*part, "trainer.max_steps=7"]))
     last = tmp_path / "part" / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=True)["global_step"] == 7
@@ -139,10 +189,24 @@ def test_perplexity_significance_prefers_the_lower_perplexity():
 
 def test_lm_entry_point_prints_the_test_perplexity(tmp_path):
     run = subprocess.run(
-        [sys.executable, "-m", "sarnmt.lm", *QUICK, "lm_model=ngram_lstm", "model.hidden_dim=18", "trainer.max_steps=5",
-         "validation.val_check_interval=5", "validation.check_val_every_n_epoch=null", f"hydra.run.dir={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "disabled"}, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "sarnmt.lm",
+            *QUICK,
+            "lm_model=ngram_lstm",
+            "model.hidden_dim=18",
+            "trainer.max_steps=5",
+            "validation.val_check_interval=5",
+            "validation.check_val_every_n_epoch=null",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "WANDB_MODE": "disabled"},
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "test perplexity = " in run.stdout and "words, 0 of them <unk>" in run.stdout
 
@@ -156,16 +220,34 @@ def test_checkpoints_of_the_other_task_are_refused_in_one_line(smoke_table6):
 
 
 def test_params_prints_the_language_models_beside_table6():
-    run = subprocess.run([sys.executable, "-m", "sarnmt.params", "lm_model=all"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "sarnmt.params", "lm_model=all"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stderr
     assert "| lstm | 300 | 300 | 46,999,400 | +0 | d = 300, 47M |" in run.stdout
     assert run.stdout.count("47M") == 5
 
 
 def test_bench_lm_times_every_row_in_one_run():
-    run = subprocess.run([sys.executable, "-m", "sarnmt.bench.lm", "--scale", "smoke", "--steps", "2", "--warmup", "1",
-                          "--repeats", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sarnmt.bench.lm",
+            "--scale",
+            "smoke",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--repeats",
+            "1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     rows = [line for line in run.stdout.splitlines() if line.startswith("| lm_")]
     assert [r.split(" | ")[0][2:] for r in rows] == ROWS and rows[0].endswith("| 1.00x |")

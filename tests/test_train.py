@@ -12,7 +12,11 @@ from sarnmt.train import report, train
 from tests.conftest import DECODERS, compose_train
 
 SMALL_TOY = [
-    "data.n_train=300", "data.n_dev=40", "data.n_test=40", "data.max_tokens=600", "model.emb_dim=16",
+    "data.n_train=300",
+    "data.n_dev=40",
+    "data.n_test=40",
+    "data.max_tokens=600",
+    "model.emb_dim=16",
     "model.hidden_dim=32",
 ]
 
@@ -52,8 +56,14 @@ def test_train_checkpoints_and_resume(tmp_path):
 
 
 def test_average_last_checkpoints_at_the_end(tmp_path):
-    overrides = [*SMALL_TOY, "trainer.max_epochs=2", "trainer.enable_progress_bar=false", "~callbacks.progress_bar",
-                 "callbacks.model_checkpoint.save_top_k=-1", "average_last=2"]  # fmt: skip
+    overrides = [
+        *SMALL_TOY,
+        "trainer.max_epochs=2",
+        "trainer.enable_progress_bar=false",
+        "~callbacks.progress_bar",
+        "callbacks.model_checkpoint.save_top_k=-1",
+        "average_last=2",
+    ]
     result = train(compose_train(overrides, output_dir=tmp_path))
     averaged = torch.load(result["average_model_path"], map_location="cpu", weights_only=True)
     assert [Path(p).name[:8] for p in averaged["sarnmt"]["averaged_from"]] == ["epoch000", "epoch001"]
@@ -74,8 +84,14 @@ def test_csv_logger_writes_named_metrics(tmp_path):
 
 def test_ddp_sim_two_processes(tmp_path):
     cfg = compose_train(
-        [*SMALL_TOY, "trainer=ddp_sim", "trainer.max_epochs=1", "test=false", "trainer.enable_progress_bar=false",
-         "~callbacks.progress_bar"],
+        [
+            *SMALL_TOY,
+            "trainer=ddp_sim",
+            "trainer.max_epochs=1",
+            "test=false",
+            "trainer.enable_progress_bar=false",
+            "~callbacks.progress_bar",
+        ],
         output_dir=tmp_path,
     )
     result = train(cfg)
@@ -111,12 +127,23 @@ def test_files_misaligned_fails_before_training(tmp_path):
 def test_files_multi30k_trains_and_validates(shared_data, tmp_path):
     root = shared_data / "multi30k-en-de"
     cfg = compose_train(
-        ["data=files", f"data.train_src={root}/train.en.gz", f"data.train_tgt={root}/train.de.gz",
-         f"data.dev_src={root}/val.en.gz", f"data.dev_tgt={root}/val.de.gz",
-         f"data.test_src={root}/test_2016_flickr.en.gz", f"data.test_tgt={root}/test_2016_flickr.de.gz",
-         "data.vocab_size=2000", "model=tiny", "trainer.max_steps=5", "trainer.val_check_interval=5",
-         "trainer.limit_val_batches=1",
-         "trainer.limit_test_batches=1", "trainer.enable_progress_bar=false", "~callbacks.progress_bar"],
+        [
+            "data=files",
+            f"data.train_src={root}/train.en.gz",
+            f"data.train_tgt={root}/train.de.gz",
+            f"data.dev_src={root}/val.en.gz",
+            f"data.dev_tgt={root}/val.de.gz",
+            f"data.test_src={root}/test_2016_flickr.en.gz",
+            f"data.test_tgt={root}/test_2016_flickr.de.gz",
+            "data.vocab_size=2000",
+            "model=tiny",
+            "trainer.max_steps=5",
+            "trainer.val_check_interval=5",
+            "trainer.limit_val_batches=1",
+            "trainer.limit_test_batches=1",
+            "trainer.enable_progress_bar=false",
+            "~callbacks.progress_bar",
+        ],
         output_dir=tmp_path,
     )
     result = train(cfg)

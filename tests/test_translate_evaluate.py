@@ -34,8 +34,14 @@ def compose_tool(name: str, overrides: list[str]):
 def trained(tmp_path_factory):
     """A tiny self-attentive model trained for one epoch; its test BLEU with greedy search."""
     out = tmp_path_factory.mktemp("run")
-    overrides = [*TOY, *TINY, "trainer.max_epochs=1", "trainer.enable_progress_bar=false", "~callbacks.progress_bar",
-                 "logger=csv"]  # fmt: skip
+    overrides = [
+        *TOY,
+        *TINY,
+        "trainer.max_epochs=1",
+        "trainer.enable_progress_bar=false",
+        "~callbacks.progress_bar",
+        "logger=csv",
+    ]
     result = train(compose_train(overrides, output_dir=out))
     return out / "checkpoints" / "last.ckpt", result
 
@@ -69,8 +75,9 @@ def test_checkpoint_errors_say_which(tmp_path):
 def test_average_of_checkpoints_is_the_mean_and_loads(trained, tmp_path):
     path, _ = trained
     original = torch.load(path, map_location="cpu", weights_only=True)
-    shifted = dict(original, state_dict={k: v + 2.0 if v.is_floating_point() else v
-                                         for k, v in original["state_dict"].items()})  # fmt: skip
+    shifted = dict(
+        original, state_dict={k: v + 2.0 if v.is_floating_point() else v for k, v in original["state_dict"].items()}
+    )
     folder = tmp_path / "ckpts"
     folder.mkdir()
     torch.save(original, folder / "a.ckpt")
@@ -90,11 +97,19 @@ def test_translate_keeps_line_count_and_writes_attention(trained, tmp_path):
     path, _ = trained
     text = "a b c\n\n   \nd e f g\na\n"
     (tmp_path / "in.txt").write_text(text)
-    cfg = compose_tool("translate", [
-        f"ckpt_path={path}", f"input={tmp_path / 'in.txt'}", f"output={tmp_path / 'o.txt'}",
-        f"attention={tmp_path / 'att.jsonl'}", "decoding=beam", "decoding.beam_size=3", "batch_size=2",
-        "progress=false",
-    ])  # fmt: skip
+    cfg = compose_tool(
+        "translate",
+        [
+            f"ckpt_path={path}",
+            f"input={tmp_path / 'in.txt'}",
+            f"output={tmp_path / 'o.txt'}",
+            f"attention={tmp_path / 'att.jsonl'}",
+            "decoding=beam",
+            "decoding.beam_size=3",
+            "batch_size=2",
+            "progress=false",
+        ],
+    )
     assert translate(cfg) == 5
     lines = (tmp_path / "o.txt").read_text().split("\n")
     assert len(lines) == 6 and lines[-1] == "" and lines[1] == lines[2] == ""
@@ -107,23 +122,33 @@ def test_translate_keeps_line_count_and_writes_attention(trained, tmp_path):
     # stdin/stdout, greedy (the default) equals beam 1
     out_greedy, out_beam1 = io.StringIO(), io.StringIO()
     translate(compose_tool("translate", [f"ckpt_path={path}", "progress=false"]), io.StringIO(text), out_greedy)
-    translate(compose_tool("translate", [f"ckpt_path={path}", "progress=false", "decoding=beam",
-                                         "decoding.beam_size=1"]), io.StringIO(text), out_beam1)  # fmt: skip
+    translate(
+        compose_tool("translate", [f"ckpt_path={path}", "progress=false", "decoding=beam", "decoding.beam_size=1"]),
+        io.StringIO(text),
+        out_beam1,
+    )
     assert out_greedy.getvalue() == out_beam1.getvalue() and out_greedy.getvalue().count("\n") == 5
     # bf16 autocast decodes too (same line count; the words may differ from fp32's), a typo is named
     out_bf16 = io.StringIO()
-    translate(compose_tool("translate", [f"ckpt_path={path}", "progress=false", "precision=bf16", "device=cpu"]),
-              io.StringIO(text), out_bf16)  # fmt: skip
+    translate(
+        compose_tool("translate", [f"ckpt_path={path}", "progress=false", "precision=bf16", "device=cpu"]),
+        io.StringIO(text),
+        out_bf16,
+    )
     assert out_bf16.getvalue().count("\n") == 5
     with pytest.raises(ValueError, match=r"precision must be one of \('fp32', 'bf16'\), got 'fp16'"):
-        translate(compose_tool("translate", [f"ckpt_path={path}", "progress=false", "precision=fp16"]),
-                  io.StringIO(text), io.StringIO())  # fmt: skip
+        translate(
+            compose_tool("translate", [f"ckpt_path={path}", "progress=false", "precision=fp16"]),
+            io.StringIO(text),
+            io.StringIO(),
+        )
 
 
 def test_evaluate_matches_the_training_test_and_records_everything(trained, tmp_path):
     path, result = trained
-    cfg = compose_tool("evaluate", [f"ckpt_path={path}", *TOY, "decoding=greedy", f"output_dir={tmp_path}",
-                                    "progress=false"])  # fmt: skip
+    cfg = compose_tool(
+        "evaluate", [f"ckpt_path={path}", *TOY, "decoding=greedy", f"output_dir={tmp_path}", "progress=false"]
+    )
     record = evaluate(cfg)
     assert record["bleu"]["score"] == pytest.approx(result["test/bleu"], abs=1e-4)  # same search, same BLEU
     assert "tok:13a" in record["bleu"]["signature"] and "tok:none" in record["bleu_tokenized"]["signature"]
@@ -133,10 +158,19 @@ def test_evaluate_matches_the_training_test_and_records_everything(trained, tmp_
     assert len((tmp_path / "hypotheses.test.txt").read_text().splitlines()) == 30
     assert json.loads((tmp_path / "eval.test.json").read_text())["sentences"] == 30
     assert "BLEU (13a" in summary(record)
-    beam = evaluate(compose_tool("evaluate", [f"ckpt_path={path}", *TOY, f"output_dir={tmp_path}",
-                                              "progress=false", "decoding.beam_size=2"]))  # fmt: skip
-    assert beam["decoding"] == {"search": "beam", "beam_size": 2, "length_penalty": {"alpha": 1.0, "offset": 0.0},
-                                "max_len_a": 2.0, "max_len_b": 10, "min_len": 0}  # fmt: skip
+    beam = evaluate(
+        compose_tool(
+            "evaluate", [f"ckpt_path={path}", *TOY, f"output_dir={tmp_path}", "progress=false", "decoding.beam_size=2"]
+        )
+    )
+    assert beam["decoding"] == {
+        "search": "beam",
+        "beam_size": 2,
+        "length_penalty": {"alpha": 1.0, "offset": 0.0},
+        "max_len_a": 2.0,
+        "max_len_b": 10,
+        "min_len": 0,
+    }
 
 
 def test_training_test_pass_decodes_with_the_configured_search(trained, tmp_path):
@@ -147,8 +181,11 @@ def test_training_test_pass_decodes_with_the_configured_search(trained, tmp_path
     module = TranslationModule(loaded.net, optimizer=torch.optim.SGD, test_search=BeamSearch(beam_size=2))
     trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")
     metrics = trainer.test(module, datamodule=datamodule, verbose=False)[0]
-    record = evaluate(compose_tool("evaluate", [f"ckpt_path={path}", *TOY, f"output_dir={tmp_path}",
-                                                "progress=false", "decoding.beam_size=2"]))  # fmt: skip
+    record = evaluate(
+        compose_tool(
+            "evaluate", [f"ckpt_path={path}", *TOY, f"output_dir={tmp_path}", "progress=false", "decoding.beam_size=2"]
+        )
+    )
     assert metrics["test/bleu"] == pytest.approx(record["bleu"]["score"], abs=1e-4)
 
 
@@ -209,28 +246,51 @@ def test_checkpoint_of_an_unknown_or_incompatible_model_is_named(trained, tmp_pa
         torch.save(dict(original, sarnmt=info), tmp_path / name)
 
     holding("sarnmt.models.transformer.Transformer", "unknown.ckpt")
-    with pytest.raises(CheckpointError, match=r"unknown.ckpt holds model 'sarnmt.models.transformer.Transformer'.*"
-                                              r"not a class this installation has"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"unknown.ckpt holds model 'sarnmt.models.transformer.Transformer'.*"
+        r"not a class this installation has",
+    ):
         load_model(tmp_path / "unknown.ckpt")
     holding("sarnmt.models.lstm.InputFeedingLSTM", "mismatched.ckpt")
-    with pytest.raises(CheckpointError, match=r"mismatched.ckpt holds model .*InputFeedingLSTM.* with decoder .*"
-                                              r"SelfAttentiveResidual.*valid decoder= options for this model: none"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"mismatched.ckpt holds model .*InputFeedingLSTM.* with decoder .*"
+        r"SelfAttentiveResidual.*valid decoder= options for this model: none",
+    ):
         load_model(tmp_path / "mismatched.ckpt")
 
 
 @pytest.mark.parametrize("model", ["lstm_fixed_context_tiny", "lstm_input_feeding_tiny"])
 def test_lstm_checkpoints_translate_and_evaluate(model, tmp_path):
     """A new model family goes through the same tools: translate (with attention and n-best output) and evaluate."""
-    overrides = [*TOY, f"model={model}", "model.emb_dim=16", "model.hidden_dim=24", "trainer.max_epochs=1",
-                 "trainer.enable_progress_bar=false", "~callbacks.progress_bar", "logger=csv"]  # fmt: skip
+    overrides = [
+        *TOY,
+        f"model={model}",
+        "model.emb_dim=16",
+        "model.hidden_dim=24",
+        "trainer.max_epochs=1",
+        "trainer.enable_progress_bar=false",
+        "~callbacks.progress_bar",
+        "logger=csv",
+    ]
     result = train(compose_train(overrides, output_dir=tmp_path / "run"))
     path = tmp_path / "run" / "checkpoints" / "last.ckpt"
     loaded = load_model(path)
     assert loaded.parameters == result["parameters"] and loaded.net_config["model"]["_target_"].endswith("LSTM")
     text = "a b c\n\nd e f g\n"
     out = io.StringIO()
-    cfg = compose_tool("translate", [f"ckpt_path={path}", "progress=false", "decoding=beam", "decoding.beam_size=3",
-                                     "nbest=2", f"attention={tmp_path / 'att.jsonl'}"])  # fmt: skip
+    cfg = compose_tool(
+        "translate",
+        [
+            f"ckpt_path={path}",
+            "progress=false",
+            "decoding=beam",
+            "decoding.beam_size=3",
+            "nbest=2",
+            f"attention={tmp_path / 'att.jsonl'}",
+        ],
+    )
     assert translate(cfg, io.StringIO(text), out) == 3
     assert {line.split(" ||| ")[0] for line in out.getvalue().splitlines()} == {"0", "1", "2"}
     records = [json.loads(line) for line in (tmp_path / "att.jsonl").read_text().splitlines()]
@@ -238,6 +298,9 @@ def test_lstm_checkpoints_translate_and_evaluate(model, tmp_path):
         assert all(r["src_attention"] is None for r in records)
     else:
         assert all(abs(sum(row) - 1.0) < 1e-5 for row in records[0]["src_attention"])
-    record = evaluate(compose_tool("evaluate", [f"ckpt_path={path}", *TOY, f"output_dir={tmp_path}", "progress=false",
-                                                "decoding=greedy"]))  # fmt: skip
+    record = evaluate(
+        compose_tool(
+            "evaluate", [f"ckpt_path={path}", *TOY, f"output_dir={tmp_path}", "progress=false", "decoding=greedy"]
+        )
+    )
     assert record["parameters"] == result["parameters"] and 0 <= record["bleu"]["score"] <= 100

@@ -89,8 +89,13 @@ def make_corpus(kind: str, data_root: Path, out: Path) -> str:
     tok = {lang: MosesTokenizer(lang) for lang in ("en", "de")}
 
     def split(name: str) -> list[tuple[str, str]]:
-        sides = [[tok[lang].tokenize(line.lower(), return_str=True, escape=False)
-                  for line in read_gz(folder / f"{name}.{lang}.gz")] for lang in ("en", "de")]  # fmt: skip
+        sides = [
+            [
+                tok[lang].tokenize(line.lower(), return_str=True, escape=False)
+                for line in read_gz(folder / f"{name}.{lang}.gz")
+            ]
+            for lang in ("en", "de")
+        ]
         return list(zip(*sides, strict=True))
 
     write_split(out, "train", split("train"))
@@ -112,18 +117,68 @@ def run(cmd: list[str], log: Path, env: dict[str, str]) -> tuple[str, float]:
     return text, usage.ru_maxrss / 1024
 
 
-FAIRSEQ_MODEL = ["--arch", "lstm", "--encoder-embed-dim", "256", "--encoder-hidden-size", "512", "--encoder-layers",
-                 "1", "--encoder-bidirectional", "--decoder-embed-dim", "256", "--decoder-hidden-size", "512",
-                 "--decoder-layers", "1", "--decoder-out-embed-dim", "256", "--decoder-attention", "True"]  # fmt: skip
+FAIRSEQ_MODEL = [
+    "--arch",
+    "lstm",
+    "--encoder-embed-dim",
+    "256",
+    "--encoder-hidden-size",
+    "512",
+    "--encoder-layers",
+    "1",
+    "--encoder-bidirectional",
+    "--decoder-embed-dim",
+    "256",
+    "--decoder-hidden-size",
+    "512",
+    "--decoder-layers",
+    "1",
+    "--decoder-out-embed-dim",
+    "256",
+    "--decoder-attention",
+    "True",
+]
 
 
 def fairseq_train(venv: Path, binary: Path, ckpt: Path, args, env, log: Path) -> dict:
-    cmd = [str(venv / "bin/fairseq-train"), str(binary), "--task", "translation", "--source-lang", "src",
-           "--target-lang", "tgt", *FAIRSEQ_MODEL, "--dropout", str(args.dropout), "--optimizer", "adam", "--lr",
-           "0.001", "--clip-norm", "1.0", "--criterion", "cross_entropy", "--batch-size", "64", "--max-update",
-           str(args.warmup + args.steps), "--log-interval", str(args.warmup), "--log-format", "simple",
-           "--disable-validation", "--cpu", "--num-workers", "0", "--seed", "1", "--save-dir", str(ckpt),
-           "--no-epoch-checkpoints"]  # fmt: skip
+    cmd = [
+        str(venv / "bin/fairseq-train"),
+        str(binary),
+        "--task",
+        "translation",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        *FAIRSEQ_MODEL,
+        "--dropout",
+        str(args.dropout),
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.001",
+        "--clip-norm",
+        "1.0",
+        "--criterion",
+        "cross_entropy",
+        "--batch-size",
+        "64",
+        "--max-update",
+        str(args.warmup + args.steps),
+        "--log-interval",
+        str(args.warmup),
+        "--log-format",
+        "simple",
+        "--disable-validation",
+        "--cpu",
+        "--num-workers",
+        "0",
+        "--seed",
+        "1",
+        "--save-dir",
+        str(ckpt),
+        "--no-epoch-checkpoints",
+    ]
     text, rss = run(cmd, log, env)
     # train_inner lines every `warmup` updates: wps (target words/s), wpb (words per batch) and bsz (sentences per
     # batch) of that interval; its time is interval·wpb/wps (wps has one decimal, ups only two: the finer clock)
@@ -140,12 +195,35 @@ def fairseq_train(venv: Path, binary: Path, ckpt: Path, args, env, log: Path) ->
 
 
 def fairseq_decode(venv: Path, binary: Path, ckpt: Path, env, log: Path) -> dict:
-    cmd = [str(venv / "bin/fairseq-generate"), str(binary), "--source-lang", "src", "--target-lang", "tgt", "--path",
-           str(ckpt / "checkpoint_last.pt"), "--gen-subset", "test", "--beam", "5", "--batch-size", "64",
-           "--max-len-a", "0", "--max-len-b", "100", "--cpu", "--num-workers", "0"]  # fmt: skip
+    cmd = [
+        str(venv / "bin/fairseq-generate"),
+        str(binary),
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--path",
+        str(ckpt / "checkpoint_last.pt"),
+        "--gen-subset",
+        "test",
+        "--beam",
+        "5",
+        "--batch-size",
+        "64",
+        "--max-len-a",
+        "0",
+        "--max-len-b",
+        "100",
+        "--cpu",
+        "--num-workers",
+        "0",
+    ]
     text, rss = run(cmd, log, env)
-    m = re.search(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in [\d.]+s \(([\d.]+) sentences/s, ([\d.]+) "
-                  r"tokens/s\)", text)  # fmt: skip
+    m = re.search(
+        r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in [\d.]+s \(([\d.]+) sentences/s, ([\d.]+) "
+        r"tokens/s\)",
+        text,
+    )
     if not m:
         raise SystemExit(f"side_by_side: no 'Translated ... sentences' line in {log}")
     return {"sentences_s": float(m.group(3)), "output_tokens_s": float(m.group(4)), "peak_rss_mib": rss}
@@ -163,22 +241,34 @@ def table(results: dict, description: str, machine: str) -> str:
         values = [r.get(key) for r in results[system][phase]]
         return " / ".join("–" if v is None else format(v, spec) for v in values) or "–"
 
-    lines = [f"{machine}; corpus: {description}; batches of 64 sentences; {runs} run(s) each, alternating", "",
-             "| | " + " | ".join(systems) + " |", "|---|" + "---:|" * len(systems)]  # fmt: skip
-    rows = [("train sentences/s", "train", "sentences_s"), ("beam-5 output tokens/s", "decode", "output_tokens_s"),
-            ("beam-5 sentences/s", "decode", "sentences_s"), ("peak RSS training, MiB", "train", "peak_rss_mib")]
+    lines = [
+        f"{machine}; corpus: {description}; batches of 64 sentences; {runs} run(s) each, alternating",
+        "",
+        "| | " + " | ".join(systems) + " |",
+        "|---|" + "---:|" * len(systems),
+    ]
+    rows = [
+        ("train sentences/s", "train", "sentences_s"),
+        ("beam-5 output tokens/s", "decode", "output_tokens_s"),
+        ("beam-5 sentences/s", "decode", "sentences_s"),
+        ("peak RSS training, MiB", "train", "peak_rss_mib"),
+    ]
     for label, phase, key in rows:
         lines.append(f"| {label} | " + " | ".join(cells(s, phase, key) for s in systems) + " |")
     if "fairseq" in results and results["fairseq"]["train"]:
         lines.append("")
-        base = {phase: median(results["fairseq"][phase], key) for phase, key in (("train", "sentences_s"),
-                                                                                 ("decode", "output_tokens_s"))}
+        base = {
+            phase: median(results["fairseq"][phase], key)
+            for phase, key in (("train", "sentences_s"), ("decode", "output_tokens_s"))
+        }
         for s in systems:
             if s != "fairseq":
                 train = median(results[s]["train"], "sentences_s") / base["train"]
                 decode = median(results[s]["decode"], "output_tokens_s") / base["decode"]
-                lines.append(f"- {s}: trains {train:.2f}× fairseq's sentences/s, decodes {decode:.2f}× its beam-5 "
-                             "output tokens/s (medians over runs)")
+                lines.append(
+                    f"- {s}: trains {train:.2f}× fairseq's sentences/s, decodes {decode:.2f}× its beam-5 "
+                    "output tokens/s (medians over runs)"
+                )
     return "\n".join(lines)
 
 
@@ -208,21 +298,48 @@ def main() -> int:
     try:
         description = make_corpus(args.corpus, args.data_root, data)
     except FileNotFoundError as err:
-        print(f"error: {err.filename} not found: --corpus {args.corpus} reads it under --data-root {args.data_root} "
-              "(or use --corpus synthetic)", file=sys.stderr)  # fmt: skip
+        print(
+            f"error: {err.filename} not found: --corpus {args.corpus} reads it under --data-root {args.data_root} "
+            "(or use --corpus synthetic)",
+            file=sys.stderr,
+        )
         return 2
     have_fairseq = (venv / "bin/fairseq-train").exists()
     if not have_fairseq:
-        print(f"fairseq is not installed in {venv}: run benchmarks/peers/install_fairseq.sh {venv} (a few minutes, "
-              "from PyPI); timing sarnmt and the plain loop only", file=sys.stderr)  # fmt: skip
+        print(
+            f"fairseq is not installed in {venv}: run benchmarks/peers/install_fairseq.sh {venv} (a few minutes, "
+            "from PyPI); timing sarnmt and the plain loop only",
+            file=sys.stderr,
+        )
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     binary = work / f"bin-{args.corpus}"
     if have_fairseq and not (binary / "dict.tgt.txt").exists():
-        run([str(venv / "bin/fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt", "--trainpref",
-             str(data / "train"), "--validpref", str(data / "dev"), "--testpref", str(data / "test"), "--destdir",
-             str(binary), "--nwordssrc", "8000", "--nwordstgt", "8000", "--workers", "1"],
-            logs / "preprocess.log", env)  # fmt: skip
+        run(
+            [
+                str(venv / "bin/fairseq-preprocess"),
+                "--source-lang",
+                "src",
+                "--target-lang",
+                "tgt",
+                "--trainpref",
+                str(data / "train"),
+                "--validpref",
+                str(data / "dev"),
+                "--testpref",
+                str(data / "test"),
+                "--destdir",
+                str(binary),
+                "--nwordssrc",
+                "8000",
+                "--nwordstgt",
+                "8000",
+                "--workers",
+                "1",
+            ],
+            logs / "preprocess.log",
+            env,
+        )
     systems = (["fairseq"] if have_fairseq else []) + ["plain"] + [f"sarnmt-{d}" for d in args.decoders]
     results: dict = {s: {"train": [], "decode": []} for s in systems}
     for round_ in range(1, args.runs + 1):
@@ -239,20 +356,32 @@ def main() -> int:
                 continue
             impl = "plain" if system == "plain" else "sarnmt"
             model = ["model=small", f"decoder={'baseline' if system == 'plain' else system.split('-', 1)[1]}"]
-            for phase, extra in (("train", ["--out", str(run_dir), "--steps", str(args.steps), "--warmup",
-                                            str(args.warmup), *model]),
-                                 ("decode", ["--ckpt", str(run_dir / "model.pt")])):  # fmt: skip
+            for phase, extra in (
+                ("train", ["--out", str(run_dir), "--steps", str(args.steps), "--warmup", str(args.warmup), *model]),
+                ("decode", ["--ckpt", str(run_dir / "model.pt")]),
+            ):
                 if phase == "decode":
                     print(f"[{time.strftime('%H:%M:%S')}] {tag}: decode", file=sys.stderr, flush=True)
-                text, rss = run(sarnmt_cmd(phase, "--impl", impl, "--data", str(data), "--threads", str(args.threads),
-                                           *extra), logs / f"{tag}.{phase}.log", env)  # fmt: skip
+                text, rss = run(
+                    sarnmt_cmd(phase, "--impl", impl, "--data", str(data), "--threads", str(args.threads), *extra),
+                    logs / f"{tag}.{phase}.log",
+                    env,
+                )
                 record = json.loads(text.strip().splitlines()[-1])
                 results[system][phase].append({**record, "peak_rss_mib": rss})
     machine = f"{os.cpu_count()} CPUs ({platform_cpu()}), {args.threads} threads"
     md = table(results, description, machine)
-    (work / "side_by_side.json").write_text(json.dumps({"machine": machine, "corpus": description,
-                                                        "args": {k: str(v) for k, v in vars(args).items()},
-                                                        "results": results}, indent=2))  # fmt: skip
+    (work / "side_by_side.json").write_text(
+        json.dumps(
+            {
+                "machine": machine,
+                "corpus": description,
+                "args": {k: str(v) for k, v in vars(args).items()},
+                "results": results,
+            },
+            indent=2,
+        )
+    )
     (work / "side_by_side.md").write_text(md + "\n")
     print(md)
     return 0

@@ -52,8 +52,10 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, System]]:
         models = sorted(path.stem for path in (CONF_DIR / "model").glob("*.yaml"))
         unknown = [name for name in cfg.profile if name not in [*cfg.decoders, *cfg.systems]]
         if unknown:
-            raise ValueError(f"bench: profile names {unknown}, which are not timed; choose from decoders/systems "
-                             f"{[*cfg.decoders, *cfg.systems]}")
+            raise ValueError(
+                f"bench: profile names {unknown}, which are not timed; choose from decoders/systems "
+                f"{[*cfg.decoders, *cfg.systems]}"
+            )
         unknown = [name for name in cfg.workloads if name not in cfg.lengths]
         if unknown:
             raise ValueError(f"bench: unknown workloads {unknown}; choose from {list(cfg.lengths)}")
@@ -61,8 +63,10 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, System]]:
         if unknown:
             raise ValueError(f"bench: unknown systems {unknown}; choose from the model= options {models}")
         reference = cfg.model._target_ == REFERENCE_MODEL
-        systems = {name: System(cfg.model, compose(config_name="train", overrides=[f"decoder={name}"]).decoder,
-                                reference) for name in cfg.decoders}  # fmt: skip
+        systems = {
+            name: System(cfg.model, compose(config_name="train", overrides=[f"decoder={name}"]).decoder, reference)
+            for name in cfg.decoders
+        }
         for name in cfg.systems:
             composed = compose(config_name="train", overrides=[f"model={name}"])
             systems[name] = System(composed.model, composed.decoder, composed.model._target_ == REFERENCE_MODEL)

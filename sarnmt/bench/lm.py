@@ -68,15 +68,18 @@ def main(argv: list[str]) -> int:
     data = next(iter(built.values()))[1]
     batch, bptt = int(data["batch_size"]), int(data["bptt"])
     generator = torch.Generator().manual_seed(0)
-    batches = [torch.randint(0, vocab_size, (batch, bptt + 1), generator=generator)
-               for _ in range(args.warmup + args.steps)]  # fmt: skip
+    batches = [
+        torch.randint(0, vocab_size, (batch, bptt + 1), generator=generator) for _ in range(args.warmup + args.steps)
+    ]
     seconds: dict[str, list[float]] = {name: [] for name in built}
     for _ in range(args.repeats):
         for name, (net, _) in built.items():
             seconds[name].append(time_updates(net.train(), batches, args.warmup))
     words = args.steps * batch * bptt
-    print(f"Table 6 language models, scale {args.scale}: V = {vocab_size:,}, {batch} streams x {bptt} words, Adam, "
-          f"{torch.get_num_threads()} threads; median of {args.repeats} x {args.steps} updates\n")  # fmt: skip
+    print(
+        f"Table 6 language models, scale {args.scale}: V = {vocab_size:,}, {batch} streams x {bptt} words, Adam, "
+        f"{torch.get_num_threads()} threads; median of {args.repeats} x {args.steps} updates\n"
+    )
     print("| row | parameters | d | train words/s | vs LSTM |\n|---|---:|---:|---:|---:|")
     base = None
     for name, (net, _) in built.items():

@@ -61,8 +61,9 @@ def gradients(model: torch.nn.Module, nll_fn: NllFn, batch: TrainBatch, clip: fl
     return loss.detach()
 
 
-def train_step(model: torch.nn.Module, nll_fn: NllFn, optimizer: torch.optim.Optimizer, batch: TrainBatch,
-               clip: float | None) -> float:  # fmt: skip
+def train_step(
+    model: torch.nn.Module, nll_fn: NllFn, optimizer: torch.optim.Optimizer, batch: TrainBatch, clip: float | None
+) -> float:
     """One training step as :class:`~sarnmt.lit_module.TranslationModule` takes it: :func:`gradients`, then the
     optimizer step.  :returns: the loss."""
     loss = gradients(model, nll_fn, batch, clip)

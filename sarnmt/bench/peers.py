@@ -94,12 +94,27 @@ def train(args: argparse.Namespace) -> dict:
         sentences, tokens = sentences + len(ids), tokens + int(tgt_mask.sum())
     seconds = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
-    torch.save({"model": model.state_dict(), "src_vocab": src_vocab, "tgt_vocab": tgt_vocab,
-                "overrides": args.overrides, "vocab": args.vocab}, args.out / "model.pt")  # fmt: skip
-    return {"system": f"sarnmt-{args.impl}", "mode": "train", "steps": args.steps,
-            "parameters": count_parameters(model), "sentences_s": sentences / seconds, "tgt_tokens_s": tokens / seconds,
-            "ms_per_step": 1e3 * seconds / args.steps, "peak_rss_mib": peak_rss_mib(),
-            "threads": torch.get_num_threads()}  # fmt: skip
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "src_vocab": src_vocab,
+            "tgt_vocab": tgt_vocab,
+            "overrides": args.overrides,
+            "vocab": args.vocab,
+        },
+        args.out / "model.pt",
+    )
+    return {
+        "system": f"sarnmt-{args.impl}",
+        "mode": "train",
+        "steps": args.steps,
+        "parameters": count_parameters(model),
+        "sentences_s": sentences / seconds,
+        "tgt_tokens_s": tokens / seconds,
+        "ms_per_step": 1e3 * seconds / args.steps,
+        "peak_rss_mib": peak_rss_mib(),
+        "threads": torch.get_num_threads(),
+    }
 
 
 @torch.no_grad()
@@ -126,11 +141,19 @@ def decode(args: argparse.Namespace) -> dict:
             hyps[i] = tokens
     seconds = time.perf_counter() - start
     (args.out or args.ckpt.parent).joinpath(f"test.{args.impl}.beam{args.beam}.txt").write_text(
-        "".join(" ".join(words[t] for t in h if t != EOS) + "\n" for h in hyps), encoding="utf-8")  # fmt: skip
+        "".join(" ".join(words[t] for t in h if t != EOS) + "\n" for h in hyps), encoding="utf-8"
+    )
     output_tokens = sum(len(h) + 1 for h in hyps)  # EOS included, as fairseq-generate counts
-    return {"system": f"sarnmt-{args.impl}", "mode": "decode", "beam": args.beam, "sentences": len(hyps),
-            "sentences_s": len(hyps) / seconds, "output_tokens_s": output_tokens / seconds,
-            "mean_output_len": output_tokens / len(hyps), "peak_rss_mib": peak_rss_mib()}  # fmt: skip
+    return {
+        "system": f"sarnmt-{args.impl}",
+        "mode": "decode",
+        "beam": args.beam,
+        "sentences": len(hyps),
+        "sentences_s": len(hyps) / seconds,
+        "output_tokens_s": output_tokens / seconds,
+        "mean_output_len": output_tokens / len(hyps),
+        "peak_rss_mib": peak_rss_mib(),
+    }
 
 
 def parser() -> argparse.ArgumentParser:
@@ -150,8 +173,12 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--clip", type=float, default=1.0)
     t.add_argument("--seed", type=int, default=1)
-    t.add_argument("overrides", nargs="*", default=["model=small", "decoder=baseline"],
-                   help="train config overrides for the model (default: model=small decoder=baseline)")
+    t.add_argument(
+        "overrides",
+        nargs="*",
+        default=["model=small", "decoder=baseline"],
+        help="train config overrides for the model (default: model=small decoder=baseline)",
+    )
     d.add_argument("--ckpt", type=Path, required=True)
     d.add_argument("--out", type=Path, default=None, help="where the hypotheses go (default: beside the checkpoint)")
     d.add_argument("--beam", type=int, default=5)

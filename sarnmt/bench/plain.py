@@ -85,8 +85,9 @@ class State:
     steps: int = 0
 
     def select(self, rows: Tensor) -> State:
-        return State(self.hidden[rows], self.words.select(rows), self.states.select(rows), self.word_sum[rows],
-                     self.steps)  # fmt: skip
+        return State(
+            self.hidden[rows], self.words.select(rows), self.states.select(rows), self.word_sum[rows], self.steps
+        )
 
 
 def encode(model: Seq2Seq, src: Tensor, src_mask: Tensor) -> tuple[Source, State]:
@@ -107,8 +108,9 @@ def encode(model: Seq2Seq, src: Tensor, src_mask: Tensor) -> tuple[Source, State
 def _cell(cell, x: Tensor, h: Tensor) -> Tensor:
     """``nn.GRUCell``'s kernel with a dl4mt cell's weights (its one bias on the side the cell says)."""
     on_input = cell.bias_on == "input"
-    return torch.gru_cell(x, h, cell.weight_ih, cell.weight_hh, cell.bias if on_input else None,
-                          None if on_input else cell.bias)  # fmt: skip
+    return torch.gru_cell(
+        x, h, cell.weight_ih, cell.weight_hh, cell.bias if on_input else None, None if on_input else cell.bias
+    )
 
 
 def step(model: Seq2Seq, prev: Tensor | None, state: State, source: Source) -> Tensor:
@@ -144,8 +146,11 @@ def step(model: Seq2Seq, prev: Tensor | None, state: State, source: Source) -> T
         state.states.add(variant.attention, hidden)
     state.hidden, state.steps = hidden, state.steps + 1
     readout, drop = dec.readout, dec.dropout_hidden
-    features = torch.tanh(linear(dropout(hidden, drop, train), readout.hidden_proj)
-                          + linear(dropout(context, drop, train), readout.context_proj) + r_t)  # fmt: skip
+    features = torch.tanh(
+        linear(dropout(hidden, drop, train), readout.hidden_proj)
+        + linear(dropout(context, drop, train), readout.context_proj)
+        + r_t
+    )
     return linear(dropout(features, readout.dropout, train), readout.output)
 
 
@@ -171,8 +176,7 @@ def _limits(src_mask: Tensor, max_len_a: float, max_len_b: int) -> list[int]:
 
 
 @torch.no_grad()
-def plain_greedy(model: Seq2Seq, src: Tensor, src_mask: Tensor, max_len_a: float, max_len_b: int
-                 ) -> list[list[int]]:  # fmt: skip
+def plain_greedy(model: Seq2Seq, src: Tensor, src_mask: Tensor, max_len_a: float, max_len_b: int) -> list[list[int]]:
     """The argmax at every step, the whole batch stepping until every sentence has emitted EOS or reached its
     limit ``a·|src| + b``.  :returns: each sentence's tokens without EOS."""
     source, state = encode(model, src, src_mask)
@@ -190,8 +194,9 @@ def plain_greedy(model: Seq2Seq, src: Tensor, src_mask: Tensor, max_len_a: float
 
 
 @torch.no_grad()
-def plain_beam(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam_size: int, max_len_a: float, max_len_b: int
-               ) -> list[list[int]]:  # fmt: skip
+def plain_beam(
+    model: Seq2Seq, src: Tensor, src_mask: Tensor, beam_size: int, max_len_a: float, max_len_b: int
+) -> list[list[int]]:
     """Batched beam search with sarnmt's rule, written plainly: B·K rows step together; the best 2K candidates of
     each sentence are walked in Python, an EOS among them finishes a hypothesis (score / length, EOS included), the
     first K others form the next beam; a sentence is done with K finished hypotheses or at its length limit (its

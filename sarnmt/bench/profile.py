@@ -35,16 +35,54 @@ from sarnmt.bench.measure import NllFn, matmul_flops, step_loss, synchronize
 from sarnmt.bench.workload import TrainBatch
 from sarnmt.utils.precision import precision_context
 
-MATMUL = {"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addmv", "aten::addmv_", "aten::addbmm",
-          "aten::_addmm_activation"}  # fmt: skip
-MEMORY = {"aten::copy_", "aten::cat", "aten::stack", "aten::fill_", "aten::zero_", "aten::index_select",
-          "aten::index_add_", "aten::index_put_", "aten::scatter_add_", "aten::scatter_", "aten::gather",
-          "aten::embedding_dense_backward", "aten::_embedding_bag", "aten::clone", "aten::flip", "aten::empty",
-          "aten::empty_strided", "aten::resize_"}  # fmt: skip
-REDUCE = {"aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::logsumexp", "aten::_softmax",
-          "aten::_log_softmax", "aten::_softmax_backward_data", "aten::_log_softmax_backward_data",
-          "aten::linalg_vector_norm", "aten::norm", "aten::cumsum", "aten::topk", "aten::argmax",
-          "aten::nll_loss_forward", "aten::nll_loss_backward"}  # fmt: skip
+MATMUL = {
+    "aten::mm",
+    "aten::bmm",
+    "aten::addmm",
+    "aten::baddbmm",
+    "aten::addmv",
+    "aten::addmv_",
+    "aten::addbmm",
+    "aten::_addmm_activation",
+}
+MEMORY = {
+    "aten::copy_",
+    "aten::cat",
+    "aten::stack",
+    "aten::fill_",
+    "aten::zero_",
+    "aten::index_select",
+    "aten::index_add_",
+    "aten::index_put_",
+    "aten::scatter_add_",
+    "aten::scatter_",
+    "aten::gather",
+    "aten::embedding_dense_backward",
+    "aten::_embedding_bag",
+    "aten::clone",
+    "aten::flip",
+    "aten::empty",
+    "aten::empty_strided",
+    "aten::resize_",
+}
+REDUCE = {
+    "aten::sum",
+    "aten::mean",
+    "aten::amax",
+    "aten::max",
+    "aten::logsumexp",
+    "aten::_softmax",
+    "aten::_log_softmax",
+    "aten::_softmax_backward_data",
+    "aten::_log_softmax_backward_data",
+    "aten::linalg_vector_norm",
+    "aten::norm",
+    "aten::cumsum",
+    "aten::topk",
+    "aten::argmax",
+    "aten::nll_loss_forward",
+    "aten::nll_loss_backward",
+}
 KINDS = ("matrix products", "copies and fills", "reductions and softmax", "elementwise", "framework overhead")
 
 
@@ -59,8 +97,9 @@ def kind_of(op: str) -> str:
     return "elementwise"
 
 
-def phases(model: nn.Module, nll_fn: NllFn, optimizer: torch.optim.Optimizer, batch: TrainBatch, clip: float | None
-           ) -> dict[str, float]:  # fmt: skip
+def phases(
+    model: nn.Module, nll_fn: NllFn, optimizer: torch.optim.Optimizer, batch: TrainBatch, clip: float | None
+) -> dict[str, float]:
     """Seconds of one training step's forward, backward, clipping and optimizer step."""
     device = batch.src.device
     marks = [time.perf_counter()]
@@ -113,9 +152,17 @@ def energies_floor(batches: list[TrainBatch], width: int, repeats: int) -> float
     return statistics.median(totals)
 
 
-def profile_steps(model: nn.Module, nll_fn: NllFn, optimizer: torch.optim.Optimizer, batches: list[TrainBatch],
-                  clip: float | None, precision: str, repeats: int,
-                  step: Callable[..., Any], energies_width: int | None = None) -> dict[str, Any]:  # fmt: skip
+def profile_steps(
+    model: nn.Module,
+    nll_fn: NllFn,
+    optimizer: torch.optim.Optimizer,
+    batches: list[TrainBatch],
+    clip: float | None,
+    precision: str,
+    repeats: int,
+    step: Callable[..., Any],
+    energies_width: int | None = None,
+) -> dict[str, Any]:
     """Phases (medians over ``repeats`` passes over ``batches``, milliseconds per step) and kinds of work (one
     profiled pass; milliseconds per step and shares) of ``step`` (a training step: ``train_step``'s signature).
 
@@ -137,8 +184,7 @@ def profile_steps(model: nn.Module, nll_fn: NllFn, optimizer: torch.optim.Optimi
             synchronize(device)
         wall = time.perf_counter() - start
     n = len(batches)
-    phases_ms = {key: 1e3 * statistics.median(sum(s[key] for s in rep) for rep in samples) / n
-                 for key in samples[0][0]}  # fmt: skip
+    phases_ms = {key: 1e3 * statistics.median(sum(s[key] for s in rep) for rep in samples) / n for key in samples[0][0]}
     kinds = dict.fromkeys(KINDS, 0.0)
     ops: dict[str, list[float]] = {}
     for event in prof.key_averages():
@@ -150,13 +196,21 @@ def profile_steps(model: nn.Module, nll_fn: NllFn, optimizer: torch.optim.Optimi
             ops[event.key][1] += event.count
     kinds["framework overhead"] = max(0.0, wall - sum(kinds.values()))
     top = sorted(ops.items(), key=lambda item: -item[1][0])[:8]
-    result = {"phases_ms": phases_ms, "kinds_ms": {k: 1e3 * v / n for k, v in kinds.items()},
-              "step_ms": 1e3 * wall / n, "matmul_gflop_s": flops / max(kinds["matrix products"], 1e-9) / 1e9,
-              "top_ops": [(name, 1e3 * seconds / n, count // n) for name, (seconds, count) in top]}  # fmt: skip
+    result = {
+        "phases_ms": phases_ms,
+        "kinds_ms": {k: 1e3 * v / n for k, v in kinds.items()},
+        "step_ms": 1e3 * wall / n,
+        "matmul_gflop_s": flops / max(kinds["matrix products"], 1e-9) / 1e9,
+        "top_ops": [(name, 1e3 * seconds / n, count // n) for name, (seconds, count) in top],
+    }
     if energies_width:
         result["energies_floor_ms"] = 1e3 * energies_floor(batches, energies_width, repeats)
-        result["floor_ms"] = (result["kinds_ms"]["matrix products"] + result["energies_floor_ms"]
-                              + phases_ms["optimizer"] + phases_ms["clipping"])  # fmt: skip
+        result["floor_ms"] = (
+            result["kinds_ms"]["matrix products"]
+            + result["energies_floor_ms"]
+            + phases_ms["optimizer"]
+            + phases_ms["clipping"]
+        )
     return result
 
 
@@ -168,15 +222,26 @@ def markdown(profiles: dict[str, dict[str, Any]]) -> list[str]:
         lines.append(f"| {phase} | " + " | ".join(f"{p['phases_ms'][phase]:.1f}" for p in profiles.values()) + " |")
     lines.append("| *profiled step* | " + " | ".join(f"*{p['step_ms']:.1f}*" for p in profiles.values()) + " |")
     for kind in KINDS:
-        lines.append(f"| {kind} | " + " | ".join(
-            f"{p['kinds_ms'][kind]:.1f} ({100 * p['kinds_ms'][kind] / p['step_ms']:.0f}%)"
-            for p in profiles.values()) + " |")  # fmt: skip
-    lines.append("| matrix products, GFLOP/s | " + " | ".join(f"{p['matmul_gflop_s']:.0f}" for p in profiles.values())
-                 + " |")  # fmt: skip
+        lines.append(
+            f"| {kind} | "
+            + " | ".join(
+                f"{p['kinds_ms'][kind]:.1f} ({100 * p['kinds_ms'][kind] / p['step_ms']:.0f}%)"
+                for p in profiles.values()
+            )
+            + " |"
+        )
+    lines.append(
+        "| matrix products, GFLOP/s | " + " | ".join(f"{p['matmul_gflop_s']:.0f}" for p in profiles.values()) + " |"
+    )
     if any("floor_ms" in p for p in profiles.values()):
-        lines.append("| *floor: products + the energies' 4 passes + optimizer + clipping* | " + " | ".join(
-            f"*{p['floor_ms']:.1f}* ({p['energies_floor_ms']:.1f})" if "floor_ms" in p else "–"
-            for p in profiles.values()) + " |")  # fmt: skip
+        lines.append(
+            "| *floor: products + the energies' 4 passes + optimizer + clipping* | "
+            + " | ".join(
+                f"*{p['floor_ms']:.1f}* ({p['energies_floor_ms']:.1f})" if "floor_ms" in p else "–"
+                for p in profiles.values()
+            )
+            + " |"
+        )
     lines += _floor_bounds(profiles)
     lines += ["", "Costliest operators (ms per step, calls per step):"]
     for name, p in profiles.items():
@@ -192,8 +257,11 @@ def _floor_bounds(profiles: dict[str, dict[str, Any]]) -> list[str]:
         plain = profiles.get(f"{system} plain")
         if impl == "sarnmt" and "floor_ms" in p and plain is not None:
             plain_ms, ours_ms = sum(plain["phases_ms"].values()), sum(p["phases_ms"].values())
-            lines += ["", f"{system}: the plain peer's step {plain_ms:.1f} ms, sarnmt's {ours_ms:.1f} ms "
-                      f"({plain_ms / ours_ms:.2f}x), sarnmt's floor {p['floor_ms']:.1f} ms: at most "
-                      f"{plain_ms / p['floor_ms']:.2f}x the plain peer with everything but the products, the "
-                      "energies' four passes, the optimizer and the clipping counted as zero"]  # fmt: skip
+            lines += [
+                "",
+                f"{system}: the plain peer's step {plain_ms:.1f} ms, sarnmt's {ours_ms:.1f} ms "
+                f"({plain_ms / ours_ms:.2f}x), sarnmt's floor {p['floor_ms']:.1f} ms: at most "
+                f"{plain_ms / p['floor_ms']:.2f}x the plain peer with everything but the products, the "
+                "energies' four passes, the optimizer and the clipping counted as zero",
+            ]
     return lines

@@ -15,9 +15,11 @@ def _fmt(value: float | None, spec: str = ",.0f") -> str:
 
 def _workload(work: dict[str, Any]) -> str:
     lengths = ", ".join(f"{s}/{t}" for s, t in work["padded_lengths"])
-    return (f"workload **{work['name']}**: {work['batches']} of the length-sorted batches of {work['pairs']:,} pairs "
-            f"from {work['description']} (source/target lengths with EOS: {lengths}; {work['target_tokens']:,} "
-            "target tokens)")
+    return (
+        f"workload **{work['name']}**: {work['batches']} of the length-sorted batches of {work['pairs']:,} pairs "
+        f"from {work['description']} (source/target lengths with EOS: {lengths}; {work['target_tokens']:,} "
+        "target tokens)"
+    )
 
 
 def _mega(value: float | None) -> float | None:
@@ -37,10 +39,12 @@ def _both(v: dict[str, Any], key: str, spec: str = ",.0f", scale=lambda x: x) ->
 
 def header(record: dict[str, Any]) -> str:
     cfg, m = record["config"], record["machine"]
-    return (f"device {m['device']}{' (' + m['gpu'] + ')' if 'gpu' in m else ''} ({m['cpu']}), {m['threads']} threads, "
-            f"torch {m['torch']}; precision {cfg['precision']}; model e={cfg['model']['emb_dim']} "
-            f"d={cfg['model']['hidden_dim']} V={cfg['vocab']:,}; batch {cfg['batch_size']} sentences; sarnmt steps "
-            f"with {cfg['optim']['_target_']}, its peers with {cfg['reference_optim']['_target_']}")
+    return (
+        f"device {m['device']}{' (' + m['gpu'] + ')' if 'gpu' in m else ''} ({m['cpu']}), {m['threads']} threads, "
+        f"torch {m['torch']}; precision {cfg['precision']}; model e={cfg['model']['emb_dim']} "
+        f"d={cfg['model']['hidden_dim']} V={cfg['vocab']:,}; batch {cfg['batch_size']} sentences; sarnmt steps "
+        f"with {cfg['optim']['_target_']}, its peers with {cfg['reference_optim']['_target_']}"
+    )
 
 
 def table(record: dict[str, Any], run: dict[str, Any]) -> list[str]:
@@ -83,8 +87,12 @@ def markdown(record: dict[str, Any]) -> str:
     for run in record["runs"]:
         lines += ["", *table(record, run), "", *checks(record, run)]
         if "profiles" in run:
-            lines += ["", f"Where a training step's time goes ({run['workload']['name']}):", "",
-                      *profile_table(run["profiles"])]
+            lines += [
+                "",
+                f"Where a training step's time goes ({run['workload']['name']}):",
+                "",
+                *profile_table(run["profiles"]),
+            ]
     return "\n".join(lines)
 
 
@@ -101,22 +109,28 @@ def checks(record: dict[str, Any], run: dict[str, Any]) -> list[str]:
             target = targets[f"train_speedup_vs_{peer}"]
             ok = v[f"train_speedup_vs_{peer}"] >= target
             work = v[f"{peer}_train_flops_per_token"] / v["train_flops_per_token"]
-            out.append(f"- {'met ' if ok else 'MISSED'} {name}: trains {v[f'train_speedup_vs_{peer}']:.2f}× as fast "
-                       f"as {label} (target ≥ {target}×); without the optimizer step "
-                       f"{v[f'model_speedup_vs_{peer}']:.2f}× ({v['optimizer_ms']:.1f} against "
-                       f"{v[f'{peer}_optimizer_ms']:.1f} ms per step); {label} does {work:.2f}× the matrix-product "
-                       f"work, at {v[f'{peer}_train_gflop_s']:,.0f} GFLOP/s against sarnmt's "
-                       f"{v['train_gflop_s']:,.0f}")  # fmt: skip
+            out.append(
+                f"- {'met ' if ok else 'MISSED'} {name}: trains {v[f'train_speedup_vs_{peer}']:.2f}× as fast "
+                f"as {label} (target ≥ {target}×); without the optimizer step "
+                f"{v[f'model_speedup_vs_{peer}']:.2f}× ({v['optimizer_ms']:.1f} against "
+                f"{v[f'{peer}_optimizer_ms']:.1f} ms per step); {label} does {work:.2f}× the matrix-product "
+                f"work, at {v[f'{peer}_train_gflop_s']:,.0f} GFLOP/s against sarnmt's "
+                f"{v['train_gflop_s']:,.0f}"
+            )
         limit = targets["overhead_vs_baseline"].get(name)
         if limit is not None and "train_overhead_vs_baseline" in v:
             ok = v["train_overhead_vs_baseline"] <= limit
-            out.append(f"- {'met ' if ok else 'MISSED'} {name}: {100 * v['train_overhead_vs_baseline']:+.1f}% training "
-                       f"time per token against the baseline (target ≤ {100 * limit:.0f}%)")  # fmt: skip
+            out.append(
+                f"- {'met ' if ok else 'MISSED'} {name}: {100 * v['train_overhead_vs_baseline']:+.1f}% training "
+                f"time per token against the baseline (target ≤ {100 * limit:.0f}%)"
+            )
         speedup = v[beam + "_batched"] / v[beam + "_single"]
         ok = speedup >= targets["beam_batched_speedup"]
-        out.append(f"- {'met ' if ok else 'MISSED'} {name}: {beam} over {cfg['batch_size']} sentences at once is "
-                   f"{speedup:.1f}× as fast per sentence as one at a time "
-                   f"(target ≥ {targets['beam_batched_speedup']}×)")
+        out.append(
+            f"- {'met ' if ok else 'MISSED'} {name}: {beam} over {cfg['batch_size']} sentences at once is "
+            f"{speedup:.1f}× as fast per sentence as one at a time "
+            f"(target ≥ {targets['beam_batched_speedup']}×)"
+        )
     return out
 
 
@@ -149,15 +163,20 @@ def plot(record: dict[str, Any], path: Path) -> Path:
     for name, series in record["series"].items():
         left.plot(cfg["plot_lengths"], series["length"], marker="o", label=name)
         right.plot(cfg["plot_batch_sizes"], series["batch"], marker="o", label=name)
-    left.set(xlabel="sentence length (tokens, both sides)", ylabel="training target tokens / s",
-             title=f"batch {cfg['batch_size']}")  # fmt: skip
+    left.set(
+        xlabel="sentence length (tokens, both sides)",
+        ylabel="training target tokens / s",
+        title=f"batch {cfg['batch_size']}",
+    )
     right.set(xlabel="batch size (sentences)", ylabel="training target tokens / s", title="length 25")
     for ax in (left, right):
         ax.grid(alpha=0.3)
     left.legend(fontsize=8)
     m = record["machine"]
-    fig.suptitle(f"sarnmt training throughput, e={cfg['model']['emb_dim']} d={cfg['model']['hidden_dim']} "
-                 f"V={cfg['vocab']:,}, {m['device']} ({m['threads']} threads), {cfg['precision']}")  # fmt: skip
+    fig.suptitle(
+        f"sarnmt training throughput, e={cfg['model']['emb_dim']} d={cfg['model']['hidden_dim']} "
+        f"V={cfg['vocab']:,}, {m['device']} ({m['threads']} threads), {cfg['precision']}"
+    )
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=120)

@@ -78,8 +78,10 @@ def check_hardware(device: torch.device, precision: str) -> None:
     check_precision(precision)
     if precision == "bf16" and not native_bf16(device):
         what = "compute capability 8.0" if device.type == "cuda" else "AVX-512 BF16 or AMX"
-        raise ValueError(f"bench: precision=bf16 but this {device.type} has no {what} (bfloat16 products would be "
-                         "emulated); use precision=fp32")
+        raise ValueError(
+            f"bench: precision=bf16 but this {device.type} has no {what} (bfloat16 products would be "
+            "emulated); use precision=fp32"
+        )
 
 
 @dataclass(frozen=True)
@@ -100,12 +102,14 @@ def bench_model(cfg: DictConfig, system: System, device: torch.device) -> nn.Mod
 
 def implementations(cfg: DictConfig, system: System) -> list[str]:
     """The implementations timed for ``system``: sarnmt, and the peers that are switched on and implement it."""
-    return [name for name, (_, switch) in IMPLEMENTATIONS.items()
-            if switch is None or (system.reference and cfg[switch])]  # fmt: skip
+    return [
+        name for name, (_, switch) in IMPLEMENTATIONS.items() if switch is None or (system.reference and cfg[switch])
+    ]
 
 
-def train_rates(cfg: DictConfig, models: dict[str, nn.Module], batches: list[TrainBatch],
-                systems: dict[str, System]) -> dict[str, dict[str, dict[str, float]]]:  # fmt: skip
+def train_rates(
+    cfg: DictConfig, models: dict[str, nn.Module], batches: list[TrainBatch], systems: dict[str, System]
+) -> dict[str, dict[str, dict[str, float]]]:
     """Target tokens/s of every variant, for sarnmt and its peers (:data:`IMPLEMENTATIONS`).
 
     sarnmt steps with ``optim``, the peers with ``reference_optim`` (PyTorch's stock optimizer, as their users
@@ -118,8 +122,12 @@ def train_rates(cfg: DictConfig, models: dict[str, nn.Module], batches: list[Tra
     """
     device = batches[0].src.device
     runs = [(name, impl) for name in models for impl in implementations(cfg, systems[name])]
-    optimizers = {(name, impl): instantiate(cfg.optim if impl == "sarnmt" else cfg.reference_optim)(
-        params=models[name].parameters()) for name, impl in runs}  # fmt: skip
+    optimizers = {
+        (name, impl): instantiate(cfg.optim if impl == "sarnmt" else cfg.reference_optim)(
+            params=models[name].parameters()
+        )
+        for name, impl in runs
+    }
     for model in models.values():
         model.train()
     samples: dict[tuple[str, str], list[tuple[float, float, float]]] = {run: [] for run in runs}
@@ -149,9 +157,11 @@ def train_rates(cfg: DictConfig, models: dict[str, nn.Module], batches: list[Tra
 
 
 def _rates(samples: list[tuple[float, float, float]], steps: int) -> dict[str, float]:
-    return {"tok_s": median_rate([(tokens, model + opt) for tokens, model, opt in samples]),
-            "model_tok_s": median_rate([(tokens, model) for tokens, model, _ in samples]),
-            "optimizer_ms": 1e3 * statistics.median(opt for _, _, opt in samples) / steps}  # fmt: skip
+    return {
+        "tok_s": median_rate([(tokens, model + opt) for tokens, model, opt in samples]),
+        "model_tok_s": median_rate([(tokens, model) for tokens, model, _ in samples]),
+        "optimizer_ms": 1e3 * statistics.median(opt for _, _, opt in samples) / steps,
+    }
 
 
 def memory_and_decoding(cfg: DictConfig, system: System, batches: list[TrainBatch]) -> dict[str, Any]:
@@ -175,8 +185,9 @@ def memory_and_decoding(cfg: DictConfig, system: System, batches: list[TrainBatc
     return record
 
 
-def throughput_series(cfg: DictConfig, systems: dict[str, System], device: torch.device
-                      ) -> dict[str, dict[str, list[float]]]:  # fmt: skip
+def throughput_series(
+    cfg: DictConfig, systems: dict[str, System], device: torch.device
+) -> dict[str, dict[str, list[float]]]:
     """Training tokens/s of sarnmt against sentence length (batch ``batch_size``) and against batch size (length
     25), for every variant: where the target-side attention's O(T²) shows."""
     series: dict[str, dict[str, list[float]]] = {}
@@ -201,8 +212,9 @@ def throughput_series(cfg: DictConfig, systems: dict[str, System], device: torch
 def bench_workload(cfg: DictConfig, systems: dict[str, System], device: torch.device, name: str) -> dict[str, Any]:
     """Every figure of every system on the workload ``name`` (its sentence lengths: ``lengths.<name>``).
     :returns: {"workload": what was timed, "variants": one dict of figures per system}."""
-    workload = make_workload(cfg.lengths[name], cfg.vocab, cfg.batch_size * cfg.train_batches * cfg.synthetic_pool,
-                             cfg.seed)
+    workload = make_workload(
+        cfg.lengths[name], cfg.vocab, cfg.batch_size * cfg.train_batches * cfg.synthetic_pool, cfg.seed
+    )
     batches = [b.to(device) for b in sorted_batches(workload.pairs, cfg.batch_size, cfg.train_batches)]
     models = {system: bench_model(cfg, spec, device) for system, spec in systems.items()}
     rates = train_rates(cfg, models, batches, systems)
@@ -211,9 +223,13 @@ def bench_workload(cfg: DictConfig, systems: dict[str, System], device: torch.de
     variants = []
     for system in systems:
         ours = rates[system]["sarnmt"]
-        v: dict[str, Any] = {"decoder": system, "parameters": sizes[system],
-                             "train_tok_s": ours["tok_s"], "model_tok_s": ours["model_tok_s"],
-                             "optimizer_ms": ours["optimizer_ms"]}  # fmt: skip
+        v: dict[str, Any] = {
+            "decoder": system,
+            "parameters": sizes[system],
+            "train_tok_s": ours["tok_s"],
+            "model_tok_s": ours["model_tok_s"],
+            "optimizer_ms": ours["optimizer_ms"],
+        }
         for impl, theirs in rates[system].items():
             if impl != "sarnmt":
                 v[f"{impl}_train_tok_s"] = theirs["tok_s"]
@@ -232,10 +248,17 @@ def bench_workload(cfg: DictConfig, systems: dict[str, System], device: torch.de
         if cfg.peak_gflop_s:
             v["share_of_peak"] = v["train_gflop_s"] / cfg.peak_gflop_s
         log.info("%s, %s: %.0f target tok/s", name, v["decoder"], v["train_tok_s"])
-    result = {"workload": {"name": name, "description": workload.description, "pairs": len(workload.pairs),
-                           "batches": len(batches), "target_tokens": sum(b.tokens for b in batches),
-                           "padded_lengths": [[b.src.size(1), b.tgt.size(1)] for b in batches]},
-              "variants": variants}  # fmt: skip
+    result = {
+        "workload": {
+            "name": name,
+            "description": workload.description,
+            "pairs": len(workload.pairs),
+            "batches": len(batches),
+            "target_tokens": sum(b.tokens for b in batches),
+            "padded_lengths": [[b.src.size(1), b.tgt.size(1)] for b in batches],
+        },
+        "variants": variants,
+    }
     if cfg.profile:
         result["profiles"] = profiles(cfg, systems, batches)
     return result
@@ -256,9 +279,17 @@ def profiles(cfg: DictConfig, systems: dict[str, System], batches: list[TrainBat
         for impl in implementations(cfg, systems[system]):
             model = bench_model(cfg, systems[system], device).train()
             optimizer = instantiate(cfg.optim if impl == "sarnmt" else cfg.reference_optim)(params=model.parameters())
-            out[f"{system} {impl}"] = profile_steps(model, IMPLEMENTATIONS[impl][0], optimizer, batches, cfg.clip,
-                                                    cfg.precision, cfg.repeats, train_step,
-                                                    energies_width(model) if impl == "sarnmt" else None)  # fmt: skip
+            out[f"{system} {impl}"] = profile_steps(
+                model,
+                IMPLEMENTATIONS[impl][0],
+                optimizer,
+                batches,
+                cfg.clip,
+                cfg.precision,
+                cfg.repeats,
+                train_step,
+                energies_width(model) if impl == "sarnmt" else None,
+            )
     return out
 
 
@@ -284,8 +315,13 @@ def bench(cfg: DictConfig, systems: dict[str, System]) -> dict[str, Any]:
 
 
 def machine(device: torch.device) -> dict[str, Any]:
-    info = {"device": device.type, "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "cpu": platform.processor() or platform.machine(), "python": platform.python_version()}  # fmt: skip
+    info = {
+        "device": device.type,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpu": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+    }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info

@@ -81,8 +81,10 @@ def synthetic_workload(sentences: int, vocab: int, lengths: tuple[int, int, floa
     low, high, mean = lengths
     mode = 3 * mean - low - high
     if not low <= mode <= high:
-        raise ValueError(f"bench: synthetic lengths [{low}, {high}] cannot have mean {mean} (a triangular "
-                         f"distribution's mean lies in [{(2 * low + high) / 3:g}, {(low + 2 * high) / 3:g}])")
+        raise ValueError(
+            f"bench: synthetic lengths [{low}, {high}] cannot have mean {mean} (a triangular "
+            f"distribution's mean lies in [{(2 * low + high) / 3:g}, {(low + 2 * high) / 3:g}])"
+        )
     rng = random.Random(seed)
 
     def sentence() -> list[int]:

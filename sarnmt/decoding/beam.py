@@ -146,13 +146,18 @@ def beam_decode(
         parents = cand.parents.gather(1, live)
         records.append(
             _Step(
-                active=active, tokens=cand.tokens, parents=cand.parents, live=live,
-                src_attention=(out.src_attention.view(n, width, -1)
-                               if return_attention and out.src_attention is not None else None),
-                tgt_attention=(out.tgt_attention.view(n, width, -1)
-                               if return_attention and out.tgt_attention is not None else None),
+                active=active,
+                tokens=cand.tokens,
+                parents=cand.parents,
+                live=live,
+                src_attention=(
+                    out.src_attention.view(n, width, -1) if return_attention and out.src_attention is not None else None
+                ),
+                tgt_attention=(
+                    out.tgt_attention.view(n, width, -1) if return_attention and out.tgt_attention is not None else None
+                ),
             )
-        )  # fmt: skip
+        )
         full = (pool_norm_a > NEG_INF).sum(dim=1) >= k
         done = full | at_limit.squeeze(1) | ~(beam_scores > NEG_INF).any(dim=1)
         keep = (~done).nonzero().squeeze(1)  # the one host sync of the step
@@ -183,9 +188,14 @@ def check_search(beam_size: int, nbest: int, min_len: int) -> None:
 
 
 def _trace_back(
-    records: list[_Step], pool_norm: Tensor, pool_raw: Tensor, pool_ref: Tensor, src_mask: Tensor,
-    return_attention: bool, nbest: int,
-) -> Hypotheses:  # fmt: skip
+    records: list[_Step],
+    pool_norm: Tensor,
+    pool_raw: Tensor,
+    pool_ref: Tensor,
+    src_mask: Tensor,
+    return_attention: bool,
+    nbest: int,
+) -> Hypotheses:
     """Follow back pointers from each sentence's finished hypotheses (pool slot 0 is the best: the pool is sorted)."""
     batch = pool_norm.size(0)
     refs, norm, raw = pool_ref[:, :nbest].tolist(), pool_norm[:, :nbest].tolist(), pool_raw[:, :nbest].tolist()
@@ -204,16 +214,23 @@ def _trace_back(
         if return_attention and tgt_rows:
             result.tgt_attention.append(square(tgt_rows))
         if nbest > 1:  # entry 0 is the 1-best just traced
-            result.nbest.append([
-                NBestEntry(tokens if i == 0 else _follow(steps, sent, *refs[sent][i], False)[0], raw[sent][i],
-                           norm[sent][i])
-                for i in range(nbest) if norm[sent][i] > NEG_INF
-            ])  # fmt: skip
+            result.nbest.append(
+                [
+                    NBestEntry(
+                        tokens if i == 0 else _follow(steps, sent, *refs[sent][i], False)[0],
+                        raw[sent][i],
+                        norm[sent][i],
+                    )
+                    for i in range(nbest)
+                    if norm[sent][i] > NEG_INF
+                ]
+            )
     return result
 
 
-def _follow(steps: list[tuple], sent: int, t: int, cand: int, return_attention: bool
-            ) -> tuple[list[int], list[Tensor], list[Tensor]]:  # fmt: skip
+def _follow(
+    steps: list[tuple], sent: int, t: int, cand: int, return_attention: bool
+) -> tuple[list[int], list[Tensor], list[Tensor]]:
     """The tokens (without EOS) and attention rows of the hypothesis that ended at step t as candidate ``cand``."""
     tokens, src_rows, tgt_rows = [], [], []
     while t >= 1:
@@ -244,9 +261,13 @@ class BeamSearch:
     name = "beam"
 
     def __init__(
-        self, beam_size: int = 5, length_penalty: LengthPenalty | None = None, max_len_a: float = 2.0,
-        max_len_b: int = 10, min_len: int = 0,
-    ) -> None:  # fmt: skip
+        self,
+        beam_size: int = 5,
+        length_penalty: LengthPenalty | None = None,
+        max_len_a: float = 2.0,
+        max_len_b: int = 10,
+        min_len: int = 0,
+    ) -> None:
         try:
             check_search(beam_size, 1, min_len)
         except ValueError as err:
@@ -254,19 +275,34 @@ class BeamSearch:
         self.beam_size, self.max_len_a, self.max_len_b, self.min_len = beam_size, max_len_a, max_len_b, min_len
         self.length_penalty = length_penalty if length_penalty is not None else LengthPenalty()
 
-    def __call__(self, model: nn.Module, src: Tensor, src_mask: Tensor, return_attention: bool = False,
-                 nbest: int = 1) -> Hypotheses:  # fmt: skip
+    def __call__(
+        self, model: nn.Module, src: Tensor, src_mask: Tensor, return_attention: bool = False, nbest: int = 1
+    ) -> Hypotheses:
         return beam_decode(
-            model, src, src_mask, self.beam_size, self.length_penalty, self.max_len_a, self.max_len_b,
-            return_attention, nbest, self.min_len,
-        )  # fmt: skip
+            model,
+            src,
+            src_mask,
+            self.beam_size,
+            self.length_penalty,
+            self.max_len_a,
+            self.max_len_b,
+            return_attention,
+            nbest,
+            self.min_len,
+        )
 
     def settings(self) -> dict[str, Any]:
         return {
-            "search": self.name, "beam_size": self.beam_size, "length_penalty": self.length_penalty.settings(),
-            "max_len_a": self.max_len_a, "max_len_b": self.max_len_b, "min_len": self.min_len,
-        }  # fmt: skip
+            "search": self.name,
+            "beam_size": self.beam_size,
+            "length_penalty": self.length_penalty.settings(),
+            "max_len_a": self.max_len_a,
+            "max_len_b": self.max_len_b,
+            "min_len": self.min_len,
+        }
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(beam_size={self.beam_size}, length_penalty={self.length_penalty!r}, "
-                f"max_len_a={self.max_len_a}, max_len_b={self.max_len_b}, min_len={self.min_len})")
+        return (
+            f"{type(self).__name__}(beam_size={self.beam_size}, length_penalty={self.length_penalty!r}, "
+            f"max_len_a={self.max_len_a}, max_len_b={self.max_len_b}, min_len={self.min_len})"
+        )

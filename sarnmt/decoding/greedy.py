@@ -17,8 +17,15 @@ __all__ = ["GreedySearch", "Hypotheses", "greedy_decode"]
 RAW = LengthPenalty(alpha=0.0)
 
 
-def greedy_decode(model: nn.Module, src: Tensor, src_mask: Tensor, max_len_a: float = 2.0, max_len_b: int = 10,
-                  return_attention: bool = False, min_len: int = 0) -> Hypotheses:  # fmt: skip
+def greedy_decode(
+    model: nn.Module,
+    src: Tensor,
+    src_mask: Tensor,
+    max_len_a: float = 2.0,
+    max_len_b: int = 10,
+    return_attention: bool = False,
+    min_len: int = 0,
+) -> Hypotheses:
     """Greedy search for a batch.  :param src: shape (B, S).  :param src_mask: shape (B, S)."""
     return beam_decode(model, src, src_mask, 1, RAW, max_len_a, max_len_b, return_attention, 1, min_len)
 

@@ -41,8 +41,10 @@ class InputLimit:
             return ids
         where = f"{self.name}:{line_no}: {len(ids):,} tokens, more than max_input_tokens={self.max_tokens:,}"
         if not self.truncate:
-            raise InputError(f"{where}; split the line, raise max_input_tokens (decoding time and memory grow with "
-                             "it), or set truncate_long_input=true to translate its first tokens")  # fmt: skip
+            raise InputError(
+                f"{where}; split the line, raise max_input_tokens (decoding time and memory grow with "
+                "it), or set truncate_long_input=true to translate its first tokens"
+            )
         self.truncated.append(line_no)
         log.warning("%s: translating its first %d tokens only", where, self.max_tokens)
         return ids[: self.max_tokens]

@@ -48,4 +48,3 @@ def max_lengths(src_mask: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
         raise ValueError(f"max_len_a must be >= 0, got {max_len_a}")
     src_lengths = src_mask.sum(dim=1)
     return (max_len_a * src_lengths.double() + max_len_b).long().clamp(min=1)
-

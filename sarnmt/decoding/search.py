@@ -55,8 +55,9 @@ class Search(Protocol):
     max_len_b: int
     beam_size: int
 
-    def __call__(self, model: nn.Module, src: Tensor, src_mask: Tensor, return_attention: bool = False,
-                 nbest: int = 1) -> Hypotheses:  # fmt: skip
+    def __call__(
+        self, model: nn.Module, src: Tensor, src_mask: Tensor, return_attention: bool = False, nbest: int = 1
+    ) -> Hypotheses:
         """:param model: any model the factory builds (anything with ``encode``/``step``).
         :param src: shape (B, S).  :param src_mask: shape (B, S).  :param nbest: also return the n best."""
         ...

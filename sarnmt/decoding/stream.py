@@ -34,9 +34,13 @@ class Translation:
 
 
 def decode_batch(
-    net: nn.Module, search: Search, sources: list[list[int]], device: torch.device, return_attention: bool,
+    net: nn.Module,
+    search: Search,
+    sources: list[list[int]],
+    device: torch.device,
+    return_attention: bool,
     nbest: int = 1,
-) -> list[Translation]:  # fmt: skip
+) -> list[Translation]:
     """Decode non-empty sources as one batch.  :param sources: source ids without EOS."""
     src, src_mask = pad_sequences(sources)
     hyps = search(net, src.to(device), src_mask.to(device), return_attention, nbest)
@@ -53,9 +57,15 @@ def decode_batch(
 
 
 def decode_stream(
-    net: nn.Module, search: Search, sources: Iterable[list[int]], batch_size: int, device: torch.device,
-    return_attention: bool = False, chunk_batches: int = 20, nbest: int = 1,
-) -> Iterator[Translation]:  # fmt: skip
+    net: nn.Module,
+    search: Search,
+    sources: Iterable[list[int]],
+    batch_size: int,
+    device: torch.device,
+    return_attention: bool = False,
+    chunk_batches: int = 20,
+    nbest: int = 1,
+) -> Iterator[Translation]:
     """Translations of ``sources`` (ids without EOS), one per input, in input order (an empty source: an empty
     translation, and one empty entry in its n-best list)."""
     if batch_size < 1:

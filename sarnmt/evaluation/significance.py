@@ -101,9 +101,14 @@ class SystemResult:
 
 
 def compare_systems(
-    names: Sequence[str], systems: Sequence[Sequence[str]], refs: Sequence[str], tokenize: str = "13a",
-    lowercase: bool = False, n_bootstrap: int = 1000, n_randomization: int = 10_000,
-) -> tuple[list[SystemResult], str]:  # fmt: skip
+    names: Sequence[str],
+    systems: Sequence[Sequence[str]],
+    refs: Sequence[str],
+    tokenize: str = "13a",
+    lowercase: bool = False,
+    n_bootstrap: int = 1000,
+    n_randomization: int = 10_000,
+) -> tuple[list[SystemResult], str]:
     """BLEU, 95% CI and p-values of every system against ``systems[0]``.
 
     :returns: one result per system and the sacrebleu BLEU signature.
@@ -124,8 +129,9 @@ def compare_systems(
         row = SystemResult(name, boot["BLEU"][k].score, boot["BLEU"][k].ci)
         if k > 0:
             row.p_bootstrap, row.p_randomization = boot["BLEU"][k].p_value, rand["BLEU"][k].p_value
-            row.t_statistic, row.p_t_test = paired_t_test(sentence_bleu(hyps, refs, tokenize, lowercase),
-                                                          base_sentences)  # fmt: skip
+            row.t_statistic, row.p_t_test = paired_t_test(
+                sentence_bleu(hyps, refs, tokenize, lowercase), base_sentences
+            )
         results.append(row)
     return results, signature
 
@@ -150,6 +156,7 @@ def markdown_table(results: Sequence[SystemResult], signature: str) -> str:
     lines.append("")
     lines.append("BLEU (paper style): " + " / ".join(f"{r.bleu:.1f}" for r in results))
     lines.append(f"signature: {signature}")
-    lines.append("markers: * p < 0.05, ** p < 0.01 (BLEU column: the paper's one-tailed paired t-test over "
-                 "per-sentence BLEU)")  # fmt: skip
+    lines.append(
+        "markers: * p < 0.05, ** p < 0.01 (BLEU column: the paper's one-tailed paired t-test over per-sentence BLEU)"
+    )
     return "\n".join(lines)

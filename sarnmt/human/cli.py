@@ -75,10 +75,15 @@ def create(cfg: DictConfig) -> None:
         if cfg.names is None and len(set(names)) < len(names):
             raise TaskError(f"the file names do not tell the systems apart ({', '.join(names)}): give names=[...]")
         spec = TaskSpec(
-            name=str(cfg.pair), source=str(cfg.source), reference=None if cfg.ref is None else str(cfg.ref),
-            show_reference=bool(cfg.show_ref), systems=tuple(zip(names, hyps, strict=True)),
-            sample=cfg.sample, seed=_int(cfg.seed, "seed"), annotators=tuple(str(a) for a in _list(cfg.annotators)),
-        )  # fmt: skip
+            name=str(cfg.pair),
+            source=str(cfg.source),
+            reference=None if cfg.ref is None else str(cfg.ref),
+            show_reference=bool(cfg.show_ref),
+            systems=tuple(zip(names, hyps, strict=True)),
+            sample=cfg.sample,
+            seed=_int(cfg.seed, "seed"),
+            annotators=tuple(str(a) for a in _list(cfg.annotators)),
+        )
         created = create_task(cfg.db, spec)
     except USER_ERRORS as err:
         _fail(err)

@@ -220,8 +220,21 @@ def latex(tasks: list[Task], paper: Paper) -> str:
 
 
 def csv_text(tasks: list[Task], paper: Paper) -> str:
-    header = ["task", "first", "second", "higher", "equal", "lower", "n", "pct_higher", "pct_equal", "pct_lower",
-              "paper_higher", "paper_equal", "paper_lower"]  # fmt: skip
+    header = [
+        "task",
+        "first",
+        "second",
+        "higher",
+        "equal",
+        "lower",
+        "n",
+        "pct_higher",
+        "pct_equal",
+        "pct_lower",
+        "paper_higher",
+        "paper_equal",
+        "paper_lower",
+    ]
     rows = []
     for first, second in table_rows(tasks):
         for task in tasks:
@@ -238,8 +251,22 @@ def csv_text(tasks: list[Task], paper: Paper) -> str:
 def judgements_csv(tasks: list[Task]) -> str:
     """Every judgement: item id, position and line, the order shown (system names), the ranks as shown and per
     system, and the times."""
-    header = ["task", "item", "position", "line", "annotator", "status", "shown_order", "ranks", "ranks_by_system",
-              "comment", "shown_at", "submitted_at", "seconds", "submissions"]  # fmt: skip
+    header = [
+        "task",
+        "item",
+        "position",
+        "line",
+        "annotator",
+        "status",
+        "shown_order",
+        "ranks",
+        "ranks_by_system",
+        "comment",
+        "shown_at",
+        "submitted_at",
+        "seconds",
+        "submissions",
+    ]
     rows = [
         [
             task.name,
@@ -256,7 +283,7 @@ def judgements_csv(tasks: list[Task]) -> str:
             j["submitted_at"],
             "" if j["seconds"] is None else j["seconds"],
             j["submissions"],
-        ]  # fmt: skip
+        ]
         for task in tasks
         for j in task.judgements
     ]
@@ -269,8 +296,19 @@ def agreement_csv(tasks: list[Task]) -> str:
     for task in tasks:
         a = task.agreement()
         kappa = "" if a.kappa is None else f"{a.kappa:.6f}"
-        rows.append([task.name, a.method or "", kappa, a.annotators, a.items, a.comparisons, task.count("ranked"),
-                     task.count("skipped"), task.count("broken")])  # fmt: skip
+        rows.append(
+            [
+                task.name,
+                a.method or "",
+                kappa,
+                a.annotators,
+                a.items,
+                a.comparisons,
+                task.count("ranked"),
+                task.count("skipped"),
+                task.count("broken"),
+            ]
+        )
     return formats.csv_text(header, rows)
 
 

@@ -253,10 +253,17 @@ def record_judgement(
             "shown_order = excluded.shown_order, comment = excluded.comment, shown_at = excluded.shown_at, "
             "submitted_at = excluded.submitted_at, seconds = excluded.seconds, submissions = submissions + 1",
             (
-                annotator.id, item["id"], status, None if ranks is None else json.dumps(ranks), item["shown_order"],
-                comment, shown_at, submitted_at, seconds,
+                annotator.id,
+                item["id"],
+                status,
+                None if ranks is None else json.dumps(ranks),
+                item["shown_order"],
+                comment,
+                shown_at,
+                submitted_at,
+                seconds,
             ),
-        )  # fmt: skip
+        )
     return annotator
 
 

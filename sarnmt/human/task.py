@@ -158,10 +158,16 @@ def create_task(db: str | Path, spec: TaskSpec) -> CreatedTask:
                 "INSERT INTO task (name, source_path, reference_path, show_reference, lines, sample_size, seed, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    spec.name, spec.source, spec.reference, int(bool(spec.reference) and spec.show_reference),
-                    len(source), len(lines), spec.seed, store.now(),
+                    spec.name,
+                    spec.source,
+                    spec.reference,
+                    int(bool(spec.reference) and spec.show_reference),
+                    len(source),
+                    len(lines),
+                    spec.seed,
+                    store.now(),
                 ),
-            ).lastrowid  # fmt: skip
+            ).lastrowid
             conn.executemany(
                 "INSERT INTO system (task_id, idx, name, path) VALUES (?, ?, ?, ?)",
                 [(task_id, k, name, path) for k, (name, path) in enumerate(spec.systems)],
@@ -170,9 +176,15 @@ def create_task(db: str | Path, spec: TaskSpec) -> CreatedTask:
                 item_id = conn.execute(
                     "INSERT INTO item (task_id, position, line, source, reference, shown_order) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    (task_id, position, line + 1, source[line], reference[line] if reference else None,
-                     json.dumps(order)),
-                ).lastrowid  # fmt: skip
+                    (
+                        task_id,
+                        position,
+                        line + 1,
+                        source[line],
+                        reference[line] if reference else None,
+                        json.dumps(order),
+                    ),
+                ).lastrowid
                 conn.executemany(
                     "INSERT INTO output (item_id, system_idx, text) VALUES (?, ?, ?)",
                     [(item_id, k, out[line]) for k, out in enumerate(outputs)],

@@ -44,8 +44,9 @@ class SourceAttention(nn.Module):
         """:param annotations: shape (B, S, 2d).  :returns: keys W_a h + b_a, shape (B, S, 2d)."""
         return self.key_proj(annotations)
 
-    def forward(self, query: Tensor, memory: SourceMemory, chunked: bool = False, sigmoid_tanh: bool = False
-                ) -> tuple[Tensor, Tensor]:  # fmt: skip
+    def forward(
+        self, query: Tensor, memory: SourceMemory, chunked: bool = False, sigmoid_tanh: bool = False
+    ) -> tuple[Tensor, Tensor]:
         """Attend once.
 
         :param query: s'_t, shape (B·g, d), where g = ``memory.beams``: rows b·g .. b·g + g - 1 read sentence b.
@@ -74,8 +75,9 @@ class SourceAttention(nn.Module):
         """
         batch, beams, _, dim = query.shape
         rows = max(1, CACHE_CHUNK // (beams * keys.size(1) * dim))
-        buffer = torch.empty((min(rows, batch), beams, keys.size(1), dim), dtype=torch.result_type(keys, query),
-                             device=query.device)  # fmt: skip
+        buffer = torch.empty(
+            (min(rows, batch), beams, keys.size(1), dim), dtype=torch.result_type(keys, query), device=query.device
+        )
         scores = []
         for start in range(0, batch, rows):
             part = buffer[: min(rows, batch - start)]

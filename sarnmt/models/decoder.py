@@ -88,8 +88,9 @@ class Readout(nn.Module):
         """Arguments as in :meth:`features`.  :returns: logits, shape (..., V)."""
         return self.output(self.features(hidden, context, target_context))
 
-    def nll(self, hidden: Tensor, context: Tensor, target_context: Tensor, target: Tensor, fused: bool = True
-            ) -> Tensor:  # fmt: skip
+    def nll(
+        self, hidden: Tensor, context: Tensor, target_context: Tensor, target: Tensor, fused: bool = True
+    ) -> Tensor:
         """−log p(target), the output layer and the cross-entropy fused (:func:`~sarnmt.loss.linear_nll`), or
         (``fused=False``) as logits and ``F.cross_entropy``.
 
@@ -156,8 +157,14 @@ class ConditionalGRUDecoder(nn.Module):
             cell2_hidden=LoopLinear(self.cell2.weight_hh, self.cell2.hidden_bias()),
         )
 
-    def recurrence(self, gates_prev: Tensor, query_hidden: Tensor, memory: SourceMemory, kernels: Kernels,
-                   loop: LoopWeights | None = None):  # fmt: skip
+    def recurrence(
+        self,
+        gates_prev: Tensor,
+        query_hidden: Tensor,
+        memory: SourceMemory,
+        kernels: Kernels,
+        loop: LoopWeights | None = None,
+    ):
         """Cell 1, attention, cell 2 for one step.
 
         :param gates_prev: cell 1's projected input for ȳ_{t-1}, shape (B, 3d).
@@ -218,8 +225,7 @@ class ConditionalGRUDecoder(nn.Module):
         """
         rows = None if positions is None else _rows(positions)
         readout_in, src_attention, tgt_attention = self.teacher_forced(tgt, memory, initial_hidden, rows)
-        return DecoderOutput(logits=self.readout(*readout_in), src_attention=src_attention,
-                             tgt_attention=tgt_attention)  # fmt: skip
+        return DecoderOutput(logits=self.readout(*readout_in), src_attention=src_attention, tgt_attention=tgt_attention)
 
     def nll(self, tgt: Tensor, memory: SourceMemory, initial_hidden: Tensor, mask: Tensor) -> Tensor:
         """−log p(y_t) of the gold targets, as training takes it: ``token_nll(forward(tgt, memory, initial_hidden,
@@ -233,8 +239,9 @@ class ConditionalGRUDecoder(nn.Module):
         fused = self.kernels(initial_hidden).fused_output
         return scatter_positions(self.readout.nll(*readout_in, tgt.flatten().index_select(0, rows), fused), mask)
 
-    def teacher_forced(self, tgt: Tensor, memory: SourceMemory, initial_hidden: Tensor, rows: Tensor | None
-                       ) -> tuple[tuple[Tensor, Tensor, Tensor], Tensor, Tensor | None]:  # fmt: skip
+    def teacher_forced(
+        self, tgt: Tensor, memory: SourceMemory, initial_hidden: Tensor, rows: Tensor | None
+    ) -> tuple[tuple[Tensor, Tensor, Tensor], Tensor, Tensor | None]:
         """The recurrent loop over gold targets and hook 2, up to the readout; ``tgt``, ``memory`` and
         ``initial_hidden`` as in :meth:`forward`.
 
@@ -243,9 +250,7 @@ class ConditionalGRUDecoder(nn.Module):
             source attention (B, T, S); the target-side attention (B, T, T) or None.
         """
         batch, steps = tgt.shape
-        prev_embs = torch.cat(
-            [initial_hidden.new_zeros(batch, 1, self.emb_dim), self.embedding(tgt[:, :-1])], dim=1
-        )
+        prev_embs = torch.cat([initial_hidden.new_zeros(batch, 1, self.emb_dim), self.embedding(tgt[:, :-1])], dim=1)
         prev_embs = self.dropout_embeddings(prev_embs)
         # unbind, not gates_prev[:, t]: the backward of T slices would build T full-size zero gradients (O(T²))
         gates_prev = self.cell1.project_input(prev_embs).unbind(1)

@@ -97,9 +97,14 @@ class BiGRUEncoder(nn.Module):
     """
 
     def __init__(
-        self, vocab_size: int, emb_dim: int, hidden_dim: int, dropout_embeddings: float, dropout_hidden: float,
+        self,
+        vocab_size: int,
+        emb_dim: int,
+        hidden_dim: int,
+        dropout_embeddings: float,
+        dropout_hidden: float,
         kernels: KernelChoice | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__()
         self.kernels = kernels if kernels is not None else KernelChoice()
         self.embedding = nn.Embedding(vocab_size, emb_dim)

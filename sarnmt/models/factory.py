@@ -51,8 +51,9 @@ def _class(node: Mapping[str, Any], group: str) -> type:
 
 def decoder_options() -> dict[str, str]:
     """The ``decoder=`` options of ``conf/decoder``: name → ``_target_``."""
-    return {path.stem: str(OmegaConf.load(path).get("_target_"))
-            for path in sorted((CONF_DIR / "decoder").glob("*.yaml"))}  # fmt: skip
+    return {
+        path.stem: str(OmegaConf.load(path).get("_target_")) for path in sorted((CONF_DIR / "decoder").glob("*.yaml"))
+    }
 
 
 def fits(model_cls: type, variant_cls: type) -> bool:
@@ -80,8 +81,13 @@ def check_combination(model: Mapping[str, Any] | DictConfig, decoder: Mapping[st
     )
 
 
-def build_model(model: Mapping[str, Any] | DictConfig, decoder: Mapping[str, Any] | DictConfig,
-                src_vocab_size: int, tgt_vocab_size: int, kernels: str = "auto") -> nn.Module:  # fmt: skip
+def build_model(
+    model: Mapping[str, Any] | DictConfig,
+    decoder: Mapping[str, Any] | DictConfig,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    kernels: str = "auto",
+) -> nn.Module:
     """A freshly initialised model (on the current default device: ``torch.device("meta")`` counts parameters).
 
     :param model: a ``model=`` node.  :param decoder: a ``decoder=`` node; always built as a partial that the model
@@ -93,8 +99,9 @@ def build_model(model: Mapping[str, Any] | DictConfig, decoder: Mapping[str, Any
     check_combination(model, decoder)
     decoder = {key: value for key, value in decoder.items() if key not in LEGACY_DECODER_KEYS}
     variant = instantiate({**decoder, "_partial_": True})
-    return instantiate(model, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, variant=variant,
-                       kernels=kernels)  # fmt: skip
+    return instantiate(
+        model, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, variant=variant, kernels=kernels
+    )
 
 
 def build_language_model(model: Mapping[str, Any] | DictConfig, vocab_size: int) -> nn.Module:
@@ -124,8 +131,16 @@ def plain_config(node: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
     return _plain(node)
 
 
-def net_config(model: Mapping[str, Any] | DictConfig, decoder: Mapping[str, Any] | DictConfig,
-               src_vocab_size: int, tgt_vocab_size: int) -> dict[str, Any]:  # fmt: skip
+def net_config(
+    model: Mapping[str, Any] | DictConfig,
+    decoder: Mapping[str, Any] | DictConfig,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+) -> dict[str, Any]:
     """What a checkpoint stores to rebuild the model with :func:`build_model`."""
-    return {"model": _plain(model), "decoder": _plain(decoder), "src_vocab_size": src_vocab_size,
-            "tgt_vocab_size": tgt_vocab_size}  # fmt: skip
+    return {
+        "model": _plain(model),
+        "decoder": _plain(decoder),
+        "src_vocab_size": src_vocab_size,
+        "tgt_vocab_size": tgt_vocab_size,
+    }

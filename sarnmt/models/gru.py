@@ -71,8 +71,9 @@ class DL4MTGRUCell(nn.Module):
         """The bias added to U h: the cell's bias when it sits on the hidden side, else None."""
         return self.bias if self.bias_on == "hidden" else None
 
-    def forward(self, gates_x: Tensor, h: Tensor, hidden_proj: Callable[[Tensor], Tensor] | None = None,
-                fused: bool = True) -> Tensor:  # fmt: skip
+    def forward(
+        self, gates_x: Tensor, h: Tensor, hidden_proj: Callable[[Tensor], Tensor] | None = None, fused: bool = True
+    ) -> Tensor:
         """One step from projected input.
 
         :param gates_x: shape (B, 3d), from :meth:`project_input`.

@@ -37,9 +37,7 @@ class HistoryAttention(nn.Module):
     def __init__(self, item_dim: int, query_dim: int | None, key_bias: bool) -> None:
         super().__init__()
         self.key_proj = init_linear_(nn.Linear(item_dim, item_dim, bias=key_bias))
-        self.query_proj = (
-            init_linear_(nn.Linear(query_dim, item_dim, bias=False)) if query_dim is not None else None
-        )
+        self.query_proj = init_linear_(nn.Linear(query_dim, item_dim, bias=False)) if query_dim is not None else None
         self.v = nn.Parameter(torch.empty(item_dim))
         normal_(self.v)
 
@@ -58,8 +56,12 @@ class HistoryAttention(nn.Module):
         """
         batch, dim = like.shape
         if self.query_proj is None:
-            return {prefix + "scores": like.new_zeros(batch, 0), prefix + "num": like.new_zeros(batch, dim),
-                    prefix + "den": like.new_zeros(batch), prefix + "max": like.new_full((batch,), float("-inf"))}
+            return {
+                prefix + "scores": like.new_zeros(batch, 0),
+                prefix + "num": like.new_zeros(batch, dim),
+                prefix + "den": like.new_zeros(batch),
+                prefix + "max": like.new_full((batch,), float("-inf")),
+            }
         return {prefix + "values": like.new_zeros(batch, 0, dim), prefix + "keys": like.new_zeros(batch, 0, dim)}
 
     def append(self, history: dict[str, Tensor], item: Tensor, prefix: str) -> dict[str, Tensor]:

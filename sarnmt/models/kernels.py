@@ -48,10 +48,22 @@ class Kernels:
     sigmoid_tanh: bool
 
 
-FUSED = Kernels(loop_weights=True, gru_update=True, unrolled_encoder=True, fused_output=True, chunked_attention=True,
-                sigmoid_tanh=True)  # fmt: skip
-PLAIN = Kernels(loop_weights=False, gru_update=False, unrolled_encoder=False, fused_output=False,
-                chunked_attention=False, sigmoid_tanh=False)  # fmt: skip
+FUSED = Kernels(
+    loop_weights=True,
+    gru_update=True,
+    unrolled_encoder=True,
+    fused_output=True,
+    chunked_attention=True,
+    sigmoid_tanh=True,
+)
+PLAIN = Kernels(
+    loop_weights=False,
+    gru_update=False,
+    unrolled_encoder=False,
+    fused_output=False,
+    chunked_attention=False,
+    sigmoid_tanh=False,
+)
 
 
 def tanh_(x: Tensor, by_sigmoid: bool) -> Tensor:
@@ -86,8 +98,11 @@ class KernelChoice:
         if self.choice == "auto" and cuda:
             kernels = replace(kernels, unrolled_encoder=False, sigmoid_tanh=False)
         # deferring gradients needs them; chunking is for the buffer-free search
-        return replace(kernels, loop_weights=kernels.loop_weights and grad,
-                       chunked_attention=kernels.chunked_attention and not grad)  # fmt: skip
+        return replace(
+            kernels,
+            loop_weights=kernels.loop_weights and grad,
+            chunked_attention=kernels.chunked_attention and not grad,
+        )
 
     def __call__(self, like: Tensor) -> Kernels:
         """:param like: any tensor of the call (its device decides ``auto``)."""

@@ -47,8 +47,9 @@ class Seq2Seq(nn.Module):
         super().__init__()
         self.kernels = KernelChoice(kernels)
         with normal_std(init_std):
-            self.encoder = BiGRUEncoder(src_vocab_size, emb_dim, hidden_dim, dropout_embeddings, dropout_hidden,
-                                        self.kernels)  # fmt: skip
+            self.encoder = BiGRUEncoder(
+                src_vocab_size, emb_dim, hidden_dim, dropout_embeddings, dropout_hidden, self.kernels
+            )
             self.decoder = ConditionalGRUDecoder(
                 tgt_vocab_size,
                 emb_dim,

@@ -59,8 +59,10 @@ def finish_lm_job(
     datamodule.prepare_data()
     datamodule.setup("test")
     if vocab is not None and list(vocab) != list(datamodule.vocab):
-        raise CheckpointError(f"checkpoint {fit['best_model_path']} was trained with another vocabulary than "
-                              f"the corpus {cfg.data.get('corpus')} now gives")  # fmt: skip
+        raise CheckpointError(
+            f"checkpoint {fit['best_model_path']} was trained with another vocabulary than "
+            f"the corpus {cfg.data.get('corpus')} now gives"
+        )
     counts = datamodule.report.get("splits", {})
     tests, stats = {}, {}
     for name, split in job.tests.items():

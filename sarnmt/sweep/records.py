@@ -96,8 +96,10 @@ def hash_view(cfg: DictConfig) -> dict[str, Any]:
 def _first_targets(node: Any) -> Any:
     """``node`` with every ``_target_`` that names a moved class (:data:`MOVED_TARGETS`) set to its first path."""
     if isinstance(node, dict):
-        return {k: MOVED_TARGETS.get(v, v) if k == "_target_" and isinstance(v, str) else _first_targets(v)
-                for k, v in node.items()}  # fmt: skip
+        return {
+            k: MOVED_TARGETS.get(v, v) if k == "_target_" and isinstance(v, str) else _first_targets(v)
+            for k, v in node.items()
+        }
     if isinstance(node, list):
         return [_first_targets(v) for v in node]
     return node

@@ -166,9 +166,26 @@ def latex(table: Table, scale: Scale, cells: dict) -> str:
 
 
 CSV_HEADER = (
-    "table", "scale", "row", "column", "pair", "test", "metric", "seeds_expected", "seeds_done", "mean", "sd",
-    "scores", "p_t_test", "p_bootstrap", "paper", "parameters", "stale", "broken", "missing",
-)  # fmt: skip
+    "table",
+    "scale",
+    "row",
+    "column",
+    "pair",
+    "test",
+    "metric",
+    "seeds_expected",
+    "seeds_done",
+    "mean",
+    "sd",
+    "scores",
+    "p_t_test",
+    "p_bootstrap",
+    "paper",
+    "parameters",
+    "stale",
+    "broken",
+    "missing",
+)
 
 
 def csv_text(table: Table, scale: Scale, cells: dict) -> str:

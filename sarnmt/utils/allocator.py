@@ -30,7 +30,9 @@ def keep_freed_memory() -> bool:
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
-    ok = all(mallopt(option, value) == 1 for option, value in
-             ((M_MMAP_THRESHOLD, _LIMIT), (M_TRIM_THRESHOLD, _LIMIT), (M_TOP_PAD, 256 << 20)))  # fmt: skip
+    ok = all(
+        mallopt(option, value) == 1
+        for option, value in ((M_MMAP_THRESHOLD, _LIMIT), (M_TRIM_THRESHOLD, _LIMIT), (M_TOP_PAD, 256 << 20))
+    )
     log.debug("glibc malloc keeps freed memory: %s", ok)
     return ok

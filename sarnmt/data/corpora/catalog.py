@@ -79,16 +79,19 @@ WMT15_TEST = Download(
     "wmt15-test.tgz", f"{STATMT}/wmt15/test.tgz", "wmt15-test", "md5:67e3beca15e69fe3d36de149da0a96df"
 )
 WMT16_TEST = Download(
-    "wmt16-test.tgz", "https://data.statmt.org/wmt16/translation-task/test.tgz", "wmt16-test",
+    "wmt16-test.tgz",
+    "https://data.statmt.org/wmt16/translation-task/test.tgz",
+    "wmt16-test",
     "md5:3d809cd0c2c86adb2c67034d15c4e446",
-)  # fmt: skip
+)
 EUROPARL_ES = Download("europarl-v7-es-en.tgz", f"{STATMT}/europarl/v7/es-en.tgz", "europarl-v7-es-en")
 EUROPARL_DE = Download("europarl-v7-de-en.tgz", f"{STATMT}/europarl/v7/de-en.tgz", "europarl-v7-de-en")
 NC_V8 = Download("training-parallel-nc-v8.tgz", f"{STATMT}/wmt13/training-parallel-nc-v8.tgz", "nc-v8")
 NC_V11 = Download(
-    "training-parallel-nc-v11.tgz", "https://data.statmt.org/wmt16/translation-task/training-parallel-nc-v11.tgz",
+    "training-parallel-nc-v11.tgz",
+    "https://data.statmt.org/wmt16/translation-task/training-parallel-nc-v11.tgz",
     "nc-v11",
-)  # fmt: skip
+)
 COMMONCRAWL = Download(
     "training-parallel-commoncrawl.tgz", f"{STATMT}/wmt13/training-parallel-commoncrawl.tgz", "commoncrawl"
 )
@@ -124,17 +127,27 @@ EN_DE = Corpus(
         "train": (
             Part("europarl-v7-de-en/europarl-v7.de-en.en", "europarl-v7-de-en/europarl-v7.de-en.de", 1920209),
             Part("commoncrawl/commoncrawl.de-en.en", "commoncrawl/commoncrawl.de-en.de", 2399123),
-            Part("nc-v11/training-parallel-nc-v11/news-commentary-v11.de-en.en",
-                 "nc-v11/training-parallel-nc-v11/news-commentary-v11.de-en.de", 242770),
-        ),  # fmt: skip
+            Part(
+                "nc-v11/training-parallel-nc-v11/news-commentary-v11.de-en.en",
+                "nc-v11/training-parallel-nc-v11/news-commentary-v11.de-en.de",
+                242770,
+            ),
+        ),
         "val": (_p("en", "de", 3000, "wmt13-test/test/newstest2013-src.{lang}.sgm"),),
-        "test": (Part("wmt14-test-full/test-full/newstest2014-deen-src.en.sgm",
-                      "wmt14-test-full/test-full/newstest2014-deen-ref.de.sgm", 3003),),
-        "test_nt2015": (Part("wmt15-test/test/newstest2015-ende-src.en.sgm",
-                             "wmt15-test/test/newstest2015-ende-ref.de.sgm", 2169),),
-        "test_nt2016": (Part("wmt16-test/test/newstest2016-ende-src.en.sgm",
-                             "wmt16-test/test/newstest2016-ende-ref.de.sgm", 2999),),
-    },  # fmt: skip
+        "test": (
+            Part(
+                "wmt14-test-full/test-full/newstest2014-deen-src.en.sgm",
+                "wmt14-test-full/test-full/newstest2014-deen-ref.de.sgm",
+                3003,
+            ),
+        ),
+        "test_nt2015": (
+            Part("wmt15-test/test/newstest2015-ende-src.en.sgm", "wmt15-test/test/newstest2015-ende-ref.de.sgm", 2169),
+        ),
+        "test_nt2016": (
+            Part("wmt16-test/test/newstest2016-ende-src.en.sgm", "wmt16-test/test/newstest2016-ende-ref.de.sgm", 2999),
+        ),
+    },
     note="WMT16 En-De: Europarl v7 + Common Crawl + News Commentary v11, ca. 4.56M pairs",
 )
 EN_ZH = Corpus(
@@ -167,8 +180,10 @@ MULTI30K_EN_DE = Corpus(
 MULTI30K_DE_EN = Corpus(
     "multi30k_de_en",
     pair=("de", "en"),
-    splits={name: tuple(replace(part, src=part.tgt, tgt=part.src) for part in parts)
-            for name, parts in MULTI30K_EN_DE.splits.items()},  # fmt: skip
+    splits={
+        name: tuple(replace(part, src=part.tgt, tgt=part.src) for part in parts)
+        for name, parts in MULTI30K_EN_DE.splits.items()
+    },
     note="Multi30K task 1 in the other direction (German to English), the same files as multi30k_en_de",
 )
 _TATOEBA_ES = "tatoeba-test-v2021-08-07"
@@ -176,12 +191,18 @@ TATOEBA_ES_EN = Corpus(
     "tatoeba_es_en",
     pair=("es", "en"),
     splits={
-        "train": (*_news("es-en", [*_OLD_NEWS, "europarl-sample-train", "europarl-sample-dev", "europarl-sample-test"],
-                         "es", "en"),
-                  _p("es", "en", 16583, f"es-en/{_TATOEBA_ES}.{{lang}}.gz", rows=(10, (2, 3, 4, 5, 6, 7, 8, 9)))),
+        "train": (
+            *_news(
+                "es-en",
+                [*_OLD_NEWS, "europarl-sample-train", "europarl-sample-dev", "europarl-sample-test"],
+                "es",
+                "en",
+            ),
+            _p("es", "en", 16583, f"es-en/{_TATOEBA_ES}.{{lang}}.gz", rows=(10, (2, 3, 4, 5, 6, 7, 8, 9))),
+        ),
         "val": (_p("es", "en", 16583, f"es-en/{_TATOEBA_ES}.{{lang}}.gz", rows=(10, (0,))),),
         "test": (_p("es", "en", 16583, f"es-en/{_TATOEBA_ES}.{{lang}}.gz", rows=(10, (1,))),),
-    },  # fmt: skip
+    },
     note="Es->En from ../shared/data: old WMT news tests, a Europarl sample and 80% of the Tatoeba test set for "
     "training; the Tatoeba lines i % 10 == 0 for dev, i % 10 == 1 for test (1,658 pairs each)",
 )
@@ -200,11 +221,21 @@ MINI_ES_EN = Corpus(
     "mini_es_en",
     pair=("es", "en"),
     splits={
-        "train": _news("es-en", [*_OLD_NEWS, "tatoeba-test-v2021-08-07", "europarl-sample-train",
-                                 "europarl-sample-dev", "europarl-sample-test"], "es", "en"),
+        "train": _news(
+            "es-en",
+            [
+                *_OLD_NEWS,
+                "tatoeba-test-v2021-08-07",
+                "europarl-sample-train",
+                "europarl-sample-dev",
+                "europarl-sample-test",
+            ],
+            "es",
+            "en",
+        ),
         "val": _news("es-en", ["newstest2012"], "es", "en"),
         "test": _news("es-en", ["newstest2013"], "es", "en"),
-    },  # fmt: skip
+    },
 )
 MINI_EN_DE = Corpus(
     "mini_en_de",
@@ -230,8 +261,18 @@ MINI_EN_ZH = Corpus(
 
 CORPORA: dict[str, Corpus] = {
     c.name: c
-    for c in (ES_EN, EN_DE, EN_ZH, MULTI30K_EN_DE, MULTI30K_DE_EN, MINI_ES_EN, MINI_EN_DE, MINI_EN_ZH, TATOEBA_ES_EN,
-              TATOEBA_EN_ZH)
+    for c in (
+        ES_EN,
+        EN_DE,
+        EN_ZH,
+        MULTI30K_EN_DE,
+        MULTI30K_DE_EN,
+        MINI_ES_EN,
+        MINI_EN_DE,
+        MINI_EN_ZH,
+        TATOEBA_ES_EN,
+        TATOEBA_EN_ZH,
+    )
 }
 
 

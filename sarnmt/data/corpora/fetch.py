@@ -58,9 +58,10 @@ def _transfer(url: str, part: Path, timeout: float) -> None:
             have = 0
         length = response.headers.get("Content-Length")
         total = have + int(length) if length is not None else None
-        with open(part, "ab" if have else "wb") as out, tqdm(
-            total=total, initial=have, unit="B", unit_scale=True, desc=part.name[:-5], leave=False
-        ) as bar:
+        with (
+            open(part, "ab" if have else "wb") as out,
+            tqdm(total=total, initial=have, unit="B", unit_scale=True, desc=part.name[:-5], leave=False) as bar,
+        ):
             while block := response.read(CHUNK):
                 out.write(block)
                 bar.update(len(block))

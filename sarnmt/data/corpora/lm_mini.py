@@ -66,8 +66,11 @@ class Source:
 MINI_VALID = (Source("en-de/newstest2010.en.gz"),)
 MINI_TEST = (Source("en-de/newstest2011.en.gz"),)
 MINI_TRAIN = (
-    *(Source(f"{pair}/{name}.en.gz") for pair in ("en-de", "es-en")
-      for name in ("news-test2008", "newssyscomb2009", "newstest2009")),  # es-en: the same files (duplicates)
+    *(
+        Source(f"{pair}/{name}.en.gz")
+        for pair in ("en-de", "es-en")
+        for name in ("news-test2008", "newssyscomb2009", "newstest2009")
+    ),  # es-en: the same files (duplicates)
     Source("en-zh/newstest2017.en.gz"),
     Source("en-zh/newstest2018.en.gz"),
     Source("es-en/europarl-sample-train.en.gz"),
@@ -76,17 +79,28 @@ MINI_TRAIN = (
     Source("en-de/wmt-sample-opennmt.tok.en.gz", "moses"),
     Source("multi30k-en-de/train.en.gz"),
     Source("en-zh/anki-tatoeba-cmn.en.gz"),
-)  # fmt: skip
+)
 # the es-en copies of valid and test (byte-identical to the en-de ones): their lines are kept out of train too
 MINI_HELD_OUT_COPIES = (Source("es-en/newstest2010.en.gz"), Source("es-en/newstest2011.en.gz"))
 # every set a translation config (conf/data/*.yaml, sarnmt/data/corpora.py) validates or tests on, or the paper does
-MINI_EVAL_SETS = tuple(Source(p) for p in (
-    "es-en/newstest2012.en.gz", "es-en/newstest2013.en.gz", "es-en/tatoeba-test-v2021-08-07.en.gz",
-    *(f"en-de/newstest{year}.en.gz" for year in range(2012, 2017)), "en-de/tatoeba-test-v2021-08-07.en.gz",
-    "en-zh/newstest2019.en.gz", "en-zh/flores101-devtest.en.gz", "en-zh/tatoeba-test-v2021-08-07.en.gz",
-    "multi30k-en-de/val.en.gz", "multi30k-en-de/test_2016_flickr.en.gz", "multi30k-en-de/test_2017_flickr.en.gz",
-    "multi30k-en-de/test_2018_flickr.en.gz", "multi30k-en-de/test_2017_mscoco.en.gz",
-))  # fmt: skip
+MINI_EVAL_SETS = tuple(
+    Source(p)
+    for p in (
+        "es-en/newstest2012.en.gz",
+        "es-en/newstest2013.en.gz",
+        "es-en/tatoeba-test-v2021-08-07.en.gz",
+        *(f"en-de/newstest{year}.en.gz" for year in range(2012, 2017)),
+        "en-de/tatoeba-test-v2021-08-07.en.gz",
+        "en-zh/newstest2019.en.gz",
+        "en-zh/flores101-devtest.en.gz",
+        "en-zh/tatoeba-test-v2021-08-07.en.gz",
+        "multi30k-en-de/val.en.gz",
+        "multi30k-en-de/test_2016_flickr.en.gz",
+        "multi30k-en-de/test_2017_flickr.en.gz",
+        "multi30k-en-de/test_2018_flickr.en.gz",
+        "multi30k-en-de/test_2017_mscoco.en.gz",
+    )
+)
 MINI_SKIPPED_FOLDERS = ("released-outputs",)  # the paper's tokenised test sets and outputs: never read
 MINI_SOURCES = (*MINI_VALID, *MINI_TEST, *MINI_TRAIN, *MINI_HELD_OUT_COPIES, *MINI_EVAL_SETS)
 REMOVALS = ("empty", "in_valid_test", "in_eval_sets", "duplicate")
@@ -113,11 +127,16 @@ def _check_mini_root(root: Path) -> list[str]:
     """:returns: the ``*.en.gz`` files under ``root`` that no list names.  :raises LMCorpusError: on missing files."""
     missing = [s.path for s in MINI_SOURCES if not (root / s.path).is_file()]
     if missing:
-        raise LMCorpusError(f"mini LM corpus: {len(missing)} file(s) missing under root {root}: "
-                            f"{', '.join(missing)} (data.root must be the shared data folder)")  # fmt: skip
+        raise LMCorpusError(
+            f"mini LM corpus: {len(missing)} file(s) missing under root {root}: "
+            f"{', '.join(missing)} (data.root must be the shared data folder)"
+        )
     named = {s.path for s in MINI_SOURCES}
-    return sorted(p.relative_to(root).as_posix() for p in root.glob("*/*.en.gz")
-                  if p.parent.name not in MINI_SKIPPED_FOLDERS and p.relative_to(root).as_posix() not in named)
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in root.glob("*/*.en.gz")
+        if p.parent.name not in MINI_SKIPPED_FOLDERS and p.relative_to(root).as_posix() not in named
+    )
 
 
 def _removal(line: str, held_out: set[str], eval_lines: set[str], seen: set[str]) -> str | None:
@@ -149,8 +168,12 @@ def build_mini_text(root: Path, folder: Path) -> dict[str, Any]:
     :returns: its composition (for the report): the sources of each split, per-source counts, the removals."""
     unused = _check_mini_root(root)
     if unused:
-        log.warning("mini LM corpus: %d English file(s) under %s are in none of its lists and not used: %s",
-                    len(unused), root, ", ".join(unused))  # fmt: skip
+        log.warning(
+            "mini LM corpus: %d English file(s) under %s are in none of its lists and not used: %s",
+            len(unused),
+            root,
+            ", ".join(unused),
+        )
     tokenize = _Tokenizer()
     valid = [line for s in MINI_VALID for line in _read_source(root, s, tokenize)]
     test = [line for s in MINI_TEST for line in _read_source(root, s, tokenize)]
@@ -160,18 +183,34 @@ def build_mini_text(root: Path, folder: Path) -> dict[str, Any]:
     for name, lines in (("train", train), ("valid", valid), ("test", test)):
         (folder / f"{name}.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     removed = {reason: sum(s[reason] for s in per_source) for reason in REMOVALS}
-    log.info("mini LM corpus: train keeps %d of %d lines; removed %s", len(train),
-             sum(s["lines"] for s in per_source), removed)  # fmt: skip
-    return {"train_sources": per_source, "valid_sources": [s.path for s in MINI_VALID],
-            "test_sources": [s.path for s in MINI_TEST], "held_out_copies": [s.path for s in MINI_HELD_OUT_COPIES],
-            "eval_sets_excluded": [s.path for s in MINI_EVAL_SETS], "skipped_folders": list(MINI_SKIPPED_FOLDERS),
-            "train_removed": removed, "test_lines_in_valid": len(set(test) & set(valid) - {""}),
-            "unused_files": unused, "tokenizer": _tokenizer_spec()}  # fmt: skip
+    log.info(
+        "mini LM corpus: train keeps %d of %d lines; removed %s",
+        len(train),
+        sum(s["lines"] for s in per_source),
+        removed,
+    )
+    return {
+        "train_sources": per_source,
+        "valid_sources": [s.path for s in MINI_VALID],
+        "test_sources": [s.path for s in MINI_TEST],
+        "held_out_copies": [s.path for s in MINI_HELD_OUT_COPIES],
+        "eval_sets_excluded": [s.path for s in MINI_EVAL_SETS],
+        "skipped_folders": list(MINI_SKIPPED_FOLDERS),
+        "train_removed": removed,
+        "test_lines_in_valid": len(set(test) & set(valid) - {""}),
+        "unused_files": unused,
+        "tokenizer": _tokenizer_spec(),
+    }
 
 
 def _tokenizer_spec() -> dict[str, Any]:
-    return {"sacremoses": version("sacremoses"), "lang": "en", "escape": False, "aggressive_dash_splits": False,
-            "lowercase": True}  # fmt: skip
+    return {
+        "sacremoses": version("sacremoses"),
+        "lang": "en",
+        "escape": False,
+        "aggressive_dash_splits": False,
+        "lowercase": True,
+    }
 
 
 def prepare_mini(
@@ -183,9 +222,14 @@ def prepare_mini(
     """
     start, root = time.time(), Path(root).expanduser()
     _check_mini_root(root)
-    spec = {"kind": "mini", "root": str(root.resolve()), "vocab": vars(settings), "tokenizer": _tokenizer_spec(),
-            "sources": {s.path: [s.form, *file_stamp(root / s.path)] for s in MINI_SOURCES},
-            "lists": [[s.path for s in group] for group in (MINI_VALID, MINI_TEST, MINI_TRAIN, MINI_HELD_OUT_COPIES)]}
+    spec = {
+        "kind": "mini",
+        "root": str(root.resolve()),
+        "vocab": vars(settings),
+        "tokenizer": _tokenizer_spec(),
+        "sources": {s.path: [s.form, *file_stamp(root / s.path)] for s in MINI_SOURCES},
+        "lists": [[s.path for s in group] for group in (MINI_VALID, MINI_TEST, MINI_TRAIN, MINI_HELD_OUT_COPIES)],
+    }
 
     def build(tmp: Path) -> None:
         mini = build_mini_text(root, tmp)

@@ -93,8 +93,9 @@ def find_split_files(folder: str | os.PathLike[str]) -> dict[str, Path]:
         if not present:
             raise LMCorpusError(f"{folder}: no {split} split; looked for {', '.join(names)}")
         if len(present) > 1:
-            raise LMCorpusError(f"{folder}: {len(present)} files for the {split} split "
-                                f"({', '.join(p.name for p in present)}); keep one")  # fmt: skip
+            raise LMCorpusError(
+                f"{folder}: {len(present)} files for the {split} split ({', '.join(p.name for p in present)}); keep one"
+            )
         found[split] = present[0]
     return found
 
@@ -118,8 +119,9 @@ class VocabSettings:
 
     def __post_init__(self) -> None:
         if self.max_size is not None and self.max_size < len(SPECIALS):
-            raise LMCorpusError(f"vocab_max_size must be >= {len(SPECIALS)} (it counts <eos> and <unk>) or null, "
-                                f"got {self.max_size}")  # fmt: skip
+            raise LMCorpusError(
+                f"vocab_max_size must be >= {len(SPECIALS)} (it counts <eos> and <unk>) or null, got {self.max_size}"
+            )
         if self.min_count is not None and self.min_count < 1:
             raise LMCorpusError(f"vocab_min_count must be >= 1 or null, got {self.min_count}")
 
@@ -136,8 +138,12 @@ def build_vocab(counts: Counter[str], settings: VocabSettings) -> tuple[list[str
     if settings.max_size is not None:
         ranked_kept = ranked_kept[: settings.max_size - len(SPECIALS)]
     words = [*SPECIALS, *(w for w, _ in ranked_kept)]
-    stats = {"size": len(words), "train_types": len(ranked), "dropped_types": len(ranked) - len(ranked_kept),
-             "dropped_tokens": sum(c for _, c in ranked) - sum(c for _, c in ranked_kept)}  # fmt: skip
+    stats = {
+        "size": len(words),
+        "train_types": len(ranked),
+        "dropped_types": len(ranked) - len(ranked_kept),
+        "dropped_tokens": sum(c for _, c in ranked) - sum(c for _, c in ranked_kept),
+    }
     return words, stats
 
 
@@ -157,9 +163,15 @@ def encode_lines(lines: Sequence[str], index: dict[str, int]) -> tuple[np.ndarra
     oov = stream == oov_id
     stream[oov] = UNK
     sentences = len(lines) - empty
-    counts = {"lines": len(lines), "empty_lines": empty, "words": len(stream) - sentences, "tokens": len(stream),
-              "unk_oov": int(oov.sum()), "unk_literal": int((stream == UNK).sum() - oov.sum()),
-              "eos_literal": int((stream == EOS).sum() - sentences)}  # fmt: skip
+    counts = {
+        "lines": len(lines),
+        "empty_lines": empty,
+        "words": len(stream) - sentences,
+        "tokens": len(stream),
+        "unk_oov": int(oov.sum()),
+        "unk_literal": int((stream == UNK).sum() - oov.sum()),
+        "eos_literal": int((stream == EOS).sum() - sentences),
+    }
     counts["oov_rate"] = round(counts["unk_oov"] / max(1, counts["tokens"]), 6)
     return stream, counts
 
@@ -190,8 +202,9 @@ def build_prepared(folder: Path, files: dict[str, Path], settings: VocabSettings
     for split in SPLITS:
         stream, counts = encode_lines(texts[split], index)
         if not len(stream):
-            raise LMCorpusError(f"{files[split]}: the {split} split is empty (no words on any of its "
-                                f"{counts['lines']} lines)")  # fmt: skip
+            raise LMCorpusError(
+                f"{files[split]}: the {split} split is empty (no words on any of its {counts['lines']} lines)"
+            )
         _save_array(folder / f"{split}.npy", stream)
         inside = files[split].parent == folder  # the mini corpus's text, written into the cache itself
         splits[split] = {"file": files[split].name if inside else str(files[split]), **counts}
@@ -239,12 +252,19 @@ def prepare_folder(
     """
     start, folder = time.time(), Path(path).expanduser()
     files = find_split_files(folder)
-    key = cache_key({"kind": "folder", "folder": str(folder.resolve()), "vocab": vars(settings),
-                      "files": {s: [p.name, *file_stamp(p)] for s, p in files.items()}})  # fmt: skip
+    key = cache_key(
+        {
+            "kind": "folder",
+            "folder": str(folder.resolve()),
+            "vocab": vars(settings),
+            "files": {s: [p.name, *file_stamp(p)] for s, p in files.items()},
+        }
+    )
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", folder.resolve().name) or "corpus"
     info = {"corpus": "folder", "source": str(folder)}
-    return prepared_report(Path(cache_dir).expanduser() / f"lm-{slug}-{key}",
-                     lambda tmp: build_prepared(tmp, files, settings, info), start)  # fmt: skip
+    return prepared_report(
+        Path(cache_dir).expanduser() / f"lm-{slug}-{key}", lambda tmp: build_prepared(tmp, files, settings, info), start
+    )
 
 
 # --- the toy corpus -------------------------------------------------------------------------------------------------
@@ -265,8 +285,9 @@ def prepare_toy(
     def build(tmp: Path) -> None:
         corpus = generate_toy_corpus(seed, *[int(n) for n in sizes])
         files = {}
-        for split, part, name in zip(SPLITS, ("train", "dev", "test"), ("train.txt", "valid.txt", "test.txt"),
-                                     strict=True):  # fmt: skip
+        for split, part, name in zip(
+            SPLITS, ("train", "dev", "test"), ("train.txt", "valid.txt", "test.txt"), strict=True
+        ):
             files[split] = tmp / name
             files[split].write_text("".join(line + "\n" for line in corpus[part][1]), encoding="utf-8")
         build_prepared(tmp, files, settings, {"corpus": "toy", "source": f"sarnmt.data.corpora.toy, seed {seed}"})
@@ -278,16 +299,22 @@ def prepare_toy(
 def format_report(report: dict[str, Any]) -> str:
     """The report of :func:`prepare_folder` / :func:`prepare_mini` as a few lines of text (for logs)."""
     vocab = report["vocab"]
-    lines = [f"LM corpus {report['corpus']} from {report['source']} (cache {report.get('cache', '?')}"
-             f"{', reused' if report.get('cached') else ''}): vocabulary {vocab['size']} words (max_size "
-             f"{vocab['max_size']}, min_count {vocab['min_count']}; {vocab['dropped_types']} of "
-             f"{vocab['train_types']} training types, {vocab['dropped_tokens']} training tokens, left out)"]
+    lines = [
+        f"LM corpus {report['corpus']} from {report['source']} (cache {report.get('cache', '?')}"
+        f"{', reused' if report.get('cached') else ''}): vocabulary {vocab['size']} words (max_size "
+        f"{vocab['max_size']}, min_count {vocab['min_count']}; {vocab['dropped_types']} of "
+        f"{vocab['train_types']} training types, {vocab['dropped_tokens']} training tokens, left out)"
+    ]
     for split, c in report["splits"].items():
-        lines.append(f"  {split}: {c['tokens']} tokens ({c['words']} words + <eos>) from {c['lines']} lines of "
-                     f"{c['file']} ({c['empty_lines']} empty, skipped); {c['unk_oov']} out-of-vocabulary words "
-                     f"as <unk> ({c['oov_rate']:.2%}), {c['unk_literal']} literal <unk>")  # fmt: skip
+        lines.append(
+            f"  {split}: {c['tokens']} tokens ({c['words']} words + <eos>) from {c['lines']} lines of "
+            f"{c['file']} ({c['empty_lines']} empty, skipped); {c['unk_oov']} out-of-vocabulary words "
+            f"as <unk> ({c['oov_rate']:.2%}), {c['unk_literal']} literal <unk>"
+        )
     mini = report.get("mini")
     if mini:
-        lines.append(f"  mini train: removed {mini['train_removed']} lines; valid {mini['valid_sources']}, test "
-                     f"{mini['test_sources']}; unused files: {mini['unused_files'] or 'none'}")  # fmt: skip
+        lines.append(
+            f"  mini train: removed {mini['train_removed']} lines; valid {mini['valid_sources']}, test "
+            f"{mini['test_sources']}; unused files: {mini['unused_files'] or 'none'}"
+        )
     return "\n".join(lines)

@@ -30,8 +30,11 @@ def file_hash(path: Path) -> str:
 
 def hashes(folder: Path) -> dict[str, dict[str, Any]]:
     """``{file name: {"bytes": size, "sha256": hex}}`` of every file of ``folder`` but the manifest."""
-    return {p.name: {"bytes": p.stat().st_size, "sha256": file_hash(p)}
-            for p in sorted(folder.iterdir()) if p.is_file() and p.name != NAME}  # fmt: skip
+    return {
+        p.name: {"bytes": p.stat().st_size, "sha256": file_hash(p)}
+        for p in sorted(folder.iterdir())
+        if p.is_file() and p.name != NAME
+    }
 
 
 def write(folder: Path, manifest: dict[str, Any]) -> None:
@@ -44,8 +47,9 @@ def read(folder: Path) -> dict[str, Any]:
     try:
         manifest = json.loads((folder / NAME).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"prepared cache {folder} has no readable {NAME} ({err}); delete the folder and run "
-                         "prepare again") from err  # fmt: skip
+        raise InputError(
+            f"prepared cache {folder} has no readable {NAME} ({err}); delete the folder and run prepare again"
+        ) from err
     if not isinstance(manifest, dict) or not isinstance(manifest.get("splits"), dict):
         raise InputError(f"prepared cache {folder}: {NAME} lacks its splits; delete the folder and run prepare again")
     return manifest
@@ -69,8 +73,10 @@ def check(folder: Path, manifest: dict[str, Any]) -> None:
     """:raises InputError: naming every file of ``folder`` that does not match ``manifest``."""
     found = problems(folder, manifest)
     if found:
-        raise InputError(f"prepared cache {folder} is damaged: {'; '.join(found)}; delete the folder and run "
-                         "prepare again (it is rebuilt from the corpus files)")  # fmt: skip
+        raise InputError(
+            f"prepared cache {folder} is damaged: {'; '.join(found)}; delete the folder and run "
+            "prepare again (it is rebuilt from the corpus files)"
+        )
 
 
 def add_hashes(folder: Path) -> bool:

@@ -92,10 +92,14 @@ def _url(dl: Download, url_base: str | None) -> str:
 
 def cache_key(corpus: Corpus, root: Path, src: SideSettings, tgt: SideSettings, vocab_size: int, joint: bool) -> str:
     spec = {
-        "version": CACHE_VERSION, "corpus": {s: [asdict(p) for p in ps] for s, ps in corpus.splits.items()},
-        "sizes": {p: (root / p).stat().st_size for p in _paths(corpus)}, "src": asdict(src), "tgt": asdict(tgt),
-        "vocab_size": vocab_size, "joint": joint,
-    }  # fmt: skip
+        "version": CACHE_VERSION,
+        "corpus": {s: [asdict(p) for p in ps] for s, ps in corpus.splits.items()},
+        "sizes": {p: (root / p).stat().st_size for p in _paths(corpus)},
+        "src": asdict(src),
+        "tgt": asdict(tgt),
+        "vocab_size": vocab_size,
+        "joint": joint,
+    }
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -108,8 +112,9 @@ def read_split(corpus: Corpus, root: Path, split: str) -> tuple[list[str], list[
             raise InputError(f"{root / part.src} / {root / part.tgt}: {len(a)} pairs, expected {part.lines}")
         src += part.select(a)
         tgt += part.select(b)
-        origins.append(f"{part.src} / {part.tgt}" + (f" (lines i % {part.rows[0]} in {list(part.rows[1])})"
-                                                     if part.rows else ""))  # fmt: skip
+        origins.append(
+            f"{part.src} / {part.tgt}" + (f" (lines i % {part.rows[0]} in {list(part.rows[1])})" if part.rows else "")
+        )
     return src, tgt, f"{root}: " + "; ".join(origins)
 
 
@@ -153,10 +158,18 @@ def load_ids(path: Path) -> dict[str, RaggedIds]:
 
 
 def prepare_corpus(
-    corpus: Corpus, *, root: str | os.PathLike[str], cache_dir: str | os.PathLike[str], src: SideSettings,
-    tgt: SideSettings, vocab_size: int, joint_vocab: bool, url_base: str | None = None,
-    checksums: dict[str, str] | None = None, workers: int = 1,
-) -> dict[str, Any]:  # fmt: skip
+    corpus: Corpus,
+    *,
+    root: str | os.PathLike[str],
+    cache_dir: str | os.PathLike[str],
+    src: SideSettings,
+    tgt: SideSettings,
+    vocab_size: int,
+    joint_vocab: bool,
+    url_base: str | None = None,
+    checksums: dict[str, str] | None = None,
+    workers: int = 1,
+) -> dict[str, Any]:
     """Fetch, preprocess and cache ``corpus`` unless its cache exists. :returns: a report (JSON-able) with
     ``cache`` (the folder), ``cached`` (True when nothing was redone), ``downloaded``, per-split ``splits`` counts
     and ``vocab`` sizes."""
@@ -166,13 +179,19 @@ def prepare_corpus(
     with locked(cache_dir / f".{corpus.name}.lock"):  # one download at a time (e.g. DDP ranks); others wait
         downloaded = ensure_files(corpus, root, url_base, checksums)
     final = cache_dir / f"{corpus.name}-{cache_key(corpus, root, src, tgt, vocab_size, joint_vocab)}"
-    cached = build_once(final, lambda tmp: _build(corpus, _read_splits(corpus, root), tmp, src, tgt, vocab_size,
-                                                  joint_vocab, workers))  # fmt: skip
+    cached = build_once(
+        final, lambda tmp: _build(corpus, _read_splits(corpus, root), tmp, src, tgt, vocab_size, joint_vocab, workers)
+    )
     manifest = manifest_file.read(final)
     return {
-        "corpus": corpus.name, "cache": str(final), "cached": cached, "downloaded": downloaded,
-        "splits": manifest["splits"], "vocab": manifest["vocab"], "seconds": round(time.time() - start, 1),
-    }  # fmt: skip
+        "corpus": corpus.name,
+        "cache": str(final),
+        "cached": cached,
+        "downloaded": downloaded,
+        "splits": manifest["splits"],
+        "vocab": manifest["vocab"],
+        "seconds": round(time.time() - start, 1),
+    }
 
 
 def _read_splits(corpus: Corpus, root: Path) -> dict[str, tuple[list[str], list[str], str]]:
@@ -188,22 +207,34 @@ def _read_splits(corpus: Corpus, root: Path) -> dict[str, tuple[list[str], list[
 
 
 def _build(
-    corpus: Corpus, splits: dict[str, tuple[list[str], list[str], str]], tmp: Path, src: SideSettings,
-    tgt: SideSettings, vocab_size: int, joint_vocab: bool, workers: int,
-) -> None:  # fmt: skip
+    corpus: Corpus,
+    splits: dict[str, tuple[list[str], list[str], str]],
+    tmp: Path,
+    src: SideSettings,
+    tgt: SideSettings,
+    vocab_size: int,
+    joint_vocab: bool,
+    workers: int,
+) -> None:
     """Fill the empty folder ``tmp`` with the prepared corpus, the manifest last (:func:`build_once` renames it)."""
     pipeline = Pipeline(src, tgt, vocab_size, joint_vocab)
     log.info("%s: learning the pipeline on %d training pairs", corpus.name, len(splits["train"][0]))
     train_tok = pipeline.fit(splits["train"][0], splits["train"][1], workers=workers)
     pipeline.save(tmp / "pipeline.json")
-    manifest: dict[str, Any] = {"corpus": corpus.name, "splits": {}, "settings": {
-        "src": asdict(src), "tgt": asdict(tgt), "vocab_size": vocab_size, "joint_vocab": joint_vocab}}
+    manifest: dict[str, Any] = {
+        "corpus": corpus.name,
+        "splits": {},
+        "settings": {"src": asdict(src), "tgt": asdict(tgt), "vocab_size": vocab_size, "joint_vocab": joint_vocab},
+    }
     for name, (src_raw, tgt_raw, origin) in splits.items():
         tok, ids = {}, {}
         for side, raw in zip(SIDES, (src_raw, tgt_raw), strict=True):
             lang = pipeline.codec(side).processor.settings.lang
-            tok[side] = train_tok[side] if name == "train" else pipeline.tokenize_lines(
-                side, raw, workers, desc=f"tokenize {name}.{lang}")
+            tok[side] = (
+                train_tok[side]
+                if name == "train"
+                else pipeline.tokenize_lines(side, raw, workers, desc=f"tokenize {name}.{lang}")
+            )
             ids[side] = pipeline.codec(side).encode_tokenized(tok[side])
             _write_lines(tmp / f"{name}.{side}.raw", raw)
             _write_lines(tmp / f"{name}.{side}.tok", tok[side])
@@ -227,6 +258,7 @@ def load_cache(folder: str | os.PathLike[str]) -> tuple[Pipeline, dict[str, dict
         splits[name] = {
             "raw": tuple(read_lines(folder / f"{name}.{side}.raw") for side in SIDES),
             "tok": tuple(read_lines(folder / f"{name}.{side}.tok") for side in SIDES),
-            "ids": (ids["src"], ids["tgt"]), "origin": info["origin"],
-        }  # fmt: skip
+            "ids": (ids["src"], ids["tgt"]),
+            "origin": info["origin"],
+        }
     return pipeline, splits

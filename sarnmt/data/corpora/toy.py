@@ -166,9 +166,7 @@ def sample_clause(rng: random.Random) -> Clause:
     return Clause(subj, verb, obj, pp)
 
 
-def generate_toy_corpus(
-    seed: int, n_train: int, n_dev: int, n_test: int
-) -> dict[str, tuple[list[str], list[str]]]:
+def generate_toy_corpus(seed: int, n_train: int, n_dev: int, n_test: int) -> dict[str, tuple[list[str], list[str]]]:
     """Sample ``n_train + n_dev + n_test`` pairs with distinct sources and split them in that order.
 
     :returns: ``{"train": (src, tgt), "dev": (src, tgt), "test": (src, tgt)}`` of whitespace-tokenised lines.

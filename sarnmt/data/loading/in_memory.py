@@ -28,14 +28,28 @@ class ToyDataModule(TranslationDataModule):
     name = "toy"
 
     def __init__(
-        self, *, seed: int = 1234, n_train: int, n_dev: int, n_test: int, max_len: int = 50, max_tokens: int | None,
+        self,
+        *,
+        seed: int = 1234,
+        n_train: int,
+        n_dev: int,
+        n_test: int,
+        max_len: int = 50,
+        max_tokens: int | None,
         max_sentences: int | None = None,
-        eval_batch_size: int, num_workers: int = 0, maxi_batch: int = 0,
-    ) -> None:  # fmt: skip
+        eval_batch_size: int,
+        num_workers: int = 0,
+        maxi_batch: int = 0,
+    ) -> None:
         super().__init__(
-            max_len=max_len, max_tokens=max_tokens, eval_batch_size=eval_batch_size, num_workers=num_workers,
-            maxi_batch=maxi_batch, seed=seed, max_sentences=max_sentences,
-        )  # fmt: skip
+            max_len=max_len,
+            max_tokens=max_tokens,
+            eval_batch_size=eval_batch_size,
+            num_workers=num_workers,
+            maxi_batch=maxi_batch,
+            seed=seed,
+            max_sentences=max_sentences,
+        )
         if n_train < 1 or n_dev < 1 or n_test < 0:
             sizes = (n_train, n_dev, n_test)
             raise ValueError(f"ToyDataModule: need n_train, n_dev >= 1 and n_test >= 0, got {sizes}")
@@ -64,15 +78,33 @@ class FilesDataModule(TranslationDataModule):
     name = "files"
 
     def __init__(
-        self, *, train_src: str, train_tgt: str, dev_src: str, dev_tgt: str, test_src: str | None = None,
-        test_tgt: str | None = None, vocab_size: int = 8000, joint_vocab: bool = False, max_len: int = 50,
-        max_tokens: int | None, max_sentences: int | None = None, eval_batch_size: int, num_workers: int = 0,
-        seed: int = 1234, maxi_batch: int = 0,
-    ) -> None:  # fmt: skip
+        self,
+        *,
+        train_src: str,
+        train_tgt: str,
+        dev_src: str,
+        dev_tgt: str,
+        test_src: str | None = None,
+        test_tgt: str | None = None,
+        vocab_size: int = 8000,
+        joint_vocab: bool = False,
+        max_len: int = 50,
+        max_tokens: int | None,
+        max_sentences: int | None = None,
+        eval_batch_size: int,
+        num_workers: int = 0,
+        seed: int = 1234,
+        maxi_batch: int = 0,
+    ) -> None:
         super().__init__(
-            max_len=max_len, max_tokens=max_tokens, eval_batch_size=eval_batch_size, num_workers=num_workers,
-            maxi_batch=maxi_batch, seed=seed, max_sentences=max_sentences,
-        )  # fmt: skip
+            max_len=max_len,
+            max_tokens=max_tokens,
+            eval_batch_size=eval_batch_size,
+            num_workers=num_workers,
+            maxi_batch=maxi_batch,
+            seed=seed,
+            max_sentences=max_sentences,
+        )
         if (test_src is None) != (test_tgt is None):
             raise ValueError(f"FilesDataModule: give both test files or neither: {test_src=} {test_tgt=}")
         self.paths = {"train": (train_src, train_tgt), "val": (dev_src, dev_tgt)}

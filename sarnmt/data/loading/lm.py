@@ -65,10 +65,21 @@ class LanguageModelDataModule(EpochPosition, L.LightningDataModule):
     """
 
     def __init__(
-        self, *, corpus: str, path: str | None = None, root: str | None = None, cache_dir: str,
-        vocab_max_size: int | None = None, vocab_min_count: int | None = None, batch_size: int, bptt: int,
-        eval_batch_size: int, num_workers: int = 0, toy_seed: int = 1, toy_sizes: list[int] | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        *,
+        corpus: str,
+        path: str | None = None,
+        root: str | None = None,
+        cache_dir: str,
+        vocab_max_size: int | None = None,
+        vocab_min_count: int | None = None,
+        batch_size: int,
+        bptt: int,
+        eval_batch_size: int,
+        num_workers: int = 0,
+        toy_seed: int = 1,
+        toy_sizes: list[int] | None = None,
+    ) -> None:
         super().__init__()
         if corpus not in CORPORA:
             raise InputError(f"data.corpus must be one of {', '.join(CORPORA)}, got {corpus!r}")
@@ -151,8 +162,9 @@ class LanguageModelDataModule(EpochPosition, L.LightningDataModule):
     # --- loaders ---
     def _loader(self, segments: Segments, sampler: Sampler[int] | None = None) -> DataLoader:
         n = self.num_workers
-        return DataLoader(segments, batch_size=None, sampler=sampler, shuffle=False, num_workers=n,
-                          persistent_workers=n > 0)  # fmt: skip
+        return DataLoader(
+            segments, batch_size=None, sampler=sampler, shuffle=False, num_workers=n, persistent_workers=n > 0
+        )
 
     def _train_rows(self) -> slice:
         trainer = self.trainer
@@ -166,17 +178,20 @@ class LanguageModelDataModule(EpochPosition, L.LightningDataModule):
         stream = self.stream("train")
         inputs, targets, dropped = training_columns(stream, self.batch_size)
         if not inputs.shape[1]:
-            raise InputError(f"the train split has {len(stream)} tokens, fewer than data.batch_size="
-                             f"{self.batch_size} columns")  # fmt: skip
+            raise InputError(
+                f"the train split has {len(stream)} tokens, fewer than data.batch_size={self.batch_size} columns"
+            )
         rows = self._train_rows()
         segments = Segments(inputs[rows], targets[rows], None, self.bptt)
         trainer = self.trainer
         sampler = SegmentSampler(len(segments), (lambda: trainer.current_epoch) if trainer is not None else None)
         epoch = trainer.current_epoch if trainer is not None else 0
         sampler.set_epoch(epoch)
-        _info(f"LM training: {self.batch_size} columns of {inputs.shape[1]} tokens, {len(segments)} segments of "
-              f"bptt={self.bptt} per epoch; the last {dropped} of {len(stream)} train tokens fill no column and are "
-              "left out of training")  # fmt: skip
+        _info(
+            f"LM training: {self.batch_size} columns of {inputs.shape[1]} tokens, {len(segments)} segments of "
+            f"bptt={self.bptt} per epoch; the last {dropped} of {len(stream)} train tokens fill no column and are "
+            "left out of training"
+        )
         self.skip_done(sampler, epoch, "segments")  # mid-epoch resumption (sarnmt.data.loading.position)
         return self._loader(segments, sampler)
 

@@ -33,8 +33,10 @@ class EpochPosition:
         trainer = self.trainer
         if trainer is None:
             return {}
-        return {"epoch": trainer.current_epoch,
-                "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed}  # fmt: skip
+        return {
+            "epoch": trainer.current_epoch,
+            "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed,
+        }
 
     def load_state_dict(self, state_dict: dict[str, int]) -> None:
         self._resume = dict(state_dict)

@@ -39,16 +39,35 @@ class CorpusDataModule(TranslationDataModule):
     """
 
     def __init__(
-        self, *, corpus: str, root: str, cache_dir: str, src: dict[str, Any], tgt: dict[str, Any],
-        vocab_size: int, joint_vocab: bool = False, url_base: str | None = None,
-        checksums: dict[str, str] | None = None, workers: int = 1, max_len: int = 50, max_tokens: int | None,
+        self,
+        *,
+        corpus: str,
+        root: str,
+        cache_dir: str,
+        src: dict[str, Any],
+        tgt: dict[str, Any],
+        vocab_size: int,
+        joint_vocab: bool = False,
+        url_base: str | None = None,
+        checksums: dict[str, str] | None = None,
+        workers: int = 1,
+        max_len: int = 50,
+        max_tokens: int | None,
         max_sentences: int | None = None,
-        eval_batch_size: int, num_workers: int = 0, seed: int = 1234, maxi_batch: int = 0,
-    ) -> None:  # fmt: skip
+        eval_batch_size: int,
+        num_workers: int = 0,
+        seed: int = 1234,
+        maxi_batch: int = 0,
+    ) -> None:
         super().__init__(
-            max_len=max_len, max_tokens=max_tokens, eval_batch_size=eval_batch_size, num_workers=num_workers,
-            maxi_batch=maxi_batch, seed=seed, max_sentences=max_sentences,
-        )  # fmt: skip
+            max_len=max_len,
+            max_tokens=max_tokens,
+            eval_batch_size=eval_batch_size,
+            num_workers=num_workers,
+            maxi_batch=maxi_batch,
+            seed=seed,
+            max_sentences=max_sentences,
+        )
         self.corpus = get_corpus(corpus)
         self.name = corpus
         self.root, self.cache_dir = root, cache_dir
@@ -63,14 +82,26 @@ class CorpusDataModule(TranslationDataModule):
         ``train_filter``: what the training filter keeps of the cached training split (total/kept/empty/too_long for
         ``max_len``)."""
         report = prepare_corpus(
-            self.corpus, root=resolve_path(self.root), cache_dir=resolve_path(self.cache_dir), src=self.src_settings,
-            tgt=self.tgt_settings, vocab_size=self.vocab_size, joint_vocab=self.joint_vocab, url_base=self.url_base,
-            checksums=self.checksums, workers=self.workers,
-        )  # fmt: skip
+            self.corpus,
+            root=resolve_path(self.root),
+            cache_dir=resolve_path(self.cache_dir),
+            src=self.src_settings,
+            tgt=self.tgt_settings,
+            vocab_size=self.vocab_size,
+            joint_vocab=self.joint_vocab,
+            url_base=self.url_base,
+            checksums=self.checksums,
+            workers=self.workers,
+        )
         train = load_ids(Path(report["cache"]) / "train.ids.npz")
         keep, empty, too_long = keep_mask(train["src"].lengths(), train["tgt"].lengths(), self.max_len)
-        report["train_filter"] = {"total": len(keep), "kept": int(keep.sum()), "empty": empty, "too_long": too_long,
-                                  "max_len": self.max_len}  # fmt: skip
+        report["train_filter"] = {
+            "total": len(keep),
+            "kept": int(keep.sum()),
+            "empty": empty,
+            "too_long": too_long,
+            "max_len": self.max_len,
+        }
         self.report = report
         return report
 
@@ -94,8 +125,13 @@ class CorpusDataModule(TranslationDataModule):
                 data[split] = EncodedSplit(list(range(len(src))), src_ids, tgt_ids)
         # separate codec objects (each with its own language processing) even when the BPE model is joint
         self.src_codec, self.tgt_codec, self.joint = pipeline.codec("src"), pipeline.codec("tgt"), False
-        log.info("%s data: vocabulary sizes %d/%d (cache %s)", self.name, self.src_codec.vocab_size,
-                 self.tgt_codec.vocab_size, report["cache"])  # fmt: skip
+        log.info(
+            "%s data: vocabulary sizes %d/%d (cache %s)",
+            self.name,
+            self.src_codec.vocab_size,
+            self.tgt_codec.vocab_size,
+            report["cache"],
+        )
         self._data = data
 
     @property

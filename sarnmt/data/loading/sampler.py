@@ -91,9 +91,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         if not 0 <= rank < num_replicas:
             raise ValueError(f"TokenBatchSampler: need 0 <= rank < num_replicas, got {rank=} {num_replicas=}")
         if not shuffle and num_replicas != 1:
-            raise ValueError(
-                "TokenBatchSampler: evaluation (shuffle=False) is not sharded; use num_replicas=1"
-            )
+            raise ValueError("TokenBatchSampler: evaluation (shuffle=False) is not sharded; use num_replicas=1")
         self.lengths = [max(int(s), int(t)) for s, t in zip(src_lengths, tgt_lengths, strict=True)]
         self.max_tokens = max_tokens
         self.max_sentences = max_sentences

@@ -82,12 +82,23 @@ class TranslationDataModule(EpochPosition, L.LightningDataModule):
     name = "base"
 
     def __init__(
-        self, *, max_len: int, max_tokens: int | None, eval_batch_size: int, num_workers: int, maxi_batch: int,
-        seed: int, max_sentences: int | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        *,
+        max_len: int,
+        max_tokens: int | None,
+        eval_batch_size: int,
+        num_workers: int,
+        maxi_batch: int,
+        seed: int,
+        max_sentences: int | None = None,
+    ) -> None:
         super().__init__()
-        positive = {"max_len": max_len, "max_tokens": max_tokens, "eval_batch_size": eval_batch_size,
-                    "max_sentences": max_sentences}  # fmt: skip
+        positive = {
+            "max_len": max_len,
+            "max_tokens": max_tokens,
+            "eval_batch_size": eval_batch_size,
+            "max_sentences": max_sentences,
+        }
         for key, value in positive.items():
             if value is not None and value < 1:
                 raise ValueError(f"{type(self).__name__}: {key} must be >= 1, got {value}")
@@ -154,9 +165,14 @@ class TranslationDataModule(EpochPosition, L.LightningDataModule):
         index = np.flatnonzero(keep)
         origin = self._origin["train"]
         self.filter_stats = dict(
-            split="train", files=origin, total=len(keep), kept=len(index), empty=empty, too_long=too_long,
+            split="train",
+            files=origin,
+            total=len(keep),
+            kept=len(index),
+            empty=empty,
+            too_long=too_long,
             max_len=self.max_len,
-        )  # fmt: skip
+        )
         _info(
             f"train data {origin}: kept {len(index)} of {len(keep)} pairs; removed {empty} with an empty side "
             f"and {too_long} with a side of >= {self.max_len} tokens"
@@ -224,8 +240,7 @@ class TranslationDataModule(EpochPosition, L.LightningDataModule):
 
     def _loader(self, data: EncodedSplit, sampler: TokenBatchSampler) -> DataLoader:
         n = self.num_workers
-        return DataLoader(data, batch_sampler=sampler, collate_fn=collate,
-                          num_workers=n, persistent_workers=n > 0)
+        return DataLoader(data, batch_sampler=sampler, collate_fn=collate, num_workers=n, persistent_workers=n > 0)
 
     def train_dataloader(self) -> DataLoader:
         data = self.dataset("train")
@@ -240,10 +255,17 @@ class TranslationDataModule(EpochPosition, L.LightningDataModule):
                     " Lightning may cut epochs short or skip end-of-epoch validation"
                 )
         sampler = TokenBatchSampler(
-            [len(s) for s in data.src], [len(t) for t in data.tgt], max_tokens=self.max_tokens, shuffle=True,
-            seed=self.seed, maxi_batch=self.maxi_batch, num_replicas=world, rank=rank,
-            max_sentences=self.max_sentences, epoch_source=(lambda: trainer.current_epoch) if trainer else None,
-        )  # fmt: skip
+            [len(s) for s in data.src],
+            [len(t) for t in data.tgt],
+            max_tokens=self.max_tokens,
+            shuffle=True,
+            seed=self.seed,
+            maxi_batch=self.maxi_batch,
+            num_replicas=world,
+            rank=rank,
+            max_sentences=self.max_sentences,
+            epoch_source=(lambda: trainer.current_epoch) if trainer else None,
+        )
         sampler.set_epoch(epoch)
         self.skip_done(sampler, epoch)  # mid-epoch resumption
         return self._loader(data, sampler)
@@ -251,9 +273,12 @@ class TranslationDataModule(EpochPosition, L.LightningDataModule):
     def _eval_loader(self, split: str) -> DataLoader:
         data = self.dataset(split)
         sampler = TokenBatchSampler(
-            [len(s) for s in data.src], [len(t) for t in data.tgt], max_tokens=None,
-            max_sentences=self.eval_batch_size, shuffle=False,
-        )  # fmt: skip
+            [len(s) for s in data.src],
+            [len(t) for t in data.tgt],
+            max_tokens=None,
+            max_sentences=self.eval_batch_size,
+            shuffle=False,
+        )
         return self._loader(data, sampler)
 
     def val_dataloader(self) -> DataLoader:

@@ -82,9 +82,7 @@ class WordCodec(TextCodec):
 
     def __init__(self, itos: Sequence[str]) -> None:
         if list(itos[:2]) != SPECIAL_TOKENS:
-            raise ValueError(
-                f"WordCodec: the first two tokens must be {SPECIAL_TOKENS}, got {list(itos[:2])}"
-            )
+            raise ValueError(f"WordCodec: the first two tokens must be {SPECIAL_TOKENS}, got {list(itos[:2])}")
         if len(set(itos)) != len(itos):
             dup = sorted(w for w, c in Counter(itos).items() if c > 1)
             raise ValueError(f"WordCodec: duplicate tokens in the vocabulary: {dup[:10]}")
@@ -130,9 +128,7 @@ class WordCodec(TextCodec):
         for i in ids:
             i = int(i)
             if not 0 <= i < len(self.itos):
-                raise ValueError(
-                    f"WordCodec.decode: id {i} is outside the vocabulary (size {len(self.itos)})"
-                )
+                raise ValueError(f"WordCodec.decode: id {i} is outside the vocabulary (size {len(self.itos)})")
             out.append(self.itos[i])
         return " ".join(out)
 

@@ -199,7 +199,11 @@ def _work(args: tuple[str, list[str]]) -> list[str]:
 
 
 def map_lines(
-    processor: LanguageProcessor, method: str, lines: Sequence[str], workers: int = 1, desc: str = "",
+    processor: LanguageProcessor,
+    method: str,
+    lines: Sequence[str],
+    workers: int = 1,
+    desc: str = "",
     chunk: int = 2000,
 ) -> list[str]:
     """``[processor.<method>(line) for line in lines]`` with a progress bar, over ``workers`` processes.
@@ -274,8 +278,12 @@ class Pipeline:
 
     def to_state(self) -> dict[str, Any]:
         """JSON-able: ``{"src": codec state, "tgt": codec state, "joint": bool, "vocab_size": int}``."""
-        return {"src": self.codec("src").to_state(), "tgt": self.codec("tgt").to_state(),
-                "joint": self.joint_vocab, "vocab_size": self.vocab_size}  # fmt: skip
+        return {
+            "src": self.codec("src").to_state(),
+            "tgt": self.codec("tgt").to_state(),
+            "joint": self.joint_vocab,
+            "vocab_size": self.vocab_size,
+        }
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`to_state` as JSON (the learned truecasers and BPE models with their settings)."""

@@ -92,9 +92,7 @@ def stream_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
             raise _utf8_error(name, line_no, raw, e, 0) from e
 
 
-def read_parallel(
-    src_path: str | os.PathLike[str], tgt_path: str | os.PathLike[str]
-) -> tuple[list[str], list[str]]:
+def read_parallel(src_path: str | os.PathLike[str], tgt_path: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
     """Both sides of a line-aligned parallel corpus.
 
     :raises InputError: if the two files have different numbers of lines (naming both files and both counts),

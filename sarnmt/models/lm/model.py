@@ -60,8 +60,15 @@ class RecurrentLM(nn.Module):
 
     task: ClassVar[str] = "lm"  # checkpoints and the sweep tell language models from translation models by this
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int, head: Callable[..., OutputHead],
-                 dropout: float = 0.0, init_std: float = 0.1) -> None:  # fmt: skip
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_dim: int,
+        hidden_dim: int,
+        head: Callable[..., OutputHead],
+        dropout: float = 0.0,
+        init_std: float = 0.1,
+    ) -> None:
         super().__init__()
         self.vocab_size, self.emb_dim, self.hidden_dim = vocab_size, emb_dim, hidden_dim
         with normal_std(init_std):
@@ -94,8 +101,9 @@ class RecurrentLM(nn.Module):
         logits = self.output(self.dropout(features))
         return LMOutput(logits, LMState(hidden.squeeze(0), cell.squeeze(0), memory), attention)
 
-    def nll(self, inputs: Tensor, targets: Tensor, mask: Tensor, state: LMState | None = None
-            ) -> tuple[Tensor, LMState]:  # fmt: skip
+    def nll(
+        self, inputs: Tensor, targets: Tensor, mask: Tensor, state: LMState | None = None
+    ) -> tuple[Tensor, LMState]:
         """−log p(target) at every position, shape (B, T), zero where ``mask`` (B, T) is False; and the state."""
         out = self.forward(inputs, state)
         logits = out.logits if out.logits.dtype == torch.float64 else out.logits.float()

@@ -40,8 +40,15 @@ class LSTMTranslator(nn.Module):
     hooks: ClassVar[frozenset[str]] = frozenset({"readout"})  # the variant hooks this decoder offers
     required_hooks: ClassVar[frozenset[str]] = frozenset({"readout"})  # and those a variant must fill
 
-    def __init__(self, tgt_vocab_size: int, emb_dim: int, hidden_dim: int, variant: Callable[..., nn.Module],
-                 dropout_embeddings: float, kernels: str = "auto") -> None:  # fmt: skip
+    def __init__(
+        self,
+        tgt_vocab_size: int,
+        emb_dim: int,
+        hidden_dim: int,
+        variant: Callable[..., nn.Module],
+        dropout_embeddings: float,
+        kernels: str = "auto",
+    ) -> None:
         super().__init__()
         self.kernels = KernelChoice(kernels)
         self.emb_dim, self.hidden_dim = emb_dim, hidden_dim
@@ -58,8 +65,9 @@ class LSTMTranslator(nn.Module):
         before step 1."""
         raise NotImplementedError
 
-    def recurrence(self, prev_emb: Tensor, state: DecoderState, memory: SourceMemory
-                   ) -> tuple[Tensor, dict[str, Tensor], Tensor, Tensor | None]:  # fmt: skip
+    def recurrence(
+        self, prev_emb: Tensor, state: DecoderState, memory: SourceMemory
+    ) -> tuple[Tensor, dict[str, Tensor], Tensor, Tensor | None]:
         """One step up to the output layer.  :param prev_emb: y_{t-1}'s embedding, shape (B, e).
         :returns: the new hidden state (B, d); the new ``state.recurrent``; the output layer's input (B, f); the
             source attention (B, S) or None (no attention)."""
@@ -96,15 +104,18 @@ class LSTMTranslator(nn.Module):
         target_context, vstate, tgt_weights = None, state.variant, None
         if self.target_context:
             target_context, vstate, tgt_weights = self.variant.readout_step(
-                prev_emb, state.hidden, hidden, state.variant, state.steps)  # fmt: skip
+                prev_emb, state.hidden, hidden, state.variant, state.steps
+            )
         return StepOutput(
             logits=self.scores(features, target_context),
             state=DecoderState(hidden=hidden, variant=vstate, steps=state.steps + 1, recurrent=recurrent),
-            src_attention=src_weights, tgt_attention=tgt_weights,
-        )  # fmt: skip
+            src_attention=src_weights,
+            tgt_attention=tgt_weights,
+        )
 
-    def teacher_forced(self, src: Tensor, src_mask: Tensor, tgt: Tensor, rows: Tensor | None
-                       ) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]:  # fmt: skip
+    def teacher_forced(
+        self, src: Tensor, src_mask: Tensor, tgt: Tensor, rows: Tensor | None
+    ) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]:
         """The decoder over gold targets: the output layer's inputs at ``rows`` (indices into the flattened (B·T)
         grid, or all), R_t there or None, the source attention (B, T, S) or None, the variant's (B, T, T) or None."""
         memory, state = self.encode(src, src_mask)
@@ -135,12 +146,14 @@ class LSTMTranslator(nn.Module):
         """Teacher-forced logits (B, T, V), or (N, V) at ``positions`` (B, T) when given (as the cGRU's)."""
         rows = None if positions is None else positions.flatten().nonzero().squeeze(1)
         features, target_context, src_attention, tgt_attention = self.teacher_forced(src, src_mask, tgt, rows)
-        return DecoderOutput(logits=self.scores(features, target_context), src_attention=src_attention,
-                             tgt_attention=tgt_attention)  # fmt: skip
+        return DecoderOutput(
+            logits=self.scores(features, target_context), src_attention=src_attention, tgt_attention=tgt_attention
+        )
 
     def nll(self, src: Tensor, src_mask: Tensor, tgt: Tensor, tgt_mask: Tensor) -> Tensor:
         """−log p(y_t | y_<t, x) of the gold targets, shape (B, T), zero on padding."""
         rows = tgt_mask.flatten().nonzero().squeeze(1)
         features, target_context, _, _ = self.teacher_forced(src, src_mask, tgt, rows)
-        return scatter_positions(self.output_nll(features, target_context, tgt.flatten().index_select(0, rows)),
-                                 tgt_mask)  # fmt: skip
+        return scatter_positions(
+            self.output_nll(features, target_context, tgt.flatten().index_select(0, rows)), tgt_mask
+        )

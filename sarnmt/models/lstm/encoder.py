@@ -30,8 +30,9 @@ class LSTMEncoder(nn.Module):
     :param bidirectional: run θ_b as well (annotations of size 2d).  :param dropout_embeddings: on the embeddings.
     """
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int, bidirectional: bool,
-                 dropout_embeddings: float) -> None:  # fmt: skip
+    def __init__(
+        self, vocab_size: int, emb_dim: int, hidden_dim: int, bidirectional: bool, dropout_embeddings: float
+    ) -> None:
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, emb_dim)
         self.rnn = nn.LSTM(emb_dim, hidden_dim, batch_first=True, bidirectional=bidirectional)

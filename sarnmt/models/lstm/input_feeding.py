@@ -40,9 +40,18 @@ class InputFeedingLSTM(LSTMTranslator):
     hooks: ClassVar[frozenset[str]] = frozenset()
     required_hooks: ClassVar[frozenset[str]] = frozenset()
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, emb_dim: int, hidden_dim: int,
-                 variant: Callable[..., nn.Module], dropout: float = 0.0, dropout_embeddings: float = 0.0,
-                 init_std: float = PAPER_STD, kernels: str = "auto") -> None:  # fmt: skip
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        emb_dim: int,
+        hidden_dim: int,
+        variant: Callable[..., nn.Module],
+        dropout: float = 0.0,
+        dropout_embeddings: float = 0.0,
+        init_std: float = PAPER_STD,
+        kernels: str = "auto",
+    ) -> None:
         with normal_std(init_std):
             super().__init__(tgt_vocab_size, emb_dim, hidden_dim, variant, dropout_embeddings, kernels)
             self.encoder = LSTMEncoder(src_vocab_size, emb_dim, hidden_dim, True, dropout_embeddings)
@@ -66,8 +75,9 @@ class InputFeedingLSTM(LSTMTranslator):
         return memory, state
 
     def recurrence(self, prev_emb, state, memory):
-        hidden, cell = self.cell(torch.cat([prev_emb, state.recurrent["feed"]], dim=1),
-                                 (state.hidden, state.recurrent["cell"]))  # fmt: skip
+        hidden, cell = self.cell(
+            torch.cat([prev_emb, state.recurrent["feed"]], dim=1), (state.hidden, state.recurrent["cell"])
+        )
         context, weights = self.attention(hidden, memory)
         combined = self.dropout(torch.tanh(self.combined(torch.cat([context, hidden], dim=1))))  # o_t
         return hidden, {"cell": cell, "feed": combined}, combined, weights

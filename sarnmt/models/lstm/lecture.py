@@ -43,9 +43,18 @@ class _LectureLSTM(LSTMTranslator):
 
     bidirectional: bool = False
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, emb_dim: int, hidden_dim: int,
-                 variant: Callable[..., nn.Module], dropout_embeddings: float = 0.0, dropout_hidden: float = 0.0,
-                 init_std: float = PAPER_STD, kernels: str = "auto") -> None:  # fmt: skip
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        emb_dim: int,
+        hidden_dim: int,
+        variant: Callable[..., nn.Module],
+        dropout_embeddings: float = 0.0,
+        dropout_hidden: float = 0.0,
+        init_std: float = PAPER_STD,
+        kernels: str = "auto",
+    ) -> None:
         context_dim = 2 * hidden_dim if self.bidirectional else hidden_dim
         with normal_std(init_std):
             super().__init__(tgt_vocab_size, emb_dim, hidden_dim, variant, dropout_embeddings, kernels)
@@ -96,11 +105,29 @@ class AttentionLSTM(_LectureLSTM):
 
     bidirectional = True
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, emb_dim: int, hidden_dim: int,
-                 variant: Callable[..., nn.Module], dropout_embeddings: float = 0.0, dropout_hidden: float = 0.0,
-                 init_std: float = PAPER_STD, kernels: str = "auto") -> None:  # fmt: skip
-        super().__init__(src_vocab_size, tgt_vocab_size, emb_dim, hidden_dim, variant, dropout_embeddings,
-                         dropout_hidden, init_std, kernels)  # fmt: skip
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        emb_dim: int,
+        hidden_dim: int,
+        variant: Callable[..., nn.Module],
+        dropout_embeddings: float = 0.0,
+        dropout_hidden: float = 0.0,
+        init_std: float = PAPER_STD,
+        kernels: str = "auto",
+    ) -> None:
+        super().__init__(
+            src_vocab_size,
+            tgt_vocab_size,
+            emb_dim,
+            hidden_dim,
+            variant,
+            dropout_embeddings,
+            dropout_hidden,
+            init_std,
+            kernels,
+        )
         with normal_std(init_std):
             self.attention = SourceAttention(hidden_dim, 2 * hidden_dim)  # θ_a
 

@@ -7,6 +7,11 @@ from sarnmt.models.variants.self_attentive_residual import SelfAttentiveResidual
 from sarnmt.models.variants.self_attentive_rnn import SelfAttentiveRNN
 
 __all__ = [
-    "Baseline", "DecoderVariant", "MeanResidual", "MemoryRNN", "NoTargetContext", "SelfAttentiveRNN",
+    "Baseline",
+    "DecoderVariant",
+    "MeanResidual",
+    "MemoryRNN",
+    "NoTargetContext",
+    "SelfAttentiveRNN",
     "SelfAttentiveResidual",
-]  # fmt: skip
+]

@@ -80,9 +80,7 @@ class DecoderVariant(nn.Module):
         """
         return self.prev_proj(prev_emb), state, None
 
-    def readout_all(
-        self, prev_embs: Tensor, prev_hiddens: Tensor, hiddens: Tensor
-    ) -> tuple[Tensor, Tensor | None]:
+    def readout_all(self, prev_embs: Tensor, prev_hiddens: Tensor, hiddens: Tensor) -> tuple[Tensor, Tensor | None]:
         """Hook 2, every step at once.
 
         :param prev_embs: ȳ_0 .. ȳ_{T-1}, shape (B, T, e) (ȳ_0 = 0).

@@ -22,8 +22,13 @@ from sarnmt.models.variants.base import DecoderVariant, VariantState
 class MeanResidual(DecoderVariant):
     """:param first_step: ``zero_slot`` or ``paper`` (see the module docstring)."""
 
-    def __init__(self, emb_dim: int, hidden_dim: int, first_step: Literal["zero_slot", "paper"] = "zero_slot",
-                 out_dim: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        emb_dim: int,
+        hidden_dim: int,
+        first_step: Literal["zero_slot", "paper"] = "zero_slot",
+        out_dim: int | None = None,
+    ) -> None:
         super().__init__(emb_dim, hidden_dim, out_dim)
         if first_step not in ("zero_slot", "paper"):
             raise ValueError(f"first_step must be 'zero_slot' or 'paper', got {first_step!r}")

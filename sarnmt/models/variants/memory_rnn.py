@@ -29,7 +29,10 @@ class MemoryRNN(DecoderVariant):
     hooks = frozenset({"readout", "recurrence"})
 
     def __init__(
-        self, emb_dim: int, hidden_dim: int, form: Literal["count_consistent", "appendix"] = "count_consistent",
+        self,
+        emb_dim: int,
+        hidden_dim: int,
+        form: Literal["count_consistent", "appendix"] = "count_consistent",
         out_dim: int | None = None,
     ) -> None:
         super().__init__(emb_dim, hidden_dim, out_dim)

@@ -20,8 +20,13 @@ from sarnmt.models.variants.base import DecoderVariant
 class SelfAttentiveResidual(DecoderVariant):
     """:param scorer: ``content`` (eq. 13) or ``content_scope`` (eq. 12)."""
 
-    def __init__(self, emb_dim: int, hidden_dim: int, scorer: Literal["content", "content_scope"] = "content",
-                 out_dim: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        emb_dim: int,
+        hidden_dim: int,
+        scorer: Literal["content", "content_scope"] = "content",
+        out_dim: int | None = None,
+    ) -> None:
         super().__init__(emb_dim, hidden_dim, out_dim)
         if scorer not in ("content", "content_scope"):
             raise ValueError(f"scorer must be 'content' or 'content_scope', got {scorer!r}")

@@ -27,7 +27,10 @@ class SelfAttentiveRNN(DecoderVariant):
     streams = False  # its history is the decoder's states, which a language model's readout does not window
 
     def __init__(
-        self, emb_dim: int, hidden_dim: int, form: Literal["count_consistent", "appendix"] = "count_consistent",
+        self,
+        emb_dim: int,
+        hidden_dim: int,
+        form: Literal["count_consistent", "appendix"] = "count_consistent",
         out_dim: int | None = None,
     ) -> None:
         super().__init__(emb_dim, hidden_dim, out_dim)
