@@ -16,7 +16,6 @@ of the composed config; :mod:`sarnmt.bench.__main__` is the command.
 from __future__ import annotations
 
 import logging
-import platform
 import statistics
 from dataclasses import dataclass
 from functools import partial
@@ -29,6 +28,7 @@ from torch import nn
 from tqdm import tqdm
 
 from sarnmt.bench.decode import decode_rates
+from sarnmt.bench.hardware import check_hardware, machine, resolve_device
 from sarnmt.bench.measure import (
     NllFn,
     activation_bytes,
@@ -47,8 +47,7 @@ from sarnmt.bench.workload import TrainBatch, fixed_batch, make_workload, sorted
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.factory import build_model, count_parameters
 from sarnmt.utils.allocator import keep_freed_memory
-from sarnmt.utils.device import pick_device
-from sarnmt.utils.precision import check_precision, native_bf16, precision_context
+from sarnmt.utils.precision import precision_context
 
 log = logging.getLogger("sarnmt.bench")
 
@@ -59,29 +58,6 @@ IMPLEMENTATIONS: dict[str, tuple[NllFn, str | None]] = {
     "plain": (peer_nll, "plain"),
     "reference": (textbook_nll, "reference"),
 }
-
-
-def resolve_device(name: str) -> torch.device:
-    """:func:`~sarnmt.utils.device.pick_device`, refusing a CUDA device the machine does not have."""
-    try:
-        device = pick_device(name)
-    except RuntimeError as err:  # torch.device's own error for a name it does not know
-        raise ValueError(f"bench: device must be cpu, cuda, cuda:N or auto, got {name!r}") from err
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("bench: device=cuda but no CUDA device is available (use device=cpu or device=auto)")
-    return device
-
-
-def check_hardware(device: torch.device, precision: str) -> None:
-    """Refuse, before any timing, a precision the device only emulates (its figures would say nothing).
-    :raises ValueError: naming the device and what it lacks."""
-    check_precision(precision)
-    if precision == "bf16" and not native_bf16(device):
-        what = "compute capability 8.0" if device.type == "cuda" else "AVX-512 BF16 or AMX"
-        raise ValueError(
-            f"bench: precision=bf16 but this {device.type} has no {what} (bfloat16 products would be "
-            "emulated); use precision=fp32"
-        )
 
 
 @dataclass(frozen=True)
@@ -312,16 +288,3 @@ def bench(cfg: DictConfig, systems: dict[str, System]) -> dict[str, Any]:
     if cfg.plot:
         record["series"] = throughput_series(cfg, systems, device)
     return record
-
-
-def machine(device: torch.device) -> dict[str, Any]:
-    info = {
-        "device": device.type,
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "cpu": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-    }
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
-    return info

@@ -1,0 +1,49 @@
+"""The machine a benchmark runs on: the device it asks for, refused before any timing when the machine lacks it or
+only emulates the precision asked for, and the description that goes into every record."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+import torch
+
+from sarnmt.utils.device import pick_device
+from sarnmt.utils.precision import check_precision, native_bf16
+
+
+def resolve_device(name: str) -> torch.device:
+    """:func:`~sarnmt.utils.device.pick_device`, refusing a CUDA device the machine does not have."""
+    try:
+        device = pick_device(name)
+    except RuntimeError as err:  # torch.device's own error for a name it does not know
+        raise ValueError(f"bench: device must be cpu, cuda, cuda:N or auto, got {name!r}") from err
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("bench: device=cuda but no CUDA device is available (use device=cpu or device=auto)")
+    return device
+
+
+def check_hardware(device: torch.device, precision: str) -> None:
+    """Refuse, before any timing, a precision the device only emulates (its figures would say nothing).
+    :raises ValueError: naming the device and what it lacks."""
+    check_precision(precision)
+    if precision == "bf16" and not native_bf16(device):
+        what = "compute capability 8.0" if device.type == "cuda" else "AVX-512 BF16 or AMX"
+        raise ValueError(
+            f"bench: precision=bf16 but this {device.type} has no {what} (bfloat16 products would be "
+            "emulated); use precision=fp32"
+        )
+
+
+def machine(device: torch.device) -> dict[str, Any]:
+    """The device, torch version, threads, CPU (and GPU) and Python version of a record."""
+    info = {
+        "device": device.type,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpu": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+    }
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info
