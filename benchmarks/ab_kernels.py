@@ -10,7 +10,6 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from dataclasses import replace
 
 import torch
 
@@ -24,11 +23,11 @@ from sarnmt.models.kernels import KernelChoice, Kernels
 
 
 def with_flag(model: torch.nn.Module, flag: str, on: bool) -> None:
-    """Every KernelChoice in ``model`` resolves to the fused set with ``flag`` set to ``on``."""
+    """Every KernelChoice in ``model`` resolves to its configured set with ``flag`` set to ``on``."""
     for module in [model, *model.modules()]:
         choice = getattr(module, "kernels", None)
         if isinstance(choice, KernelChoice):
-            choice._resolved = {key: replace(k, **{flag: on}) for key, k in KernelChoice("auto")._resolved.items()}
+            choice.override(**{flag: on})
 
 
 def main(argv: list[str]) -> int:

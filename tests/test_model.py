@@ -336,6 +336,14 @@ def test_kernel_choice_is_resolved_in_one_place():
     assert not KernelChoice("auto")._resolved[(True, False)].sigmoid_tanh  # a GPU keeps PyTorch's tanh
     with pytest.raises(ValueError, match=r"kernels must be one of \('auto', 'fused', 'plain'\), got 'fast'"):
         KernelChoice("fast")
+    # an override (benchmarks/ab_kernels.py) forces one flag everywhere and is replaced by the next one
+    choice = KernelChoice("auto")
+    choice.override(sigmoid_tanh=False)
+    assert not choice(cpu).sigmoid_tanh and choice(cpu).loop_weights and not choice._resolved[(True, True)].sigmoid_tanh
+    choice.override(unrolled_encoder=False)
+    assert choice(cpu).sigmoid_tanh and not choice(cpu).unrolled_encoder
+    with pytest.raises(ValueError, match=r"unknown kernel flags \['fast_tanh'\]"):
+        choice.override(fast_tanh=True)
 
 
 @pytest.mark.parametrize(("dtype", "atol"), [(torch.float64, 1e-15), (torch.float32, 3e-7)])

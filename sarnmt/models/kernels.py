@@ -104,6 +104,21 @@ class KernelChoice:
             chunked_attention=kernels.chunked_attention and not grad,
         )
 
+    def override(self, **flags: bool) -> None:
+        """From now on resolve to the configured choice with ``flags`` set (e.g. ``sigmoid_tanh=False``), whatever
+        the device and autograd; another call replaces the previous flags (``benchmarks/ab_kernels.py`` times one
+        kernel on and off this way on the same model).
+
+        :raises ValueError: for a name that is not a kernel flag."""
+        unknown = sorted(set(flags) - set(Kernels.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"unknown kernel flags {unknown}; the flags are {list(Kernels.__dataclass_fields__)}")
+        self._resolved = {
+            (cuda, grad): replace(self._resolve(cuda, grad), **flags)
+            for cuda in (False, True)
+            for grad in (False, True)
+        }
+
     def __call__(self, like: Tensor) -> Kernels:
         """:param like: any tensor of the call (its device decides ``auto``)."""
         return self._resolved[(like.is_cuda, torch.is_grad_enabled())]
