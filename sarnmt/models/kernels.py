@@ -90,8 +90,7 @@ class KernelChoice:
         if choice not in CHOICES:
             raise ValueError(f"kernels must be one of {CHOICES}, got {choice!r}")
         self.choice = choice
-        # resolved once for each (GPU?, autograd on?): every decoder step asks, and gets a dict lookup
-        self._resolved = {(cuda, grad): self._resolve(cuda, grad) for cuda in (False, True) for grad in (False, True)}
+        self.override()
 
     def _resolve(self, cuda: bool, grad: bool) -> Kernels:
         kernels = PLAIN if self.choice == "plain" else FUSED
@@ -106,13 +105,14 @@ class KernelChoice:
 
     def override(self, **flags: bool) -> None:
         """From now on resolve to the configured choice with ``flags`` set (e.g. ``sigmoid_tanh=False``), whatever
-        the device and autograd; another call replaces the previous flags (``benchmarks/ab_kernels.py`` times one
-        kernel on and off this way on the same model).
+        the device and autograd (no flags: the configured choice alone); another call replaces the previous flags
+        (``benchmarks/ab_kernels.py`` times one kernel on and off this way on the same model).
 
         :raises ValueError: for a name that is not a kernel flag."""
         unknown = sorted(set(flags) - set(Kernels.__dataclass_fields__))
         if unknown:
             raise ValueError(f"unknown kernel flags {unknown}; the flags are {list(Kernels.__dataclass_fields__)}")
+        # resolved once for each (GPU?, autograd on?): every decoder step asks, and gets a dict lookup
         self._resolved = {
             (cuda, grad): replace(self._resolve(cuda, grad), **flags)
             for cuda in (False, True)
