@@ -19,7 +19,8 @@ from hydra.utils import instantiate
 from lightning.fabric.utilities.apply_func import move_data_to_device
 
 from sarnmt.data.corpora import lm_mini, lm_text
-from sarnmt.data.corpora.lm_text import LMCorpusError, VocabSettings, load_prepared, prepare_folder
+from sarnmt.data.corpora.lm_text import load_prepared, prepare_folder
+from sarnmt.data.corpora.lm_vocab import LMCorpusError, VocabSettings
 from sarnmt.data.loading.lm import LanguageModelDataModule
 from sarnmt.data.loading.lm_segments import LMBatch, Segments, eval_columns, training_columns
 from sarnmt.errors import InputError

@@ -42,13 +42,12 @@ from sacremoses import MosesDetokenizer, MosesTokenizer
 
 from sarnmt.data.corpora.lm_text import (
     SPLITS,
-    LMCorpusError,
-    VocabSettings,
     build_prepared,
     cache_key,
     file_stamp,
     prepared_report,
 )
+from sarnmt.data.corpora.lm_vocab import LMCorpusError, VocabSettings
 from sarnmt.data.text.reading import read_lines
 
 log = logging.getLogger(__name__)

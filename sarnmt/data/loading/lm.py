@@ -27,12 +27,12 @@ from sarnmt.data.corpora.lm_mini import prepare_mini
 from sarnmt.data.corpora.lm_text import (
     SPLITS,
     PreparedCorpus,
-    VocabSettings,
     format_report,
     load_prepared,
     prepare_folder,
     prepare_toy,
 )
+from sarnmt.data.corpora.lm_vocab import VocabSettings
 from sarnmt.data.loading.lm_segments import Segments, SegmentSampler, eval_columns, training_columns
 from sarnmt.data.loading.position import EpochPosition
 from sarnmt.errors import InputError
@@ -142,7 +142,7 @@ class LanguageModelDataModule(EpochPosition, L.LightningDataModule):
     @property
     def report(self) -> dict[str, Any]:
         """The preparation report: ``corpus``, ``source``, ``cache``, ``vocab`` and per-split ``splits`` counts
-        (``tokens``, ``unk_oov``, ``oov_rate``, ...; :mod:`sarnmt.data.corpora.lm_text`); empty before the corpus is
+        (``tokens``, ``unk_oov``, ``oov_rate``, ...; :mod:`sarnmt.data.corpora.lm_vocab`); empty before the corpus is
         prepared."""
         if self._prepared is None:
             return dict(self._report)
