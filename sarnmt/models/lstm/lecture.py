@@ -63,6 +63,11 @@ class _LectureLSTM(LSTMTranslator):
             init_recurrent_(self.cell)
             self.output = init_linear_(nn.Linear(hidden_dim + context_dim, tgt_vocab_size, bias=False))  # [V_γ V_c]
             self.dropout_hidden = nn.Dropout(dropout_hidden)
+            self.attention = self.build_attention(hidden_dim)
+
+    def build_attention(self, hidden_dim: int) -> nn.Module | None:
+        """θ_a, built last (after the output layer) and with the same Gaussian scale; None without attention."""
+        return None
 
     def context(self, query: Tensor, memory: SourceMemory) -> tuple[Tensor, Tensor | None]:
         """c(j) for every state row.  :param query: γ(j-1), shape (B·g, d).
@@ -105,31 +110,8 @@ class AttentionLSTM(_LectureLSTM):
 
     bidirectional = True
 
-    def __init__(
-        self,
-        src_vocab_size: int,
-        tgt_vocab_size: int,
-        emb_dim: int,
-        hidden_dim: int,
-        variant: Callable[..., nn.Module],
-        dropout_embeddings: float = 0.0,
-        dropout_hidden: float = 0.0,
-        init_std: float = PAPER_STD,
-        kernels: str = "auto",
-    ) -> None:
-        super().__init__(
-            src_vocab_size,
-            tgt_vocab_size,
-            emb_dim,
-            hidden_dim,
-            variant,
-            dropout_embeddings,
-            dropout_hidden,
-            init_std,
-            kernels,
-        )
-        with normal_std(init_std):
-            self.attention = SourceAttention(hidden_dim, 2 * hidden_dim)  # θ_a
+    def build_attention(self, hidden_dim: int) -> nn.Module:
+        return SourceAttention(hidden_dim, 2 * hidden_dim)  # θ_a
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[SourceMemory, DecoderState]:
         """:returns: u(1..n) and their projected keys, each (B, S, 2d); the state before step 1."""
