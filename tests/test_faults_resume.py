@@ -22,29 +22,13 @@ import torch
 from sarnmt.errors import TrainingStopped
 from sarnmt.train import train
 from tests.conftest import ROOT, compose_train
+from tests.test_resume import RESUMABLE
 
 pytestmark = pytest.mark.faults
 
 RUN = [
-    "data.n_train=300",
-    "data.n_dev=40",
-    "data.n_test=40",
-    "data.max_tokens=300",
-    "model.emb_dim=16",
-    "model.hidden_dim=32",
-    "model.dropout_readout=0.3",
-    "optim=adam",
-    "optim.lr=0.003",
-    "validation=cost",
+    *RESUMABLE,  # 13 batches an epoch, a resume checkpoint every 3 updates, a validation every 5
     "val_bleu=false",
-    "trainer.val_check_interval=5",
-    "callbacks.resume_checkpoint.train_time_interval=null",
-    "callbacks.resume_checkpoint.every_n_train_steps=3",
-    "test=false",
-    "trainer.enable_progress_bar=false",
-    "~callbacks.progress_bar",
-    "~callbacks.model_summary",
-    "trainer.max_epochs=100",
     "trainer.log_every_n_steps=1",
     "+logger.csv.flush_logs_every_n_steps=1",
 ]
