@@ -36,9 +36,8 @@ from torch import Tensor, nn
 
 from sarnmt.data.text.codecs import EOS
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
-from sarnmt.decoding.search import Hypotheses, NBestEntry, square
-
-NEG_INF = float("-inf")
+from sarnmt.decoding.search import Hypotheses
+from sarnmt.decoding.traceback import NEG_INF, StepRecord, trace_back
 
 
 @dataclass
@@ -69,18 +68,6 @@ def select_candidates(log_probs: Tensor, beam_scores: Tensor, beam_size: int) ->
         total = torch.nn.functional.pad(total, (0, 2 * beam_size - width * vocab), value=NEG_INF)
     scores, index = total.topk(2 * beam_size, dim=1)
     return Candidates(scores=scores, tokens=index % vocab, parents=(index // vocab).clamp_max(width - 1))
-
-
-@dataclass
-class _Step:
-    """What one step recorded for later trace-back; rows are the sentences active at that step, in order."""
-
-    active: Tensor  # (n,) sentence ids
-    tokens: Tensor  # (n, c)
-    parents: Tensor  # (n, c)
-    live: Tensor  # (n, k) candidate index chosen for each live slot
-    src_attention: Tensor | None  # (n, k, S): the rows computed for the previous step's live slots
-    tgt_attention: Tensor | None  # (n, k, t)
 
 
 @torch.no_grad()
@@ -115,7 +102,7 @@ def beam_decode(
     pool_raw = torch.full((batch, k), NEG_INF, device=device)
     pool_ref = torch.zeros(batch, k, 2, dtype=torch.long, device=device)
     active = torch.arange(batch, device=device)
-    records: list[_Step] = []
+    records: list[StepRecord] = []
     prev: Tensor | None = None
     for t in range(1, int(limits.max()) + 1):
         out = model.step(prev, state, memory)
@@ -145,7 +132,7 @@ def beam_decode(
         prev = cand.tokens.gather(1, live).view(-1)
         parents = cand.parents.gather(1, live)
         records.append(
-            _Step(
+            StepRecord(
                 active=active,
                 tokens=cand.tokens,
                 parents=cand.parents,
@@ -174,7 +161,7 @@ def beam_decode(
             state = out.state if keep.numel() == n else out.state.reorder(keep)
         else:
             state = out.state.reorder(rows.view(-1))
-    return _trace_back(records, pool_norm, pool_raw, pool_ref, src_mask, return_attention, nbest)
+    return trace_back(records, pool_norm, pool_raw, pool_ref, src_mask, return_attention, nbest)
 
 
 def check_search(beam_size: int, nbest: int, min_len: int) -> None:
@@ -185,69 +172,6 @@ def check_search(beam_size: int, nbest: int, min_len: int) -> None:
         raise ValueError(f"nbest must be between 1 and the beam size {beam_size}, got {nbest}")
     if min_len < 0:
         raise ValueError(f"min_len must be >= 0, got {min_len}")
-
-
-def _trace_back(
-    records: list[_Step],
-    pool_norm: Tensor,
-    pool_raw: Tensor,
-    pool_ref: Tensor,
-    src_mask: Tensor,
-    return_attention: bool,
-    nbest: int,
-) -> Hypotheses:
-    """Follow back pointers from each sentence's finished hypotheses (pool slot 0 is the best: the pool is sorted)."""
-    batch = pool_norm.size(0)
-    refs, norm, raw = pool_ref[:, :nbest].tolist(), pool_norm[:, :nbest].tolist(), pool_raw[:, :nbest].tolist()
-    src_lengths = src_mask.sum(dim=1).tolist()
-    steps = []
-    for rec in records:
-        row_of = {sent: row for row, sent in enumerate(rec.active.tolist())}
-        attn = [None if a is None else a.cpu() for a in (rec.src_attention, rec.tgt_attention)]
-        steps.append((row_of, rec.tokens.tolist(), rec.parents.tolist(), rec.live.tolist(), *attn))
-    result = Hypotheses(tokens=[], scores=[row[0] for row in raw], normalized_scores=[row[0] for row in norm])
-    for sent in range(batch):
-        tokens, src_rows, tgt_rows = _follow(steps, sent, *refs[sent][0], return_attention)
-        result.tokens.append(tokens)
-        if return_attention and src_rows:
-            result.src_attention.append(torch.stack([row[: int(src_lengths[sent])] for row in src_rows]))
-        if return_attention and tgt_rows:
-            result.tgt_attention.append(square(tgt_rows))
-        if nbest > 1:  # entry 0 is the 1-best just traced
-            result.nbest.append(
-                [
-                    NBestEntry(
-                        tokens if i == 0 else _follow(steps, sent, *refs[sent][i], False)[0],
-                        raw[sent][i],
-                        norm[sent][i],
-                    )
-                    for i in range(nbest)
-                    if norm[sent][i] > NEG_INF
-                ]
-            )
-    return result
-
-
-def _follow(
-    steps: list[tuple], sent: int, t: int, cand: int, return_attention: bool
-) -> tuple[list[int], list[Tensor], list[Tensor]]:
-    """The tokens (without EOS) and attention rows of the hypothesis that ended at step t as candidate ``cand``."""
-    tokens, src_rows, tgt_rows = [], [], []
-    while t >= 1:
-        row_of, cand_tokens, cand_parents, _, src_attn, tgt_attn = steps[t - 1]
-        row = row_of[sent]
-        slot = cand_parents[row][cand]
-        tokens.append(cand_tokens[row][cand])
-        if return_attention:
-            if src_attn is not None:
-                src_rows.append(src_attn[row, slot])
-            if tgt_attn is not None:
-                tgt_rows.append(tgt_attn[row, slot])
-        if t > 1:
-            cand = steps[t - 2][3][steps[t - 2][0][sent]][slot]
-        t -= 1
-    tokens.reverse()
-    return (tokens[:-1] if tokens and tokens[-1] == EOS else tokens), src_rows[::-1], tgt_rows[::-1]
 
 
 class BeamSearch:

@@ -1,0 +1,97 @@
+"""The trace-back of beam search (:mod:`sarnmt.decoding.beam`): the loop records per step which candidates it took and
+from which slots (:class:`StepRecord`); once the search ends, each finished hypothesis is followed back from the
+step it ended at, which gives its tokens and its own attention rows whatever reorders happened on the way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from sarnmt.data.text.codecs import EOS
+from sarnmt.decoding.search import Hypotheses, NBestEntry, square
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class StepRecord:
+    """What one step recorded for later trace-back; rows are the sentences active at that step, in order."""
+
+    active: Tensor  # (n,) sentence ids
+    tokens: Tensor  # (n, c)
+    parents: Tensor  # (n, c)
+    live: Tensor  # (n, k) candidate index chosen for each live slot
+    src_attention: Tensor | None  # (n, k, S): the rows computed for the previous step's live slots
+    tgt_attention: Tensor | None  # (n, k, t)
+
+
+def trace_back(
+    records: list[StepRecord],
+    pool_norm: Tensor,
+    pool_raw: Tensor,
+    pool_ref: Tensor,
+    src_mask: Tensor,
+    return_attention: bool,
+    nbest: int,
+) -> Hypotheses:
+    """The search's result: follow back pointers from each sentence's finished hypotheses.
+
+    :param records: one per step.  :param pool_norm: the finished pool's normalised scores, shape (B, k), sorted (slot 0
+        is the best; -inf: empty).  :param pool_raw: their log-probability sums, (B, k).  :param pool_ref: where each
+        ended, (B, k, 2): the step t (1-based) and the candidate index.  :param src_mask: shape (B, S).
+    :param return_attention: trace each 1-best's attention rows too.  :param nbest: n, traced for every sentence.
+    """
+    batch = pool_norm.size(0)
+    refs, norm, raw = pool_ref[:, :nbest].tolist(), pool_norm[:, :nbest].tolist(), pool_raw[:, :nbest].tolist()
+    src_lengths = src_mask.sum(dim=1).tolist()
+    steps = []
+    for rec in records:
+        row_of = {sent: row for row, sent in enumerate(rec.active.tolist())}
+        attn = [None if a is None else a.cpu() for a in (rec.src_attention, rec.tgt_attention)]
+        steps.append((row_of, rec.tokens.tolist(), rec.parents.tolist(), rec.live.tolist(), *attn))
+    result = Hypotheses(tokens=[], scores=[row[0] for row in raw], normalized_scores=[row[0] for row in norm])
+    for sent in range(batch):
+        tokens, src_rows, tgt_rows = follow(steps, sent, *refs[sent][0], return_attention)
+        result.tokens.append(tokens)
+        if return_attention and src_rows:
+            result.src_attention.append(torch.stack([row[: int(src_lengths[sent])] for row in src_rows]))
+        if return_attention and tgt_rows:
+            result.tgt_attention.append(square(tgt_rows))
+        if nbest > 1:  # entry 0 is the 1-best just traced
+            result.nbest.append(
+                [
+                    NBestEntry(
+                        tokens if i == 0 else follow(steps, sent, *refs[sent][i], False)[0],
+                        raw[sent][i],
+                        norm[sent][i],
+                    )
+                    for i in range(nbest)
+                    if norm[sent][i] > NEG_INF
+                ]
+            )
+    return result
+
+
+def follow(
+    steps: list[tuple], sent: int, t: int, cand: int, return_attention: bool
+) -> tuple[list[int], list[Tensor], list[Tensor]]:
+    """The tokens (without EOS) and attention rows of the hypothesis that ended at step t as candidate ``cand``."""
+    tokens, src_rows, tgt_rows = [], [], []
+    while t >= 1:
+        row_of, cand_tokens, cand_parents, _, src_attn, tgt_attn = steps[t - 1]
+        row = row_of[sent]
+        slot = cand_parents[row][cand]
+        tokens.append(cand_tokens[row][cand])
+        if return_attention:
+            if src_attn is not None:
+                src_rows.append(src_attn[row, slot])
+            if tgt_attn is not None:
+                tgt_rows.append(tgt_attn[row, slot])
+        if t > 1:
+            cand = steps[t - 2][3][steps[t - 2][0][sent]][slot]
+        t -= 1
+    tokens.reverse()
+    return (tokens[:-1] if tokens and tokens[-1] == EOS else tokens), src_rows[::-1], tgt_rows[::-1]
