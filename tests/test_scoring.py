@@ -80,6 +80,22 @@ def test_score_table_and_line_count_error(tmp_path):
     assert len(single["systems"]) == 1 and single["systems"][0]["ci"] >= 0
 
 
+def test_bootstrap_and_randomisation_are_two_sided_the_t_test_one_sided(tmp_path):
+    """What the module docstring says of the three p-values: a clearly worse system gets small bootstrap and
+    randomisation p-values (they test |Δ|) but a one-tailed t-test p near 1; a copy of the baseline gets the
+    smallest possible p from both resampling tests (sacrebleu keeps MultEval's convention) and no t-test gain."""
+    ref, good, bad, copy = (tmp_path / f"test.{name}.txt" for name in ("ref", "good", "bad", "copy"))
+    ref.write_text("\n".join(REFS * 5) + "\n")
+    good.write_text("\n".join(GOOD * 5) + "\n")
+    bad.write_text("\n".join(BAD * 5) + "\n")
+    copy.write_text(good.read_text())
+    worse, same = score(_cfg(ref, [good, bad, copy]))["systems"][1:]
+    assert worse["bleu"] < score(_cfg(ref, [good]))["systems"][0]["bleu"]
+    assert worse["p_bootstrap"] < 0.05 and worse["p_randomization"] < 0.05 and worse["p_t_test"] > 0.95
+    assert same["p_bootstrap"] == pytest.approx(1 / 201) and same["p_randomization"] == pytest.approx(1 / 201)
+    assert (same["t_statistic"], same["p_t_test"]) == (0.0, 1.0)
+
+
 def test_system_names():
     assert system_names(["d/nt.baseline.en.gz", "d/nt.attentive.en.gz"]) == ["baseline", "attentive"]
     assert system_names(["a.txt", "a.txt"]) == ["a.txt", "a.txt"]

@@ -1,10 +1,13 @@
 """Significance of BLEU differences between systems, the first system being the baseline.
 
-Three tests, all paired and all one-sided in spirit (is the system better than the baseline?):
+Three paired tests:
 
 - **paired bootstrap resampling** (Koehn 2004) and **paired approximate randomisation** (Riezler & Maxwell 2005),
   both sacrebleu's own :class:`sacrebleu.significance.PairedTest` (seeded by ``SACREBLEU_SEED``, 12345 by default);
-  the bootstrap run also gives every system's 95% confidence interval;
+  the bootstrap run also gives every system's 95% confidence interval. Both are **two-sided**: their statistic is
+  |BLEU(system) − BLEU(baseline)|, so a system clearly *worse* than the baseline gets a small p too (read the sign
+  of Δ), and, by MultEval's convention that sacrebleu follows, a system identical to the baseline gets
+  1 / (samples + 1), not 1;
 - the paper's **one-tailed paired t-test** (Section 6.3: "* p < 0.05, ** p < 0.01"). The paper does not say what
   the samples are; here they are **per-sentence BLEU** (sacrebleu ``sentence_score``: exponential smoothing,
   effective n-gram order), one pair per test sentence, so n is the number of sentences and the test is
@@ -157,6 +160,7 @@ def markdown_table(results: Sequence[SystemResult], signature: str) -> str:
     lines.append("BLEU (paper style): " + " / ".join(f"{r.bleu:.1f}" for r in results))
     lines.append(f"signature: {signature}")
     lines.append(
-        "markers: * p < 0.05, ** p < 0.01 (BLEU column: the paper's one-tailed paired t-test over per-sentence BLEU)"
+        "markers: * p < 0.05, ** p < 0.01 (BLEU column: the paper's one-tailed paired t-test over per-sentence BLEU); "
+        "bootstrap and randomisation test |Δ| (two-sided: read the sign of Δ)"
     )
     return "\n".join(lines)
