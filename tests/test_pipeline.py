@@ -10,7 +10,8 @@ import sacrebleu
 
 from sarnmt.data.text.codec_state import codec_from_state
 from sarnmt.data.text.codecs import WordCodec
-from sarnmt.data.text.pipeline import LanguageProcessor, Pipeline, SideSettings, map_lines
+from sarnmt.data.text.pipeline import Pipeline
+from sarnmt.data.text.processor import LanguageProcessor, SideSettings, map_lines
 from sarnmt.data.text.reading import read_lines
 from sarnmt.data.text.subword import RawTextBPECodec, TokenizedTextBPE, merge_bpe
 from sarnmt.data.text.truecase import Truecaser, detruecase

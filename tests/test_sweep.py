@@ -508,7 +508,7 @@ PREPARE_SCRIPT = """
 import json, sys
 from pathlib import Path
 from sarnmt.data.corpora.catalog import Corpus, Part
-from sarnmt.data.text.pipeline import SideSettings
+from sarnmt.data.text.processor import SideSettings
 from sarnmt.data.corpora.preparation import prepare_corpus
 root = Path(sys.argv[1])
 corpus = Corpus("tiny", {s: (Part(f"{s}.en", f"{s}.de", 300),) for s in ("train", "val")}, pair=("en", "de"))

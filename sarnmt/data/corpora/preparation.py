@@ -39,7 +39,8 @@ import sarnmt.data.corpora.manifest as manifest_file
 from sarnmt.data.corpora.catalog import Corpus, Download
 from sarnmt.data.corpora.fetch import FetchError, download, extract
 from sarnmt.data.corpora.prepared_cache import build_once, locked
-from sarnmt.data.text.pipeline import Pipeline, SideSettings
+from sarnmt.data.text.pipeline import Pipeline
+from sarnmt.data.text.processor import SideSettings
 from sarnmt.data.text.reading import read_lines
 from sarnmt.data.text.sgml import read_pair
 from sarnmt.errors import InputError

@@ -18,7 +18,7 @@ from typing import Any
 from sarnmt.data.corpora.catalog import get_corpus
 from sarnmt.data.corpora.preparation import load_cache, load_ids, prepare_corpus
 from sarnmt.data.loading.translation import EncodedSplit, TranslationDataModule, keep_mask
-from sarnmt.data.text.pipeline import SideSettings
+from sarnmt.data.text.processor import SideSettings
 from sarnmt.utils.paths import resolve_path
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ class CorpusDataModule(TranslationDataModule):
     :param corpus: a name of :data:`sarnmt.data.corpora.catalog.CORPORA` (``es_en``, ``mini_en_de``, ...).
     :param root: the folder holding (or receiving) the corpus files; relative to the launch directory.
     :param cache_dir: where the processed corpus is cached (one sub-folder per corpus and settings).
-    :param src: source side settings, the fields of :class:`~sarnmt.data.text.pipeline.SideSettings`; ``tgt`` likewise.
+    :param src: source side settings, the fields of :class:`~sarnmt.data.text.processor.SideSettings`; ``tgt`` likewise.
     :param vocab_size: BPE vocabulary per side, or shared when ``joint_vocab``.
     :param url_base: download from this mirror (same paths as the official hosts) instead; ``None``: official.
     :param checksums: ``{download folder (e.g. wmt13-test): "md5:..."|"sha256:..."}`` overriding the corpus
