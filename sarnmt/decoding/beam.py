@@ -36,8 +36,8 @@ from torch import Tensor, nn
 
 from sarnmt.data.text.codecs import EOS
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
-from sarnmt.decoding.search import Hypotheses
-from sarnmt.decoding.traceback import NEG_INF, StepRecord, trace_back
+from sarnmt.decoding.search import NEG_INF, Hypotheses
+from sarnmt.decoding.traceback import StepRecord, trace_back
 
 
 @dataclass

@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 from torch import Tensor, nn
 
+NEG_INF = float("-inf")  # the score of an impossible or empty hypothesis
+
 
 @dataclass
 class Hypotheses:

@@ -11,9 +11,7 @@ import torch
 from torch import Tensor
 
 from sarnmt.data.text.codecs import EOS
-from sarnmt.decoding.search import Hypotheses, NBestEntry, square
-
-NEG_INF = float("-inf")
+from sarnmt.decoding.search import NEG_INF, Hypotheses, NBestEntry, square
 
 
 @dataclass

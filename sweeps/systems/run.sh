@@ -64,6 +64,5 @@ significance() {
     "names=[${names[*]}]" output="sweeps/results/systems-m30k/significance-$base" \
     hydra.run.dir=outputs/systems-m30k/score-$base)
 }
-significance cgru_baseline cgru_self_attentive lstm_input_feeding lstm_fixed_context lstm_ff_attention \
-  lstm_ff_attention_self_attentive
+significance "${ORDER[@]}"  # every system against the first, the cGRU baseline
 significance lstm_ff_attention lstm_ff_attention_self_attentive
