@@ -49,6 +49,7 @@ def settings_of(cfg: DictConfig) -> JobSettings:
         logger=group_choice(cfg, "logger"),
         eval_batch_size=cfg.eval_batch_size,
         progress=cfg.progress,
+        allow_dirty=bool(cfg.allow_dirty),
     )
 
 

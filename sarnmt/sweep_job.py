@@ -46,6 +46,7 @@ def sweep_job(cfg: DictConfig) -> dict[str, Any] | None:
         eval_batch_size=cfg.eval_batch_size,
         device=device,
         progress=cfg.progress,
+        allow_dirty=bool(cfg.allow_dirty),
     )
     return run_job(job, settings)
 

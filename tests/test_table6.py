@@ -66,7 +66,14 @@ def smoke_table6(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("smoke6")
     cfg = compose(
         "reproduce",
-        [f"runs_dir={tmp / 'runs'}", f"results_dir={tmp / 'results'}", "progress=false", "table=6", "scale=smoke"],
+        [
+            f"runs_dir={tmp / 'runs'}",
+            f"results_dir={tmp / 'results'}",
+            "progress=false",
+            "allow_dirty=true",
+            "table=6",
+            "scale=smoke",
+        ],
         return_hydra_config=True,
     )
     with open(tmp / "log", "w") as out:
@@ -96,6 +103,7 @@ def test_smoke_table6_records_perplexity_over_every_test_word(smoke_table6):
             [
                 f"runs_dir={smoke_table6 / 'runs'}",
                 "progress=false",
+                "allow_dirty=true",
                 "table=6",
                 f"results_dir={smoke_table6 / 'results'}",
                 "scale=smoke",

@@ -39,6 +39,7 @@ from sarnmt.checkpoint import load_model
 from sarnmt.evaluate import translate_split
 from sarnmt.lm import train_lm
 from sarnmt.sweep import stats as sentence_stats
+from sarnmt.sweep.code import check_clean, code_identity
 from sarnmt.sweep.folders import now, take_folder
 from sarnmt.sweep.lm_job import finish_lm_job
 from sarnmt.sweep.publish import publish_record
@@ -67,6 +68,7 @@ class JobSettings:
     :param logger: a ``logger=`` option of the train config (``csv``, ``wandb``, ...).
     :param eval_batch_size: sentences per beam-search batch.
     :param device: decoding device (``auto``: CUDA when available).
+    :param allow_dirty: run from a checkout with uncommitted changes to the code (the record says so).
     """
 
     runs_dir: Path
@@ -75,6 +77,7 @@ class JobSettings:
     eval_batch_size: int = 64
     device: str = "auto"
     progress: bool = True
+    allow_dirty: bool = False
 
     def record_path(self, job: Job) -> Path:
         return self.results_dir / "records" / f"{job.id}.json"
@@ -118,15 +121,17 @@ def run_job(job: Job, settings: JobSettings) -> dict[str, Any] | None:
         return status.record
     if status.state in ("broken", "stale"):
         log.warning("%s; job %s runs again", status.reason, job.id)
+    code = {**code_identity(), "allow_dirty": settings.allow_dirty}
+    check_clean(code, settings.allow_dirty, job.id)
     folder = settings.runs_dir / job.id
-    take_folder(folder, job.id, digest)
+    take_folder(folder, job.id, digest, code)
     fit_path = folder / "fit.json"
     runner = RUNNERS[job.task]
     if fit_path.is_file():
         log.info("%s: training had ended (%s); evaluating", job.id, fit_path)
         with finish_wandb():
             return runner.finish(
-                job, cfg, digest, json.loads(fit_path.read_text()), instantiate_dict(cfg.logger), settings
+                job, cfg, digest, json.loads(fit_path.read_text()), instantiate_dict(cfg.logger), settings, code
             )
     last = folder / "checkpoints" / "last.ckpt"
     if last.is_file():
@@ -140,7 +145,7 @@ def run_job(job: Job, settings: JobSettings) -> dict[str, Any] | None:
             return {}
         fit = fit_summary(trainer, result, last)
         write_json(fit_path, fit)
-        outcome["record"] = runner.finish(job, cfg, digest, fit, trainer.loggers, settings)
+        outcome["record"] = runner.finish(job, cfg, digest, fit, trainer.loggers, settings, code)
         return {}
 
     runner.train(cfg, after=after)
@@ -173,10 +178,16 @@ def fit_summary(trainer: L.Trainer, result: dict[str, Any], last: Path) -> dict[
 
 
 def finish_job(
-    job: Job, cfg: DictConfig, digest: str, fit: dict[str, Any], loggers: list, settings: JobSettings
+    job: Job,
+    cfg: DictConfig,
+    digest: str,
+    fit: dict[str, Any],
+    loggers: list,
+    settings: JobSettings,
+    code: dict[str, Any],
 ) -> dict[str, Any]:
     """Decode every test set with the selected checkpoint, score it, write hypotheses and statistics, log the
-    scores, and write the record (last)."""
+    scores, and write the record (last). ``code``: the code that ran (:func:`sarnmt.sweep.code.code_identity`)."""
     start = time.perf_counter()
     device = pick_device(settings.device)
     loaded = load_model(fit["best_model_path"], device)
@@ -223,7 +234,9 @@ def finish_job(
     evaluate_seconds = round(time.perf_counter() - start, 1)
     extra = {"decoding": search.settings()}
     path = settings.record_path(job)
-    return publish_record(job, cfg, digest, fit, loggers, path, datamodule.name, tests, stats, evaluate_seconds, extra)
+    return publish_record(
+        job, cfg, digest, fit, loggers, path, datamodule.name, tests, stats, evaluate_seconds, extra, code
+    )
 
 
 @dataclass(frozen=True)

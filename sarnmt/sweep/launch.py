@@ -140,6 +140,7 @@ def multirun_command(
         f"results_dir={settings.results_dir}",
         f"eval_batch_size={settings.eval_batch_size}",
         f"progress={str(settings.progress).lower()}",
+        f"allow_dirty={str(settings.allow_dirty).lower()}",
         *hydra_args,
         *(hydra_overrides or []),
     ]

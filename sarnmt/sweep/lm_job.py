@@ -49,9 +49,10 @@ def line_statistics(net, datamodule, split: str, device: torch.device, progress:
 
 
 def finish_lm_job(
-    job: Job, cfg: DictConfig, digest: str, fit: dict[str, Any], loggers: list, settings
+    job: Job, cfg: DictConfig, digest: str, fit: dict[str, Any], loggers: list, settings, code: dict[str, Any]
 ) -> dict[str, Any]:
-    """Score the selected checkpoint on every test split, write the statistics, log the scores, write the record."""
+    """Score the selected checkpoint on every test split, write the statistics, log the scores, write the record
+    (``code``: the code that ran, :func:`sarnmt.sweep.code.code_identity`)."""
     start = time.perf_counter()
     device = pick_device(settings.device)
     net, vocab = load_language_model(fit["best_model_path"], device)
@@ -80,4 +81,5 @@ def finish_lm_job(
         stats[name] = {"ppl": lines.tolist()}
     seconds = round(time.perf_counter() - start, 1)
     name = f"lm-{cfg.data.get('corpus')}"
-    return publish_record(job, cfg, digest, fit, loggers, settings.record_path(job), name, tests, stats, seconds, {})
+    path = settings.record_path(job)
+    return publish_record(job, cfg, digest, fit, loggers, path, name, tests, stats, seconds, {}, code)

@@ -1,7 +1,8 @@
 """The last step of every job of a table sweep, translation or language model: its scores logged and its record
 written, atomically and last (:mod:`sarnmt.sweep.records`).
 
-A record holds the job's keys, the resolved config and its hash, the commit, |Θ|, the hardware, wall time, steps and
+A record holds the job's keys, the resolved config and its hash, the code that ran (commit, whether the checkout was
+clean, the source hash: :mod:`sarnmt.sweep.code`), |Θ|, the hardware, wall time, steps and
 epochs, the selected checkpoint, and per test set every score; the per-sentence (or per-line) statistics the
 significance tests need go beside it, written first, so that a record exists only when everything it points at does.
 """
@@ -16,11 +17,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.sweep.folders import now
-from sarnmt.sweep.records import RECORD_VERSION, git_commit, gzip_bytes, hardware, write_atomic, write_json
-from sarnmt.sweep.spec import SWEEPS_DIR, Job
+from sarnmt.sweep.records import RECORD_VERSION, gzip_bytes, hardware, write_atomic, write_json
+from sarnmt.sweep.spec import Job
 
 log = logging.getLogger("sarnmt")
-REPO = SWEEPS_DIR.parent
 SHOWN_METRICS = ("bleu_tok", "bleu", "ppl")  # the scores the log line names
 
 
@@ -36,6 +36,7 @@ def publish_record(
     stats: dict[str, dict[str, list]],
     evaluate_seconds: float,
     extra: dict[str, Any],
+    code: dict[str, Any],
 ) -> dict[str, Any]:
     """Log ``final/<test>/<metric>`` to the job's loggers, write the statistics and then the record to ``path``.
 
@@ -43,6 +44,7 @@ def publish_record(
     :param tests: per test set, ``{"split", ..., "scores": {metric: {"score": float, ...}}}``.
     :param stats: per test set and metric, the per-item statistics (:mod:`sarnmt.sweep.stats`).
     :param extra: task-specific entries (the translation jobs' search settings), placed before ``tests``.
+    :param code: ``{"commit", "dirty", "source_hash", "allow_dirty"}`` of the code that trained and evaluated.
     """
     final = {f"final/{t}/{m}": v["scores"][m]["score"] for t, v in tests.items() for m in v["scores"]}
     for logger in loggers:
@@ -61,7 +63,10 @@ def publish_record(
         "overrides": list(job.train),
         "data": data_name,
         "parameters": fit["parameters"],
-        **git_commit(REPO),
+        "commit": code["commit"],
+        "dirty": code["dirty"],
+        "source_hash": code["source_hash"],
+        "allow_dirty": code["allow_dirty"],
         "hardware": hardware(),
         "steps": fit["steps"],
         "epochs": fit["epochs"],

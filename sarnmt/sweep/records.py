@@ -1,6 +1,7 @@
 """Job records: one JSON file per finished job, written atomically and last, read back with every defect named.
 
-A record holds the job's keys (scale, pair, row, seed), the resolved training config and its hash, the commit,
+A record holds the job's keys (scale, pair, row, seed), the resolved training config and its hash, the code
+(:mod:`sarnmt.sweep.code`),
 |Θ|, the hardware, wall time, steps and epochs, the selected checkpoint, and per test set every score with its
 sacrebleu signature and the paths of the hypotheses. The per-sentence BLEU statistics the significance tests need
 sit beside it in ``<job>.sentences.json.gz`` (n-gram counts, not text), so a table can be rendered and tested
@@ -18,7 +19,6 @@ import io
 import json
 import os
 import platform
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -191,24 +191,6 @@ def read_sentence_stats(record_path: Path) -> dict[str, dict[str, list[list[int]
             return json.load(handle)
     except (OSError, EOFError, json.JSONDecodeError) as err:
         raise ValueError(f"{path}: truncated or unparsable ({err})") from err
-
-
-def git_commit(repo: Path) -> dict[str, Any]:
-    """``{"commit": sha or None, "dirty": bool}`` of the checkout the code runs from."""
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10)
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {"commit": None, "dirty": None}
-    if sha.returncode != 0:
-        return {"commit": None, "dirty": None}
-    return {"commit": sha.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
 def hardware() -> dict[str, Any]:
