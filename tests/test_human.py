@@ -21,6 +21,7 @@ import pytest
 
 from sarnmt.human import store
 from sarnmt.human.agreement import agreement, cohen_kappa, fleiss_kappa
+from sarnmt.human.app import RankingServer, ServeError
 from sarnmt.human.cli import flags_to_overrides
 from sarnmt.human.export import export
 from sarnmt.human.task import TaskError, TaskSpec, create_task, shown_orders
@@ -313,7 +314,7 @@ def _call(server, path: str, body: dict | None = None, token: str | None = None)
         return err.code, json.loads(err.read())
 
 
-def test_api_refuses_bad_requests_and_signs_in_by_name_when_asked(tmp_path):
+def test_api_refuses_bad_requests_and_signs_in_only_by_token(tmp_path):
     db = tmp_path / "h.sqlite"
     tokens = make_task(db, tmp_path)
     with running(db) as server:
@@ -337,11 +338,8 @@ def test_api_refuses_bad_requests_and_signs_in_by_name_when_asked(tmp_path):
         assert status == 200 and saved["next"]["position"] == 2 and saved["next"]["progress"]["skipped"] == 1
         assert _call(server, "/api/item?position=99", token=tokens["ana"])[0] == 400
         assert _call(server, "/nothing")[0] == 404
-    with running(db, signin="name") as server:
-        assert _call(server, "/api/config")[1] == {"signin": "name", "tasks": ["en_de"]}
-        status, signed = _call(server, "/api/signin", {"who": "carla"})  # the one task: no need to choose
-        assert status == 200 and signed["annotator"] == "carla" and signed["task"] == "en_de"
-        assert _call(server, "/api/signin", {"who": "carla"})[1]["token"] == signed["token"]  # the same annotator
+    with pytest.raises(ServeError, match="signin=name is no longer offered"):  # it handed out tokens for names
+        RankingServer(db, signin="name")
 
 
 # -- the command as a user runs it -----------------------------------------------------------------------------

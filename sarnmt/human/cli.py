@@ -1,5 +1,6 @@
 """``python -m sarnmt.human COMMAND [key=value ...]``: one Hydra entry point per command (``conf/human_<command>.yaml``)
-over the pure functions of the package; a user's mistake ends in one ``error: ...`` line and exit status 2.
+over the pure functions of the package; a user's mistake ends in one ``error: ...`` line and exit status 2, through
+:func:`sarnmt.errors.reported` (every error of the package's own is a :class:`~sarnmt.errors.UserError`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from sarnmt.errors import reported
 from sarnmt.human import store
-from sarnmt.human.app import RankingServer, ServeError
-from sarnmt.human.export import ExportError, export
-from sarnmt.human.task import TaskError, TaskSpec, create_task, new_token
+from sarnmt.human.app import RankingServer
+from sarnmt.human.export import export
+from sarnmt.human.task import FIXED_SEED_WARNING, TaskError, TaskSpec, create_task, new_token
 
 USAGE = """\
 usage: python -m sarnmt.human COMMAND [key=value ...]      (python -m sarnmt.human COMMAND --help: its keys)
@@ -36,12 +38,10 @@ example:
   python -m sarnmt.human export db=human.sqlite output_dir=human-eval
 """
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"  # absolute: the commands live in this module, not __main__
-USER_ERRORS = (TaskError, ServeError, ExportError, store.StoreError)
-
-
-def _fail(err: Exception) -> None:
-    print(f"error: {err}", file=sys.stderr, flush=True)
-    sys.exit(2)
+KNOWN_SEED_WARNING = (
+    "warning: task {task} was created with seed 1234, the former default: anyone who has its system outputs can "
+    "recompute every item's hidden order; create it again (without seed=) before annotating, if you can"
+)
 
 
 def _require(cfg: DictConfig, command: str) -> None:
@@ -53,10 +53,14 @@ def _require(cfg: DictConfig, command: str) -> None:
 
 
 def _int(value, key: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise TaskError(f"{key} must be an integer, got {value!r}") from None
+    """``value`` as an integer: an int, or ASCII digits with an optional ``-`` before them."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = value if isinstance(value, str) else ""
+    digits = text[1:] if text.startswith("-") else text
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 30):
+        raise TaskError(f"{key} must be an integer, got {value!r}")
+    return int(text)
 
 
 def _list(value) -> list:
@@ -66,7 +70,7 @@ def _list(value) -> list:
 def create(cfg: DictConfig) -> None:
     from sarnmt.score import system_names
 
-    try:
+    with reported():
         _require(cfg, "create")
         hyps = [str(h) for h in _list(cfg.hyps)]
         names = [str(n) for n in _list(cfg.names)] if cfg.names is not None else system_names(hyps)
@@ -81,12 +85,12 @@ def create(cfg: DictConfig) -> None:
             show_reference=bool(cfg.show_ref),
             systems=tuple(zip(names, hyps, strict=True)),
             sample=cfg.sample,
-            seed=_int(cfg.seed, "seed"),
+            seed=None if cfg.seed is None else _int(cfg.seed, "seed"),
             annotators=tuple(str(a) for a in _list(cfg.annotators)),
         )
         created = create_task(cfg.db, spec)
-    except USER_ERRORS as err:
-        _fail(err)
+    if spec.seed is not None:
+        print(FIXED_SEED_WARNING.format(seed=spec.seed), file=sys.stderr, flush=True)
     print(
         f"task {created.name}: {created.items} sentences of {cfg.source}, systems {', '.join(created.systems)} "
         f"(the outputs of each sentence in a hidden order), stored in {cfg.db}"
@@ -103,7 +107,7 @@ def _print_tokens(tokens: dict[str, str], host: str = "127.0.0.1", port: int = 8
 
 
 def annotators(cfg: DictConfig) -> None:
-    try:
+    with reported():
         conn = store.connect(cfg.db)
         try:
             tasks = store.task_names(conn) if cfg.pair is None else [str(cfg.pair)]
@@ -118,15 +122,13 @@ def annotators(cfg: DictConfig) -> None:
                 _print_tokens({a.name: a.token for a in store.annotators(conn, task_id)})
         finally:
             conn.close()
-    except USER_ERRORS as err:
-        _fail(err)
 
 
 def serve(cfg: DictConfig) -> None:
-    try:
+    with reported():
         server = RankingServer(cfg.db, str(cfg.host), _int(cfg.port, "port"), str(cfg.signin))
-    except USER_ERRORS as err:
-        _fail(err)
+    for task in server.known_seed:
+        print(KNOWN_SEED_WARNING.format(task=task), file=sys.stderr, flush=True)
     conn = store.connect(cfg.db)
     try:
         tasks = ", ".join(store.task_names(conn))
@@ -149,10 +151,8 @@ def _interrupt(signum, frame) -> None:
 
 
 def export_command(cfg: DictConfig) -> None:
-    try:
+    with reported():
         files = export(cfg.db, cfg.output_dir)
-    except USER_ERRORS as err:
-        _fail(err)
     print(files["table5.md"])
     if cfg.output_dir is not None:
         print(f"written: {cfg.output_dir}/{{{','.join(files)}}}")

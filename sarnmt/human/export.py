@@ -9,6 +9,11 @@ systems were given to ``create`` — for ``baseline, mean_residual, self_attenti
 sentences × annotators (the paper had one annotator per pair, where n = sentences); agreement is reported beside
 (:mod:`sarnmt.human.agreement`). **Skipped and flagged** items are not judgements of quality: they are left out of
 the percentages and counted in the notes and in ``agreement.csv``.
+
+**Spreadsheets.** A CSV cell of text (a comment, an annotator's, system's or task's name) that a spreadsheet would
+run as a formula, one starting with ``=``, ``+``, ``-``, ``@`` (or their full-width forms), a tab, CR or LF, is
+written with a ``'`` before it (:func:`inert`): shown as text, never run; a CR in it is written as LF. Numbers are
+written as they are.
 """
 
 from __future__ import annotations
@@ -26,6 +31,15 @@ from sarnmt.sweep.spec import SWEEPS_DIR
 
 PAPER_TABLE = SWEEPS_DIR / "human" / "table5.yaml"
 SYMBOLS = (">", "=", "<")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+
+
+def inert(text: str) -> str:
+    """A text cell as a spreadsheet shows it but never runs it: a ``'`` before a leading character that would start
+    a formula (``=HYPERLINK(...)``, ``+cmd``, ``@SUM(...)``, ``-2+3``, a tab or a line break). A CR (or CRLF) is
+    written as LF: the CSV quotes a cell holding LF, but not one holding only CR, whose row would break."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 @dataclass(frozen=True)
@@ -161,7 +175,7 @@ def csv_text(tasks: list[Task], paper: Paper) -> str:
             n = sum(counts)
             cell = _paper_cell(paper, first, second, task.name) or ["", "", ""]
             pcts = [f"{100 * c / n:.4f}" if n else "" for c in counts]
-            rows.append([task.name, first, second, *counts, n, *pcts, *cell])
+            rows.append([inert(task.name), inert(first), inert(second), *counts, n, *pcts, *cell])
     return formats.csv_text(header, rows)
 
 
@@ -186,17 +200,17 @@ def judgements_csv(tasks: list[Task]) -> str:
     ]
     rows = [
         [
-            task.name,
+            inert(task.name),
             j["item"],
             j["position"],
             j["line"],
-            j["annotator"],
+            inert(j["annotator"]),
             j["status"],
-            " ".join(j["order"]),
+            inert(" ".join(j["order"])),
             "" if j["ranks"] is None else " ".join(map(str, j["ranks"])),
-            "" if j["by_system"] is None else " ".join(f"{s}={r}" for s, r in j["by_system"].items()),
-            j["comment"],
-            j["shown_at"] or "",
+            "" if j["by_system"] is None else inert(" ".join(f"{s}={r}" for s, r in j["by_system"].items())),
+            inert(j["comment"]),
+            inert(j["shown_at"] or ""),
             j["submitted_at"],
             "" if j["seconds"] is None else j["seconds"],
             j["submissions"],
@@ -215,7 +229,7 @@ def agreement_csv(tasks: list[Task]) -> str:
         kappa = "" if a.kappa is None else f"{a.kappa:.6f}"
         rows.append(
             [
-                task.name,
+                inert(task.name),
                 a.method or "",
                 kappa,
                 a.annotators,

@@ -10,11 +10,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sarnmt.errors import InputError
 from sarnmt.human import store
 from sarnmt.human.agreement import Agreement, agreement, compare
 
 
-class ExportError(ValueError):
+class ExportError(InputError):
     """A database or paper-table file that cannot be exported from; the message names it."""
 
 

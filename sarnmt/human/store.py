@@ -23,12 +23,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sarnmt.errors import InputError
+
 SCHEMA_VERSION = 1
+MAX_ID = 2**63 - 1  # SQLite's largest integer
 STATUSES = ("ranked", "skipped", "broken")
 SCHEMA = Path(__file__).with_name("schema.sql").read_text(encoding="utf-8")
 
 
-class StoreError(ValueError):
+class StoreError(InputError):
     """A database that is missing or not a human-evaluation database, or a request the store refuses (unknown
     annotator or item, incomplete ranking); the message says which."""
 
@@ -50,11 +53,18 @@ def connect(path: str | Path, create: bool = False) -> sqlite3.Connection:
     """
     path = Path(path)
     exists = path.is_file()
+    if path.is_dir():
+        raise StoreError(f"{path} is a folder: db= names the database file (e.g. db={path / 'human.sqlite'})")
+    if path.exists() and not exists:
+        raise StoreError(f"{path} is not a file: db= names the database file")
     if not exists and not create:
         raise StoreError(f"no such database: {path} (create a task first: python -m sarnmt.human create ...)")
-    if not exists:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=False)
+    try:
+        if not exists:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None, timeout=30, check_same_thread=False)
+    except (OSError, sqlite3.Error) as err:  # a parent that is a file, a folder we may not write in
+        raise StoreError(f"cannot open the database {path}: {getattr(err, 'strerror', None) or err}") from err
     conn.row_factory = sqlite3.Row
     try:
         conn.execute("PRAGMA foreign_keys = ON")
@@ -115,8 +125,16 @@ def systems(conn: sqlite3.Connection, task_id: int) -> list[str]:
 _ANNOTATOR = "SELECT a.id, a.name, a.token, a.task_id, t.name AS task FROM annotator a JOIN task t ON t.id = a.task_id"
 
 
+def show(value: object, limit: int = 60) -> str:
+    """A value a client gave, for a message: its repr, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def annotator_by_token(conn: sqlite3.Connection, token: str) -> Annotator:
     """:raises StoreError: no annotator has this token."""
+    if not isinstance(token, str) or not token.isascii() or len(token) > 100:  # tokens are short and ASCII
+        raise UnknownAnnotator("unknown annotator: no annotator has this token (sign in again)")
     row = conn.execute(_ANNOTATOR + " WHERE a.token = ?", (token,)).fetchone()
     if row is None:
         raise UnknownAnnotator("unknown annotator: no annotator has this token (sign in again)")
@@ -173,6 +191,8 @@ def item_view(conn: sqlite3.Connection, annotator: Annotator, position: int) -> 
 
     :raises StoreError: no item at this position.
     """
+    if not isinstance(position, int) or isinstance(position, bool) or not 1 <= position <= MAX_ID:
+        raise StoreError(f"position must be a whole number from 1, got {show(position)}")
     item = conn.execute(
         "SELECT i.*, t.show_reference FROM item i JOIN task t ON t.id = i.task_id "
         "WHERE i.task_id = ? AND i.position = ?",
@@ -203,9 +223,9 @@ def _seconds(shown_at: str | None, submitted_at: str) -> float | None:
     try:
         shown = datetime.fromisoformat(shown_at)
     except (TypeError, ValueError) as err:
-        raise StoreError(f"shown_at {shown_at!r} is not an ISO 8601 time") from err
+        raise StoreError(f"shown_at {show(shown_at)} is not an ISO 8601 time") from err
     if shown.tzinfo is None:
-        raise StoreError(f"shown_at {shown_at!r} has no time zone")
+        raise StoreError(f"shown_at {show(shown_at)} has no time zone")
     return round((datetime.fromisoformat(submitted_at) - shown).total_seconds(), 3)
 
 
@@ -229,9 +249,9 @@ def record_judgement(
     with transaction(conn):
         annotator = annotator_by_token(conn, token)
         if status not in STATUSES:
-            raise StoreError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
-        if not isinstance(item_id, int) or isinstance(item_id, bool):
-            raise StoreError(f"item must be an item id (an integer), got {item_id!r}")
+            raise StoreError(f"status must be one of {', '.join(STATUSES)}, got {show(status)}")
+        if not isinstance(item_id, int) or isinstance(item_id, bool) or not 1 <= item_id <= MAX_ID:
+            raise StoreError(f"item must be an item id (an integer from 1 to {MAX_ID}), got {show(item_id)}")
         item = conn.execute(
             "SELECT id, shown_order FROM item WHERE id = ? AND task_id = ?", (item_id, annotator.task_id)
         ).fetchone()
@@ -241,8 +261,8 @@ def record_judgement(
         if status == "ranked":
             check_ranks(ranks, n)
         elif ranks is not None:
-            raise StoreError(f"a {status} judgement carries no ranks, got {ranks!r}")
-        if not isinstance(comment, str) or len(comment) > 2000:
+            raise StoreError(f"a {status} judgement carries no ranks, got {show(ranks)}")
+        if not isinstance(comment, str) or len(comment) > 2000 or not _unicode(comment):
             raise StoreError("comment must be text of at most 2,000 characters")
         submitted_at = now()
         seconds = _seconds(shown_at, submitted_at)
@@ -267,14 +287,23 @@ def record_judgement(
     return annotator
 
 
+def _unicode(text: str) -> bool:
+    """Whether ``text`` can be stored (UTF-8): no lone surrogate."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_ranks(ranks: object, n: int) -> None:
     """:raises StoreError: ``ranks`` is not one integer rank in 1..n for each of the ``n`` outputs."""
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
     if not isinstance(ranks, list) or len(ranks) != n:
-        raise StoreError(f"incomplete ranking: expected a rank for each of the {n} outputs, got {ranks!r}")
+        raise StoreError(f"incomplete ranking: expected a rank for each of the {n} outputs, got {show(ranks)}")
     unranked = [letters[k] for k, r in enumerate(ranks) if r is None]
     if unranked:
         raise StoreError(f"incomplete ranking: output {', '.join(unranked)} has no rank")
     bad = [r for r in ranks if not isinstance(r, int) or isinstance(r, bool) or not 1 <= r <= n]
     if bad:
-        raise StoreError(f"ranks must be integers from 1 (best) to {n}, got {ranks!r}")
+        raise StoreError(f"ranks must be integers from 1 (best) to {n}, got {show(ranks)}")

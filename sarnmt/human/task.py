@@ -6,7 +6,10 @@ UTF-8, strictly, line endings removed). Every check runs before anything is writ
 database as it was.
 
 **Sampling.** ``sample`` sentences are drawn without replacement from the lines whose source is not empty
-(``random.Random(seed)``), and presented in the drawn order. **Hidden order.** Each item shows the outputs in an
+(``random.Random(seed)``), and presented in the drawn order. **The seed** is drawn by :mod:`secrets` (63 bits) unless
+one is given, and is stored only in the database: the outputs are public, so anyone who knew the seed could draw
+the same sample and orders again and unblind every item. A fixed ``seed`` (for a test) does exactly that for
+anyone who has it: :data:`FIXED_SEED_WARNING`. **Hidden order.** Each item shows the outputs in an
 order drawn for it: for up to 5 systems, every permutation of the systems is used equally often (to within one:
 all k! orders in a random sequence, reshuffled when used up), so each system is shown in each slot about equally
 often and no position bias favours one system; for more systems, an independent shuffle per item.
@@ -29,7 +32,15 @@ from sarnmt.human import store
 BALANCED_UP_TO = 5
 
 
-class TaskError(ValueError):
+FIXED_SEED_WARNING = (
+    "warning: seed={seed} fixes the sample and every item's hidden order: anyone who has the system outputs and "
+    "this seed can recompute which system is shown where, which breaks the blinding for them; leave seed= out for "
+    "a secret seed"
+)
+MAX_SEED = 2**63 - 1  # stored as an SQLite integer
+
+
+class TaskError(InputError):
     """Inputs that cannot make a task (missing or unreadable file, line counts that differ, bad names or sample
     size, a task that already exists); the message names the file, key or value."""
 
@@ -39,6 +50,8 @@ class TaskSpec:
     """:param name: the task, a language pair such as ``en_de`` (a column of Table 5).
     :param systems: ``(name, path)`` per system; the first is the baseline.
     :param sample: how many sentences; ``None`` for every line with a non-empty source.
+    :param seed: the sample's and the hidden orders'; ``None`` (the default): a secret one, drawn by
+        :mod:`secrets` and stored only in the database.
     """
 
     name: str
@@ -47,7 +60,7 @@ class TaskSpec:
     reference: str | None = None
     show_reference: bool = True
     sample: int | None = 50
-    seed: int = 1234
+    seed: int | None = None
     annotators: tuple[str, ...] = field(default=())
 
 
@@ -98,6 +111,10 @@ def check_spec(spec: TaskSpec) -> None:
             raise TaskError(f"{what} names must not be empty: {values}")
     if spec.sample is not None and (not isinstance(spec.sample, int) or spec.sample < 1):
         raise TaskError(f"sample must be a positive number of sentences (or null for all), got {spec.sample!r}")
+    if spec.seed is not None and (
+        not isinstance(spec.seed, int) or isinstance(spec.seed, bool) or not 0 <= spec.seed <= MAX_SEED
+    ):
+        raise TaskError(f"seed must be a whole number from 0 to {MAX_SEED} (or left out), got {spec.seed!r}")
 
 
 def shown_orders(n_items: int, n_systems: int, rng: random.Random) -> list[list[int]]:
@@ -142,7 +159,8 @@ def create_task(db: str | Path, spec: TaskSpec) -> CreatedTask:
     """
     check_spec(spec)
     source, reference, outputs = read_inputs(spec)
-    rng = random.Random(spec.seed)
+    seed = secrets.randbits(63) if spec.seed is None else spec.seed
+    rng = random.Random(seed)
     lines = sample_lines(source, spec.sample, rng, spec.source)
     orders = shown_orders(len(lines), len(spec.systems), rng)
     try:
@@ -164,7 +182,7 @@ def create_task(db: str | Path, spec: TaskSpec) -> CreatedTask:
                     int(bool(spec.reference) and spec.show_reference),
                     len(source),
                     len(lines),
-                    spec.seed,
+                    seed,
                     store.now(),
                 ),
             ).lastrowid

@@ -46,27 +46,11 @@ function message(text, isError = false) {
   $("message").classList.toggle("error", isError);
 }
 
-async function showSignin(error = "") {
+function showSignin(error = "") {
   show("signin");
   $("who").textContent = "";
   $("progress").textContent = "";
   $("signin-error").textContent = error;
-  try {
-    const config = await api("GET", "/api/config");
-    const byName = config.signin === "name";
-    $("signin-label").textContent = byName ? "Your name (or token)" : "Your token";
-    const select = $("signin-task");
-    select.replaceChildren(
-      ...config.tasks.map((task) => {
-        const option = document.createElement("option");
-        option.value = option.textContent = task;
-        return option;
-      }),
-    );
-    $("signin-task-box").hidden = !(byName && config.tasks.length > 1);
-  } catch (err) {
-    $("signin-error").textContent = err.message;
-  }
   $("signin-who").focus();
 }
 
@@ -77,8 +61,8 @@ function signOut(reason = "") {
   showSignin(reason);
 }
 
-async function signIn(who, task) {
-  const data = await api("POST", "/api/signin", { who, task });
+async function signIn(who) {
+  const data = await api("POST", "/api/signin", { who });
   token = data.token;
   localStorage.setItem(TOKEN_KEY, token);
   render(await api("GET", "/api/next"));
@@ -190,7 +174,6 @@ async function submit(status) {
     status,
     ranks: status === "ranked" ? ranks : null,
     comment: $("comment").value,
-    shown_at: view.shown_at,
   };
   try {
     const data = await api("POST", "/api/judgement", body);
@@ -236,9 +219,8 @@ document.addEventListener("keydown", (event) => {
 
 $("signin-form").addEventListener("submit", async (event) => {
   event.preventDefault();
-  const task = $("signin-task-box").hidden ? null : $("signin-task").value;
   try {
-    await signIn($("signin-who").value.trim(), task);
+    await signIn($("signin-who").value.trim());
   } catch (err) {
     $("signin-error").textContent = err.message;
   }
@@ -258,7 +240,7 @@ $("review").addEventListener("click", () => go(`/api/item?position=${total}`));
 const fromLink = new URLSearchParams(location.hash.slice(1)).get("token");
 if (fromLink) {
   history.replaceState(null, "", location.pathname);
-  signIn(fromLink, null).catch((err) => showSignin(err.message));
+  signIn(fromLink).catch((err) => showSignin(err.message));
 } else if (token) {
   go("/api/next");
 } else {

@@ -1,0 +1,431 @@
+"""The ranking page (``python -m sarnmt.human``) against hostile clients and careless commands: every request
+below is answered (400, 401 or 413, as JSON) with one log line on the server's stderr and no traceback; idle
+connections are closed and the threads stay a fixed few; the hidden orders come from a secret seed; no token is
+handed out for a name; ``shown_at`` is the server's; the CSV exports never hold a formula; ``create db=<a folder>``
+is one error line."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import random
+import re
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from sarnmt.human import store
+from sarnmt.human.app import RankingServer, ServeError
+from sarnmt.human.export import export
+from sarnmt.human.task import TaskSpec, create_task, sample_lines, shown_orders
+from tests.conftest import ROOT
+from tests.human_helpers import SYSTEMS, make_task, running, slot_ranks, write_inputs
+from tests.human_helpers import shown_orders as db_orders
+
+pytestmark = pytest.mark.faults
+
+
+def _human(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "sarnmt.human", *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+def _exchange(address: tuple[str, int], data: bytes, timeout: float = 10) -> bytes:
+    """Send raw bytes, read until the server closes or answers ``Connection: close``."""
+    with socket.create_connection(address, timeout=timeout) as sock:
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        return answer
+
+
+def _request(method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
+    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+    if body is not None and not any(k.lower() in ("content-length", "transfer-encoding") for k in headers or {}):
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """One answer on a kept-alive connection: its head and its Content-Length of body."""
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += sock.recv(65536)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")).split(b":")[1])
+    while len(body) < length:
+        body += sock.recv(65536)
+    return answer
+
+
+def _status_and_json(answer: bytes) -> tuple[int, dict]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+# -- one server, as the command runs it, for every hostile request ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """``python -m sarnmt.human serve`` on a task made with seed 1234 (as every task was before seeds were
+    secret), its stderr in a file."""
+    folder = tmp_path_factory.mktemp("served")
+    db = folder / "h.sqlite"
+    tokens = make_task(db, folder, seed=1234)
+    stderr = (folder / "stderr.txt").open("w+", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sarnmt.human", "serve", f"db={db}", "--port", "0"],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        assert " at http://127.0.0.1:" in line, line + (folder / "stderr.txt").read_text()
+        port = int(line.split(" at http://127.0.0.1:")[1].split("/")[0])
+        yield {"address": ("127.0.0.1", port), "tokens": tokens, "stderr": folder / "stderr.txt", "db": db}
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        process.stdout.close()
+        stderr.close()
+
+
+HOSTILE = {
+    "position of 30 nines": ("GET", "/api/item?position=" + "9" * 30, None, {}, 400),
+    "position of 5,000 digits": ("GET", "/api/item?position=" + "7" * 5000, None, {}, 400),
+    "position superscript two": ("GET", "/api/item?position=%C2%B2", None, {}, 400),
+    "position Arabic-Indic one": ("GET", "/api/item?position=%D9%A1", None, {}, 400),
+    "position negative": ("GET", "/api/item?position=-1", None, {}, 400),
+    "position zero": ("GET", "/api/item?position=0", None, {}, 400),
+    "position empty": ("GET", "/api/item?position=", None, {}, 400),
+    "position twice": ("GET", "/api/item?position=1&position=2", None, {}, 400),
+    "position not UTF-8": ("GET", "/api/item?position=%FF", None, {}, 400),
+    "unknown parameter": ("GET", "/api/next?debug=1", None, {}, 400),
+    "item 2**70": ("POST", "/api/judgement", json.dumps({"item": 2**70, "status": "skipped"}).encode(), {}, 400),
+    "item 2**63": ("POST", "/api/judgement", json.dumps({"item": 2**63, "status": "skipped"}).encode(), {}, 400),
+    "item of 5,000 digits": ("POST", "/api/judgement", b'{"item": ' + b"9" * 5000 + b"}", {}, 400),
+    "item a string": ("POST", "/api/judgement", b'{"item": "1", "status": "skipped"}', {}, 400),
+    "item true": ("POST", "/api/judgement", b'{"item": true, "status": "skipped"}', {}, 400),
+    "rank NaN": ("POST", "/api/judgement", b'{"item": 1, "status": "ranked", "ranks": [NaN, 1, 1]}', {}, 400),
+    "client shown_at from 2020": (
+        "POST",
+        "/api/judgement",
+        b'{"item": 1, "status": "skipped", "shown_at": "2020-01-01T00:00:00+00:00"}',
+        {},
+        400,
+    ),
+    "comment with a lone surrogate": (
+        "POST",
+        "/api/judgement",
+        b'{"item": 1, "status": "skipped", "comment": "\\ud800"}',
+        {},
+        400,
+    ),
+    "60,000 [ to signin, no token": ("POST", "/api/signin", b"[" * 60_000, {"X-Annotator-Token": ""}, 400),
+    "nested objects to judgement": ("POST", "/api/judgement", b'{"a":' * 5_000 + b"1" + b"}" * 5_000, {}, 400),
+    "body over 64 KiB": ("POST", "/api/judgement", b'{"comment": "' + b"x" * 70_000 + b'"}', {}, 413),
+    "body not UTF-8": ("POST", "/api/signin", b'{"who": "\xff\xfe"}', {}, 400),
+    "body not JSON": ("POST", "/api/signin", b"who=ana", {}, 400),
+    "body a JSON list": ("POST", "/api/signin", b'["ana"]', {}, 400),
+    "Content-Length not a number": ("POST", "/api/signin", b"{}", {"Content-Length": "2x"}, 400),
+    "Content-Length negative": ("POST", "/api/signin", b"{}", {"Content-Length": "-2"}, 400),
+    "Content-Length superscript": ("POST", "/api/signin", b"{}", {"Content-Length": "\xb2"}, 400),
+    "Content-Length twice": ("POST", "/api/signin", b"{}", {"Content-Length": "2\r\nContent-Length: 2"}, 400),
+    "chunked body": ("POST", "/api/signin", b"2\r\n{}\r\n0\r\n\r\n", {"Transfer-Encoding": "chunked"}, 400),
+    "signin field unknown": ("POST", "/api/signin", b'{"who": "ana", "task": "en_de"}', {}, 400),
+    "signin with a name": ("POST", "/api/signin", b'{"who": "ana"}', {}, 401),
+    "token of 10,000 characters": ("GET", "/api/next", None, {"X-Annotator-Token": "t" * 10_000}, 401),
+    "malformed request line": ("GET", "/ /api/next", None, {}, 400),
+    "request line over 64 KiB": ("GET", "/api/item?position=" + "1" * 70_000, None, {}, 414),
+    "a header over 64 KiB": ("GET", "/api/next", None, {"X-Padding": "x" * 70_000}, 431),
+    "101 headers": ("GET", "/api/next", None, {f"X-H{k}": "1" for k in range(101)}, 431),
+    "unknown method": ("DELETE", "/api/judgement", None, {}, 501),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE), ids=list(HOSTILE))
+def test_a_hostile_request_is_answered_as_json_with_one_log_line(served, case):
+    """A hostile request to the ranking page is answered (its status, a JSON error) with one log line on the
+    server's stderr and no traceback; the server answers the next request."""
+    method, path, body, headers, expected = HOSTILE[case]
+    token = served["tokens"]["ana"]
+    headers = {"X-Annotator-Token": token, **headers}
+    if not headers["X-Annotator-Token"]:
+        del headers["X-Annotator-Token"]
+    before = served["stderr"].read_text(encoding="utf-8")
+    status, answer = _status_and_json(_exchange(served["address"], _request(method, path, body, headers)))
+    assert status == expected and isinstance(answer["error"], str) and answer["error"], answer
+    logged = served["stderr"].read_text(encoding="utf-8")[len(before) :]
+    assert len(logged.splitlines()) == 1 and f" {expected} " in logged and "Traceback" not in logged, logged
+    status, view = _status_and_json(
+        _exchange(served["address"], _request("GET", "/api/next", headers={"X-Annotator-Token": token}))
+    )
+    assert status == 200 and view["position"] == 1
+    with sqlite3.connect(served["db"]) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM judgement").fetchone()[0] == 0
+
+
+def test_serving_a_task_made_with_the_former_default_seed_warns_once(served):
+    """A database made before seeds were secret (seed 1234, the former default) is served, with one warning line
+    that its hidden orders can be recomputed."""
+    lines = served["stderr"].read_text(encoding="utf-8").splitlines()
+    warnings = [line for line in lines if line.startswith("warning:")]
+    assert warnings == [
+        "warning: task en_de was created with seed 1234, the former default: anyone who has its system outputs can "
+        "recompute every item's hidden order; create it again (without seed=) before annotating, if you can"
+    ]
+
+
+# -- connections and threads -------------------------------------------------------------------------------------
+
+
+def test_idle_connections_are_closed_and_the_threads_stay_a_fixed_few(tmp_path, capsys):
+    """150 idle connections (silent, or kept alive after a request) hold no thread: the server's threads stay
+    workers + 1, a normal request is answered at once, and each idle connection is closed after idle_seconds."""
+    db = tmp_path / "h.sqlite"
+    tokens = make_task(db, tmp_path)
+    before = threading.active_count()
+    with running(db, workers=4, idle_seconds=1.5) as server:
+        address = server.server_address[:2]
+        idle = [socket.create_connection(address, timeout=10) for _ in range(140)]
+        for _ in range(10):  # kept alive: one request answered, then silent
+            sock = socket.create_connection(address, timeout=10)
+            sock.sendall(b"GET /static/style.css HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert _answer(sock).startswith(b"HTTP/1.1 200")
+            idle.append(sock)
+        time.sleep(0.3)
+        assert threading.active_count() <= before + 4 + 1
+        started = time.monotonic()
+        status, view = _status_and_json(
+            _exchange(address, _request("GET", "/api/next", headers={"X-Annotator-Token": tokens["ana"]}))
+        )
+        assert status == 200 and view["position"] == 1 and time.monotonic() - started < 1.0
+        time.sleep(2.5)
+        closed = 0
+        for sock in idle:
+            try:
+                closed += sock.recv(1) == b""
+            except ConnectionResetError:
+                closed += 1
+            sock.close()
+        assert closed == len(idle)
+        assert threading.active_count() <= before + 4 + 1
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_request_trickled_past_its_deadline_is_dropped_with_a_log_line(tmp_path, capsys):
+    """A client that sends a request slowly (a byte at a time) is cut off when request_seconds have passed since
+    its first byte, with one log line, and holds no worker after."""
+    db = tmp_path / "h.sqlite"
+    make_task(db, tmp_path)
+    with running(db, workers=1, idle_seconds=0.8, request_seconds=1.0) as server:
+        address = server.server_address[:2]
+        slow = socket.create_connection(address, timeout=5)
+        started = time.monotonic()
+        try:
+            for byte in b"GET /api/next HTTP/1.1\r\nX-Slow: " + b"a" * 200:
+                slow.sendall(bytes([byte]))
+                time.sleep(0.05)
+        except OSError:  # reset or broken pipe: the server closed it
+            pass
+        assert time.monotonic() - started < 4
+        slow.close()
+        assert _exchange(address, _request("GET", "/static/style.css")).startswith(b"HTTP/1.1 200")  # the worker
+    err = capsys.readouterr().err
+    assert "timed out" in err and "Traceback" not in err
+
+
+def test_a_thousand_concurrent_judgements_are_each_stored_once(tmp_path):
+    """1,000 judgements sent at once by 50 clients through the fixed pool are each stored exactly once (one row
+    per annotator and item, submissions counted), none lost."""
+    db = tmp_path / "h.sqlite"
+    names = [f"a{k:03d}" for k in range(100)]
+    tokens = make_task(db, tmp_path, annotators=names)
+    orders = db_orders(db)
+    items = sorted(orders)
+    unique = [(name, item) for name in names for item in items]  # 600 judgements, and 400 of them sent twice
+    jobs = unique + unique[:400]
+    with running(db) as server:
+        address = server.server_address[:2]
+
+        def judge(job) -> int:
+            name, item = job
+            ranks = slot_ranks(orders[item], {"baseline": 3, "mean_residual": 2, "self_attentive_content": 1})
+            body = json.dumps({"item": item, "status": "ranked", "ranks": ranks}).encode()
+            answer = _exchange(address, _request("POST", "/api/judgement", body, {"X-Annotator-Token": tokens[name]}))
+            return _status_and_json(answer)[0]
+
+        with ThreadPoolExecutor(50) as pool:
+            statuses = list(pool.map(judge, jobs))
+    assert statuses == [200] * len(jobs)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT COUNT(*), SUM(submissions) FROM judgement").fetchone()
+    assert rows == (len(set(jobs)), len(jobs))
+
+
+# -- blinding, sign-in, times ------------------------------------------------------------------------------------
+
+
+def test_two_creates_without_a_seed_give_different_orders_no_one_can_recompute(tmp_path):
+    """Two creates of the same task without seed= draw different samples and hidden orders, from a secret seed
+    stored in the database; the former default seed 1234 does not recover them."""
+    paths = write_inputs(tmp_path)
+    spec = TaskSpec("en_de", str(paths["source"]), tuple((n, str(paths[n])) for n in SYSTEMS), sample=6)
+    create_task(tmp_path / "one.sqlite", spec)
+    create_task(tmp_path / "two.sqlite", spec)
+
+    def drawn(db: Path) -> tuple[list[int], list[list[str]], int]:
+        with sqlite3.connect(db) as conn:
+            lines = [r[0] - 1 for r in conn.execute("SELECT line FROM item ORDER BY position")]
+            query = "SELECT shown_order FROM item ORDER BY position"
+            orders = [[SYSTEMS[k] for k in json.loads(r[0])] for r in conn.execute(query)]
+            seed = conn.execute("SELECT seed FROM task").fetchone()[0]
+        return lines, orders, seed
+
+    def recomputed(seed: int) -> tuple[list[int], list[list[str]]]:
+        rng = random.Random(seed)
+        lines = sample_lines(paths["source"].read_text().splitlines(), 6, rng, "")
+        return lines, [[SYSTEMS[k] for k in order] for order in shown_orders(6, 3, rng)]
+
+    one, two = drawn(tmp_path / "one.sqlite"), drawn(tmp_path / "two.sqlite")
+    assert one[:2] != two[:2] and one[2] != two[2] and 2**32 < max(one[2], two[2]) < 2**63
+    assert recomputed(one[2]) == one[:2]  # the seed lives in the database: the orders are the seed's
+    assert recomputed(1234) not in (one[:2], two[:2])
+
+
+def test_create_with_a_fixed_seed_warns_and_db_a_folder_is_one_error_line(tmp_path):
+    """create with seed= warns that the blinding is broken for whoever has the outputs; create and export with db=
+    a folder end in one error line (exit 2), no traceback; serve refuses it with the same message."""
+    write_inputs(tmp_path)
+    args = ["create", "pair=en_de", "source=test.en", "hyps=[out.0.de,out.1.de]", "sample=3"]
+    out = _human([*args, "db=fixed.sqlite", "seed=1234"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip() == (
+        "warning: seed=1234 fixes the sample and every item's hidden order: anyone who has the system outputs and "
+        "this seed can recompute which system is shown where, which breaks the blinding for them; leave seed= out "
+        "for a secret seed"
+    )
+    (tmp_path / "folder").mkdir()
+    message = "folder is a folder: db= names the database file (e.g. db=folder/human.sqlite)"
+    for command in (["create", *args[1:]], ["export"]):
+        out = _human([*command, "db=folder"], tmp_path)
+        assert out.returncode == 2 and out.stderr == f"error: {message}\n", out.stderr
+    with pytest.raises(ServeError, match=re.escape(f"{tmp_path / 'folder'} is a folder: db= names the database")):
+        RankingServer(tmp_path / "folder")
+    assert sorted(p.name for p in (tmp_path / "folder").iterdir()) == []
+
+
+def test_no_request_returns_a_token_that_exists_already(tmp_path):
+    """No sign-in returns an existing annotator's token for their name (signin=name is refused at start); a
+    token signs in only as its own annotator."""
+    db = tmp_path / "h.sqlite"
+    tokens = make_task(db, tmp_path)
+    with pytest.raises(ServeError, match="signin=name is no longer offered"):
+        RankingServer(db, "127.0.0.1", 0, "name")
+    with running(db) as server:
+        address = server.server_address[:2]
+        for who in ("ana", "ben", " ana ", "ANA", tokens["ana"][:-1]):
+            body = json.dumps({"who": who}).encode()
+            status, answer = _status_and_json(_exchange(address, _request("POST", "/api/signin", body)))
+            assert status == 401 and not any(t in json.dumps(answer) for t in tokens.values())
+        body = json.dumps({"who": tokens["ben"]}).encode()
+        assert _status_and_json(_exchange(address, _request("POST", "/api/signin", body))) == (
+            200,
+            {"token": tokens["ben"], "annotator": "ben", "task": "en_de"},
+        )
+
+
+def test_shown_at_is_the_time_the_server_served_the_item(tmp_path):
+    """shown_at is the server's time when it sent the item to this annotator; a client cannot set it."""
+    db = tmp_path / "h.sqlite"
+    tokens = make_task(db, tmp_path)
+    with running(db) as server:
+        address = server.server_address[:2]
+        headers = {"X-Annotator-Token": tokens["ana"]}
+        served_after = store.now()
+        status, view = _status_and_json(_exchange(address, _request("GET", "/api/next", headers=headers)))
+        served_before = store.now()
+        time.sleep(0.3)
+        body = json.dumps({"item": view["item"], "status": "skipped"}).encode()
+        assert _status_and_json(_exchange(address, _request("POST", "/api/judgement", body, headers)))[0] == 200
+        # ben never had the item served: his judgement of it has no shown_at
+        body = json.dumps({"item": view["item"], "status": "broken"}).encode()
+        headers = {"X-Annotator-Token": tokens["ben"]}
+        assert _status_and_json(_exchange(address, _request("POST", "/api/judgement", body, headers)))[0] == 200
+    with sqlite3.connect(db) as conn:
+        rows = dict(
+            (name, (shown, seconds))
+            for name, shown, seconds in conn.execute(
+                "SELECT a.name, shown_at, seconds FROM judgement JOIN annotator a ON a.id = annotator_id"
+            )
+        )
+    shown, seconds = rows["ana"]
+    assert served_after <= shown <= served_before and 0.3 <= seconds < 5
+    assert datetime.fromisoformat(shown).tzinfo is not None and rows["ben"] == (None, None)
+
+
+# -- exports -----------------------------------------------------------------------------------------------------
+
+
+def test_csv_exports_hold_no_formula_and_the_numbers_are_unchanged(tmp_path):
+    """Comments, annotator and system names that a spreadsheet would run as a formula (=, +, -, @, tab, CR) reach
+    the CSV exports with a ' before them, every row whole; the numbers (a negative kappa too) are written as they
+    are."""
+    paths = write_inputs(tmp_path)
+    names = ('=HYPERLINK("http://x","y")', "+cmd|' /C calc'!A0", "@SUM(1+1)")
+    spec = TaskSpec(
+        "en_de",
+        str(paths["source"]),
+        tuple(zip(names, (str(paths[n]) for n in SYSTEMS), strict=True)),
+        sample=4,
+        seed=11,
+        annotators=("-2+3", "@ben"),
+    )
+    tokens = create_task(tmp_path / "h.sqlite", spec).tokens
+    conn = store.connect(tmp_path / "h.sqlite")
+    comments = ['=HYPERLINK("http://evil","click")', "\tsecond", "\rthird", "-1"]
+    ranks = {"-2+3": [[1, 2, 3], [1, 1, 2], [2, 1, 1], [3, 2, 1]], "@ben": [[3, 2, 1], [2, 1, 1], [1, 1, 2], [1, 2, 3]]}
+    for annotator, token in tokens.items():
+        for position in range(1, 5):
+            item = conn.execute("SELECT id FROM item WHERE position = ?", (position,)).fetchone()[0]
+            comment = comments[position - 1]
+            store.record_judgement(conn, token, item, "ranked", ranks[annotator][position - 1], comment)
+    conn.close()
+    files = export(tmp_path / "h.sqlite", None)
+    for name in ("judgements.csv", "table5.csv", "agreement.csv"):
+        for row in csv.reader(io.StringIO(files[name], newline="")):
+            for cell in row:
+                assert not cell.startswith(("=", "+", "@", "\t", "\r")), (name, cell)
+                assert not cell.startswith("-") or cell.lstrip("-").replace(".", "").isdigit(), (name, cell)
+    raw = list(csv.DictReader(io.StringIO(files["judgements.csv"], newline="")))
+    assert len(raw) == 8 and {r["comment"] for r in raw} == {
+        "'" + c.replace("\r", "\n") for c in comments
+    }  # CR: a quoted LF
+    assert {r["annotator"] for r in raw} == {"'-2+3", "'@ben"}
+    agreement = next(csv.DictReader(io.StringIO(files["agreement.csv"])))
+    assert float(agreement["kappa"]) < 0 and agreement["kappa"].startswith("-")  # a number, as it is
+    table = list(csv.DictReader(io.StringIO(files["table5.csv"])))
+    assert [(r["first"], r["second"]) for r in table] == [
+        ("'" + names[1], "'" + names[0]),
+        ("'" + names[2], "'" + names[0]),
+        ("'" + names[2], "'" + names[1]),
+    ]
+    assert all(int(r["n"]) == 8 and sum(int(r[k]) for k in ("higher", "equal", "lower")) == 8 for r in table)
