@@ -2,7 +2,13 @@
 
 Prints each table as Markdown and writes ``<results_dir>/tables/table<N>.{md,tex,csv,png}``; with ``wandb.log=true``
 also logs it as a W&B Table in a summary run (group ``table<N>-<scale>``, job type ``summary``). The cells, the
-significance tests and the formats are :mod:`sarnmt.sweep.cells` and :mod:`sarnmt.sweep.render`.
+significance tests and the formats are :mod:`sarnmt.sweep.cells`, :mod:`sarnmt.sweep.stats` and
+:mod:`sarnmt.sweep.render`.
+
+The markers are the seed-aware test, a two-level paired bootstrap over runs and test sentences (one-sided;
+``significance.resamples`` resamples, 10,000 by default, from numpy's generator seeded ``significance.seed``), and
+the paper's t-test, sentence-level with seeds pooled. A cell never averages runs of different code unless
+``allow_mixed_code=true`` (off by default), which the footer then states.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ from omegaconf import DictConfig
 
 from sarnmt.errors import reported
 from sarnmt.sweep import render
-from sarnmt.sweep.cells import collect
+from sarnmt.sweep.cells import TableSettings, collect
 from sarnmt.sweep.records import write_atomic
 from sarnmt.sweep.spec import available_tables, load_scale, load_table
+from sarnmt.sweep.stats import Resampling
 
 
 def render_tables(
@@ -29,25 +36,28 @@ def render_tables(
     plot: bool = True,
     out=sys.stdout,
     wandb_settings: dict | None = None,
+    settings: TableSettings | None = None,
 ) -> dict[int, str]:
-    """:returns: ``{table number: Markdown}``; writes the files when ``write``."""
+    """:returns: ``{table number: Markdown}``; writes the files when ``write``. ``settings``: the resamples and
+    generator seed of the bootstrap tests and ``allow_mixed_code`` (default: 10,000, 12345, off)."""
+    settings = settings or TableSettings()
     scale = load_scale(scale_name)
     rendered = {}
     for number in numbers:
         table = load_table(number)
-        cells = collect(table, scale, results_dir)
-        text = render.markdown(table, scale, cells)
+        cells = collect(table, scale, results_dir, settings)
+        text = render.markdown(table, scale, cells, settings)
         print(text, file=out, flush=True)
         if write:
             folder = results_dir / "tables"
             write_atomic(folder / f"table{number}.md", text.encode())
-            write_atomic(folder / f"table{number}.tex", render.latex(table, scale, cells).encode())
-            write_atomic(folder / f"table{number}.csv", render.csv_text(table, scale, cells).encode())
+            write_atomic(folder / f"table{number}.tex", render.latex(table, scale, cells, settings).encode())
+            write_atomic(folder / f"table{number}.csv", render.csv_text(table, scale, cells, settings).encode())
             if plot:
                 render.plot(table, scale, cells, folder / f"table{number}.png")
             print(f"written: {folder}/table{number}.{{md,tex,csv{',png' if plot else ''}}}", file=out)
         if wandb_settings is not None:
-            log_wandb(table.number, scale.name, render.csv_text(table, scale, cells), text, wandb_settings)
+            log_wandb(table.number, scale.name, render.csv_text(table, scale, cells, settings), text, wandb_settings)
         rendered[number] = text
     return rendered
 
@@ -89,6 +99,9 @@ def main(cfg: DictConfig) -> None:
             cfg.write,
             cfg.plot,
             wandb_settings=wandb_settings,
+            settings=TableSettings(
+                Resampling(cfg.significance.resamples, cfg.significance.seed), allow_mixed_code=cfg.allow_mixed_code
+            ),
         )
 
 

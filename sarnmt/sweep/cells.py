@@ -1,54 +1,176 @@
-"""A table's cells from the job records: which runs count, their mean and spread over seeds, and their
-significance against the baseline row.
+"""A table's cells from the job records: which runs count, their mean and spread over seeds, which code ran them,
+and their significance against the baseline row.
 
 A cell (row, column) expects one job per seed of its row's seed list, at the column's language pair; its runs are
 the jobs' records whose config hash is the one the current config gives. A record with another hash is **stale** and
-a record that cannot be read is **broken**: both are counted and shown, never averaged in. Scores are read for the
-column's test set and metric; significance (:mod:`sarnmt.sweep.stats`) compares the cell's runs with the baseline
-row's runs of the same column, sentence by sentence.
+a record that cannot be read is **broken**: both are counted and shown, never averaged in. A complete record whose
+score is not a number, or whose per-sentence statistics are missing (no file, or no entry for the column's test set
+and metric), is an error naming the record's path (:class:`RecordError`): its run would otherwise drop out of the
+seed-aware test unnoticed.
+
+**Code.** A record written since runs were pinned carries ``commit``, ``dirty``, ``source_hash`` (a hash of the
+source that ran) and ``allow_dirty``. A cell's runs count as one code when they share one ``source_hash``; a cell
+whose runs have several is **mixed code**: shown like a stale cell ("mixed code: 2 commits", with the number of
+runs), counted, never averaged, unless the table is rendered with ``allow_mixed_code=true`` (:class:`TableSettings`;
+the footer then says so). A record without ``source_hash`` (written before runs were pinned) is **unpinned**: counted
+in its cell and averaged, since the published mini records are such; an unpinned run beside pinned ones is one more
+code (its code cannot be shown to be theirs), so such a cell is mixed code. A run from a checkout with uncommitted
+changes (``dirty``) is counted in its cell.
+
+Scores are read for the column's test set and metric; significance (:mod:`sarnmt.sweep.stats`) compares the cell's
+runs with the baseline row's runs of the same column: the two-level bootstrap over runs and test sentences, and the
+sentence-level tests with seeds pooled.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from sarnmt.errors import InputError, UserError
 from sarnmt.sweep import stats
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import make_job, row_registry, seeds_of
-from sarnmt.sweep.records import read_record, read_sentence_stats
+from sarnmt.sweep.records import RecordStatus, read_record, read_sentence_stats
 from sarnmt.sweep.spec import Column, Row, Scale, Table
 
 log = logging.getLogger("sarnmt")
 
+# resamples that keep the Monte Carlo standard error of a bootstrap p near 0.05 below 0.005: 0.05 x 0.95 / 0.005^2
+MIN_RESAMPLES = 1_900
+
+
+class RecordError(UserError, ValueError):
+    """A complete record a table cannot use: its score is not a number, or its per-sentence statistics are missing."""
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """How a table is computed: the bootstrap's resamples and generator seed, and whether a cell may average runs
+    of different code (``allow_mixed_code``, never on by default; the footer states it where it was used)."""
+
+    resampling: stats.Resampling = stats.Resampling()
+    allow_mixed_code: bool = False
+
+    def __post_init__(self) -> None:
+        n = self.resampling.resamples
+        if not isinstance(n, int) or isinstance(n, bool) or n < MIN_RESAMPLES:
+            raise InputError(
+                f"significance.resamples={n!r}: at least {MIN_RESAMPLES:,} keep the Monte Carlo error of p near 0.05 "
+                "below 0.005 (10,000 by default)"
+            )
+        if not isinstance(self.resampling.seed, int) or isinstance(self.resampling.seed, bool):
+            raise InputError(f"significance.seed={self.resampling.seed!r}: give an integer")
+
 
 @dataclass
 class Cell:
+    """A cell's runs: ``records``/``stats``/``paths`` those averaged; ``mixed`` the records of a mixed-code cell
+    (counted, not averaged); ``stale``/``broken`` the reasons of the runs not counted."""
+
     row: Row
     column: Column
     expected: int
     records: list[dict] = field(default_factory=list)
     stats: list[np.ndarray] = field(default_factory=list)
+    paths: list[Path] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)
+    mixed: list[dict] = field(default_factory=list)
+    mixed_averaged: bool = False
     score: stats.CellScore | None = None
 
     @property
     def missing(self) -> int:
-        return self.expected - len(self.records) - len(self.stale) - len(self.broken)
+        return self.expected - len(self.records) - len(self.mixed) - len(self.stale) - len(self.broken)
+
+    @property
+    def counted(self) -> list[dict]:
+        """Every current record of the cell, averaged or not."""
+        return self.records + self.mixed
 
     @property
     def parameters(self) -> int | None:
-        return self.records[0]["parameters"] if self.records else None
+        return self.counted[0]["parameters"] if self.counted else None
+
+    @property
+    def unpinned(self) -> int:
+        return sum(1 for r in self.counted if not r.get("source_hash"))
+
+    @property
+    def dirty(self) -> int:
+        return sum(1 for r in self.counted if r.get("dirty"))
+
+    @property
+    def code(self) -> str:
+        """How many versions of the code ran the cell: ``N commits``, or ``N source hashes`` where the commits are
+        fewer (uncommitted changes)."""
+        return code_versions(self.counted)
 
 
-def collect(table: Table, scale: Scale, results_dir: Path) -> dict[tuple[str, str], Cell]:
-    """Every cell of ``table`` at ``scale``, filled from ``results_dir/records``."""
+def code_versions(records: list[dict]) -> str:
+    """``"2 commits"``: how many distinct commits ran ``records``, or ``"2 source hashes"`` when fewer commits than
+    source hashes (an unpinned record counts as a source hash of its own)."""
+    commits = {r.get("commit") for r in records}
+    hashes = {r.get("source_hash") or None for r in records}
+    if len(commits) >= len(hashes):
+        return f"{len(commits)} commit{'s' * (len(commits) != 1)}"
+    return f"{len(hashes)} source hashes"
+
+
+def _sentences_path(record_path: Path) -> Path:
+    return record_path.with_name(record_path.name.removesuffix(".json") + ".sentences.json.gz")
+
+
+def _checked_score(status: RecordStatus, name: str, metric: str) -> None:
+    """A record's own score for the cell must be a number (a NaN run is an error, never a silent gap)."""
+    scores = status.record["tests"][name].get("scores")
+    score = scores.get(metric) if isinstance(scores, dict) else None
+    value = score.get("score") if isinstance(score, dict) else score
+    if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
+        raise RecordError(
+            f"{status.path}: its {metric} score on test set {name!r} is {value!r}, not a number; train the job "
+            "again or move the record away"
+        )
+
+
+def _sentence_stats(status: RecordStatus, name: str, metric: str, width: int) -> np.ndarray | str:
+    """The record's per-sentence statistics for the cell, or why they are unusable (a broken run). Missing ones
+    (no entry for the test set or metric) or ones that are not finite are an error naming the record."""
+    try:
+        table = read_sentence_stats(status.path)
+    except ValueError as err:
+        return f"{status.path}: sentence statistics unusable ({err})"
+    if not isinstance(table, dict) or not isinstance(table.get(name), dict) or metric not in table[name]:
+        raise RecordError(
+            f"{status.path}: its per-sentence statistics ({_sentences_path(status.path).name}) have no {metric} "
+            f"entry for test set {name!r}; evaluate the job again"
+        )
+    try:
+        sentence = np.asarray(table[name][metric], dtype=np.float64)
+        if sentence.ndim != 2 or sentence.shape[1] != width:
+            raise ValueError(f"shape {sentence.shape}, expected (sentences, {width})")
+    except (ValueError, TypeError) as err:
+        return f"{status.path}: sentence statistics unusable ({err})"
+    if not np.isfinite(sentence).all():
+        raise RecordError(f"{status.path}: its per-sentence {metric} statistics on test set {name!r} are not finite")
+    return sentence
+
+
+def collect(
+    table: Table, scale: Scale, results_dir: Path, settings: TableSettings | None = None
+) -> dict[tuple[str, str], Cell]:
+    """Every cell of ``table`` at ``scale``, filled from ``results_dir/records``, compared with the baseline.
+
+    :raises RecordError: a current record whose score is not a number or whose sentence statistics are missing.
+    """
+    settings = settings or TableSettings()
     # runs_dir only names paths.output_dir, which the config hash leaves out
-    settings = JobSettings(runs_dir=Path("/nonexistent"), results_dir=results_dir)
+    job_settings = JobSettings(runs_dir=Path("/nonexistent"), results_dir=results_dir)
     registry = row_registry([table])
     cells: dict[tuple[str, str], Cell] = {}
     digests: dict[str, str] = {}
@@ -59,29 +181,15 @@ def collect(table: Table, scale: Scale, results_dir: Path) -> dict[tuple[str, st
             for seed in seeds:
                 job = make_job(scale, column.pair, registry[row.key], seed)
                 if job.id not in digests:
-                    digests[job.id] = job_config(job, settings)[1]
-                status = read_record(settings.record_path(job), digests[job.id])
-                if status.state == "stale":
-                    cell.stale.append(status.reason)
-                elif status.state == "broken":
-                    cell.broken.append(status.reason)
-                elif status.state == "complete":
-                    name = scale.job_test(column.pair, column.test)
-                    if name not in status.record["tests"]:
-                        cell.broken.append(f"{status.path} has no test set {name!r}")
-                        continue
-                    width = stats.METRIC_SCORERS[column.metric].width  # BLEU: 10 integers a sentence; ppl: 2 a line
-                    try:
-                        sentence = np.asarray(read_sentence_stats(status.path)[name][column.metric], dtype=np.float64)
-                        if sentence.ndim != 2 or sentence.shape[1] != width:
-                            raise ValueError(f"shape {sentence.shape}, expected (sentences, {width})")
-                    except (ValueError, KeyError, TypeError) as err:
-                        cell.broken.append(f"{status.path}: sentence statistics unusable ({err})")
-                        continue
-                    cell.records.append(status.record)
-                    cell.stats.append(sentence)
+                    digests[job.id] = job_config(job, job_settings)[1]
+                _add_run(cell, read_record(job_settings.record_path(job), digests[job.id]), digests[job.id], scale)
+            if len({r.get("source_hash") or None for r in cell.records}) > 1:
+                if settings.allow_mixed_code:
+                    cell.mixed_averaged = True
+                else:
+                    cell.mixed, cell.records, cell.stats, cell.paths = cell.records, [], [], []
             if cell.records:
-                cell.score = stats.cell_score(cell.stats, column.metric)
+                cell.score = stats.CellScore([float(s) for s in cell_scores(cell)])
             cells[row.key, column.key] = cell
     for column in table.columns:
         base = cells[table.baseline, column.key]
@@ -90,7 +198,49 @@ def collect(table: Table, scale: Scale, results_dir: Path) -> dict[tuple[str, st
             if row.key == table.baseline or not cell.records or not base.records:
                 continue
             try:
-                cell.score.p_t_test, cell.score.p_bootstrap = stats.compare(cell.stats, base.stats, column.metric)
+                cell.score.comparison = stats.compare_cells(cell.stats, base.stats, column.metric, settings.resampling)
             except ValueError as err:  # runs on test sets of different sizes: the cell is shown without markers
                 log.warning("%s / %s: no significance test against the baseline: %s", row.key, column.key, err)
     return cells
+
+
+def cell_scores(cell: Cell) -> np.ndarray:
+    """The corpus score of each of the cell's runs, from its per-sentence statistics."""
+    scores = stats.corpus_scores(np.stack([s.sum(axis=0) for s in cell.stats]), cell.column.metric)
+    for score, path in zip(scores, cell.paths, strict=True):
+        if not math.isfinite(score):
+            raise RecordError(f"{path}: its {cell.column.metric} score from the sentence statistics is {score}")
+    return scores
+
+
+def _add_run(cell: Cell, status: RecordStatus, digest: str, scale: Scale) -> None:
+    """Count one job's record in ``cell``: averaged, stale or broken, or an error (:class:`RecordError`)."""
+    column = cell.column
+    if status.state == "broken" and status.record is not None and not _sentences_path(status.path).is_file():
+        if status.record.get("config_hash") != digest:  # another config's record: stale, whatever it lacks
+            cell.stale.append(
+                f"record {status.path} has config hash {status.record.get('config_hash')}, the sweep's config gives "
+                f"{digest}"
+            )
+            return
+        raise RecordError(
+            f"{status.path}: its per-sentence statistics {_sentences_path(status.path)} are missing; evaluate the "
+            "job again (the sweep does) or move the record away"
+        )
+    if status.state == "stale":
+        cell.stale.append(status.reason)
+    elif status.state == "broken":
+        cell.broken.append(status.reason)
+    elif status.state == "complete":
+        name = scale.job_test(column.pair, column.test)
+        if name not in status.record["tests"]:
+            cell.broken.append(f"{status.path} has no test set {name!r}")
+            return
+        _checked_score(status, name, column.metric)
+        sentence = _sentence_stats(status, name, column.metric, stats.METRIC_SCORERS[column.metric].width)
+        if isinstance(sentence, str):
+            cell.broken.append(sentence)
+            return
+        cell.records.append(status.record)
+        cell.stats.append(sentence)
+        cell.paths.append(status.path)

@@ -1,10 +1,15 @@
 """A table's cells as Markdown, LaTeX, CSV (laid out by :mod:`sarnmt.sweep.formats`) and a PNG of the per-seed
 scores, beside the paper's numbers.
 
-A cell reads ``mean ± sd (n)``: the mean corpus BLEU over the row's seeds, their sample standard deviation and how
-many seeds ran; ``missing``, ``stale`` and ``broken`` runs are counted in the cell, never averaged in. Markers after
-a cell compare it with the baseline row of its column: ``*``/``**`` the paper's one-tailed paired t-test
-(p < 0.05 / 0.01), ``†``/``‡`` the paired bootstrap (p < 0.05 / 0.01). The footer says what each test runs over.
+A cell reads ``mean ± sd (n)``: the mean corpus score over the row's seeds, their sample standard deviation and how
+many seeds ran; ``missing``, ``stale``, ``broken`` and ``mixed code`` runs are counted in the cell, never averaged in;
+``unpinned`` and ``dirty`` runs are averaged and counted (:mod:`sarnmt.sweep.cells`). Every test is one-sided (H1:
+the row is better than the baseline of its column). Markers after the value: ``†``/``‡`` the seed-aware two-level
+bootstrap over runs and test sentences (p < 0.05 / 0.01; Koehn 2004, Clark et al. 2011: :mod:`sarnmt.sweep.stats`),
+``*``/``**`` the paper's paired t-test, sentence-level with seeds pooled. Beside each column, ``Δ [95%]``: the
+difference from the baseline and the bootstrap's 95% interval of it, or ``n/a (1 run)`` where a side has one run.
+The footer names the tests, the resamples and the generator seed, and says how many seeds would detect the paper's
+gains (:func:`power_note`).
 """
 
 from __future__ import annotations
@@ -12,64 +17,135 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from sarnmt.sweep import formats
-from sarnmt.sweep.cells import Cell
+from sarnmt.sweep import formats, stats
+from sarnmt.sweep.cells import Cell, TableSettings, code_versions
 from sarnmt.sweep.formats import tex
 from sarnmt.sweep.spec import METRICS, Scale, Table
 
-TESTS_NOTE = (
-    "Significance against the baseline row of the same column: * p < 0.05, ** p < 0.01 by the paper's one-tailed "
-    "paired t-test over test sentences (each sentence's BLEU averaged over the cell's seeds, paired with the "
-    "baseline's); † p < 0.05, ‡ p < 0.01 by the paired bootstrap (1,000 resamples of the test sentences; in each, "
-    "both cells' BLEU is the mean over their seeds of the resampled corpus BLEU). Cells: mean ± sample sd of corpus "
-    "BLEU over seeds (the seed sets the initialisation and the dropout masks; the data order is the same), and the "
-    "number of seeds."
-)
-PERPLEXITY_NOTE = (
-    "Significance against the baseline row of the same column: * p < 0.05, ** p < 0.01 by a one-tailed paired "
-    "t-test over test lines (each line's mean log-likelihood per word averaged over the cell's seeds, paired with "
-    "the baseline's); † p < 0.05, ‡ p < 0.01 by the paired bootstrap (1,000 resamples of the test lines; in each, "
-    "both cells' perplexity is the mean over their seeds of the resampled perplexity). Cells: mean ± sample sd of "
-    "test perplexity over seeds (lower is better), and the number of seeds. d: the LSTM's hidden size (the paper's "
-    "in brackets)."
-)
-
-
 AXIS_LABELS = {"ppl": "test perplexity (lower is better)"}
+DEFAULT = TableSettings()
 
 
-def tests_note(table: Table) -> str:
-    return PERPLEXITY_NOTE if table.task == "lm" else TESTS_NOTE
+def _lm(table: Table) -> bool:
+    return table.task == "lm"
+
+
+def tests_notes(table: Table, settings: TableSettings = DEFAULT) -> list[str]:
+    """The footer's account of the tests: the seed-aware one, the sentence-level ones, what a cell shows."""
+    lm = _lm(table)
+    items, item = ("lines", "line") if lm else ("sentences", "sentence")
+    score = "perplexity" if lm else "BLEU"
+    n, seed = settings.resampling.resamples, settings.resampling.seed
+    return [
+        "Every test is one-sided, H1: the row is better than the baseline row of its column "
+        f"({'lower perplexity' if lm else 'higher BLEU'}), as the paper's Table 1. "
+        f"† p < 0.05, ‡ p < 0.01: the seed-aware test, a two-level paired bootstrap over runs and test {items} "
+        f"(after Koehn 2004 and Clark et al. 2011): each of {n:,} resamples (numpy PCG64, generator seed {seed}) "
+        "draws each cell's seeds with replacement, independently for the row and the baseline, then one set of test "
+        f"{items} with replacement for both, recomputes every drawn run's corpus {score} from the drawn {items}' "
+        "statistics and compares the means over the drawn runs; p = (1 + #resamples in which the row is not "
+        f"better) / (1 + {n:,}), Monte Carlo standard error {settings.resampling.mc_error():.4f} near p = 0.05. "
+        "Δ [95%]: the row's mean minus the baseline's and the 2.5th-97.5th percentiles of its resamples (two-sided: "
+        "its lower end is above 0 when p < 0.025, so a † can sit beside an interval that reaches below 0); "
+        "n/a (1 run): the row or the baseline has one run, so no seed-aware test and no † marker.",
+        "* p < 0.05, ** p < 0.01: the paper's paired t-test, sentence-level with seeds pooled (over test "
+        f"{items}, each {item}'s {'mean log-likelihood per word' if lm else 'sentence BLEU'} averaged over the "
+        f"cell's seeds, paired with the baseline's): it takes the {items}, not the runs, as the sample. The CSV "
+        f"also has the sentence-level paired bootstrap with seeds pooled (p_boot_sentence, the same {n:,} "
+        "resamples). (sarnmt.score's bootstrap and randomisation p are two-sided; no table uses them.)",
+        f"Cells: mean ± sample sd of {'test perplexity' if lm else 'corpus BLEU'} over seeds "
+        + (
+            "(lower is better), and the number of seeds. d: the LSTM's hidden size (the paper's in brackets)."
+            if lm
+            else "(the seed sets the initialisation and the dropout masks; the data order is the same), and the "
+            "number of seeds."
+        ),
+    ]
+
+
+def seed_marker(cell: Cell) -> str:
+    """``‡`` / ``†`` from the seed-aware test, empty otherwise (no test, or one run: see :func:`delta_text`)."""
+    c = cell.score.comparison if cell.score else None
+    if c is None or c.p_seed is None:
+        return ""
+    return "‡" if c.p_seed < 0.01 else "†" if c.p_seed < 0.05 else ""
+
+
+def t_marker(cell: Cell) -> str:
+    """``**`` / ``*`` from the paper's t-test, sentence-level with seeds pooled."""
+    c = cell.score.comparison if cell.score else None
+    if c is None:
+        return ""
+    return "**" if c.p_t_test < 0.01 else "*" if c.p_t_test < 0.05 else ""
 
 
 def markers(cell: Cell) -> str:
-    score = cell.score
-    if score is None or score.p_t_test is None:
+    return seed_marker(cell) + t_marker(cell)
+
+
+def _latex_markers(text: str) -> str:
+    for plain, latex in (
+        ("†", r"$^\dagger$"),
+        ("‡", r"$^\ddagger$"),
+        ("±", r"$\pm$"),
+        ("Δ", r"$\Delta$"),
+        ("²", "$^2$"),
+    ):
+        text = text.replace(plain, latex)
+    return text
+
+
+def code_status(cell: Cell) -> str:
+    """The code that ran the cell: ``pinned``, ``unpinned``, ``mixed code: N commits`` (not averaged) or ``mixed
+    code averaged: N commits``; ``, dirty`` where a run had uncommitted changes; empty without runs."""
+    if not cell.counted:
         return ""
-    t = "**" if score.p_t_test < 0.01 else "*" if score.p_t_test < 0.05 else ""
-    b = "‡" if score.p_bootstrap < 0.01 else "†" if score.p_bootstrap < 0.05 else ""
-    return t + b
+    if cell.mixed:
+        status = f"mixed code: {cell.code}"
+    elif cell.mixed_averaged:
+        status = f"mixed code averaged: {cell.code}"
+    else:
+        status = "unpinned" if cell.unpinned else "pinned"
+    return status + (", dirty" if cell.dirty else "")
 
 
 def cell_text(cell: Cell, latex: bool = False) -> str:
     parts = []
     if cell.score is not None:
         sd = cell.score.sd
-        pm = r"$\pm$" if latex else "±"
-        value = f"{cell.score.mean:.2f}" + (f" {pm} {sd:.2f}" if sd is not None else "")
-        mark = markers(cell)
-        if latex and mark:
-            mark = mark.replace("†", r"$^\dagger$").replace("‡", r"$^\ddagger$")
+        value = f"{cell.score.mean:.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
         done = len(cell.records)
         count = str(done) if done == cell.expected else f"{done} of {cell.expected}"
-        parts.append(f"{value}{mark} ({count})")
+        parts.append(f"{value}{markers(cell)} ({count})")
+    if cell.mixed:
+        parts.append(f"mixed code: {cell.code}, {len(cell.mixed)} run{'s' * (len(cell.mixed) != 1)}")
     if cell.missing:
         parts.append(f"{cell.missing} missing")
     if cell.stale:
         parts.append(f"{len(cell.stale)} stale")
     if cell.broken:
         parts.append(f"{len(cell.broken)} broken")
-    return "; ".join(parts) if parts else "—"
+    if cell.mixed_averaged:
+        parts.append(f"mixed code averaged: {cell.code}")
+    if cell.unpinned:
+        parts.append(f"{cell.unpinned} unpinned")
+    if cell.dirty:
+        parts.append(f"{cell.dirty} dirty")
+    text = "; ".join(parts) if parts else "—"
+    return _latex_markers(tex(text)) if latex else text
+
+
+def delta_text(table: Table, cell: Cell) -> str:
+    """``+0.82 [+0.10, +1.50]``: the difference from the baseline and its 95% interval (two-level bootstrap);
+    ``+1.78, n/a (1 run)`` where a side has one run; ``baseline`` on the baseline's row."""
+    if cell.row.key == table.baseline:
+        return "baseline"
+    c = cell.score.comparison if cell.score else None
+    if c is None:
+        return "—"
+    if c.seed_test_note is not None:
+        return f"{c.difference:+.2f}, {c.seed_test_note}"
+    return f"{c.difference:+.2f} [{c.low:+.2f}, {c.high:+.2f}]"
 
 
 def _parameters(table: Table, cells: dict, row_key: str) -> str:
@@ -80,7 +156,7 @@ def _parameters(table: Table, cells: dict, row_key: str) -> str:
 
 def _size(table: Table, cells: dict, row_key: str) -> str:
     """A language model's d as run, and the paper's (Table 6)."""
-    runs = {r["config"]["model"].get("hidden_dim") for c in table.columns for r in cells[row_key, c.key].records}
+    runs = {r["config"]["model"].get("hidden_dim") for c in table.columns for r in cells[row_key, c.key].counted}
     shown = " / ".join(str(d) for d in sorted(runs, key=str)) or "?"
     paper = table.row(row_key).paper_d
     return shown + (f" ({paper})" if paper is not None else "")
@@ -106,7 +182,87 @@ def _hardware(info: dict) -> str:
     return text + (f", {info['gpu']}" if info.get("gpu") else "")
 
 
-def footer(table: Table, scale: Scale, cells: dict) -> list[str]:
+def _gain(table: Table, row_key: str, column_key: str) -> float | None:
+    """The paper's gain of a row over its baseline in a column (lower perplexity counts as a gain)."""
+    row, base = table.paper.get(row_key, {}).get(column_key), table.paper.get(table.baseline, {}).get(column_key)
+    if row is None or base is None:
+        return None
+    return base - row if _lm(table) else row - base
+
+
+def power_note(table: Table, cells: dict) -> str:
+    """How many seeds per row would detect the paper's gains: per column, the seed sd pooled over its cells with two
+    or more runs, and per main row (every row but the baseline when none runs the main seeds) the paper's gain Δ
+    and n = 2((z_0.95 + z_0.8) sd / Δ)² (:func:`sarnmt.sweep.stats.seeds_for_power`)."""
+    rows = [r for r in table.rows if r.key != table.baseline and r.seeds == "main"]
+    rows = rows or [r for r in table.rows if r.key != table.baseline]
+    parts = []
+    for column in table.columns:
+        pooled = stats.pooled_sd(
+            [cells[r.key, column.key].score.scores for r in table.rows if cells[r.key, column.key].score]
+        )
+        if pooled is None:
+            parts.append(f"{column.label}: no cell has two runs, so the seed sd is unknown")
+            continue
+        sd, df = pooled
+        needs = []
+        for row in rows:
+            gain = _gain(table, row.key, column.key)
+            if gain is None:
+                continue
+            n = stats.seeds_for_power(sd, gain)
+            needs.append(f"{row.label} (Δ {gain:+.1f}) " + (f"{n}" if n is not None else "no gain to detect"))
+        parts.append(f"{column.label} (sd {sd:.2f}, {df} df): " + ("; ".join(needs) or "no paper numbers"))
+    return (
+        "Power: seeds per row for a one-sided test of seed means at p < 0.05 to detect the paper's gain over its "
+        f"baseline with power {stats.POWER}, n = 2((z_0.95 + z_0.8) sd / Δ)² (normal approximation; sd the sample sd "
+        "over seeds pooled over the column's cells with two or more runs; a lower bound for the seed-aware test, "
+        "which also resamples the test set). " + "; ".join(parts) + "."
+    )
+
+
+def _code_notes(cells: dict, settings: TableSettings) -> list[str]:
+    """What the footer says about the code that ran the cells: mixed-code cells, allow_mixed_code, unpinned and
+    dirty runs."""
+    lines = []
+    ordered = list(cells.values())
+    for cell in ordered:
+        if cell.mixed or cell.mixed_averaged:
+            runs = "; ".join(
+                f"seed {r.get('seed')}: {(r.get('commit') or '?')[:10]}{'+dirty' if r.get('dirty') else ''} "
+                f"source {(r.get('source_hash') or 'unpinned')[:12]}"
+                for r in cell.counted
+            )
+            verb = "averaged (allow_mixed_code=true)" if cell.mixed_averaged else "not averaged"
+            lines.append(
+                f"Mixed code, {verb}: {cell.row.label} / {cell.column.label}: {code_versions(cell.counted)} ({runs})."
+            )
+    if settings.allow_mixed_code:
+        averaged = sum(1 for c in ordered if c.mixed_averaged)
+        lines.append(
+            "Runs of different code averaged: allow_mixed_code=true"
+            + (f" ({averaged} cells)." if averaged else " (no cell had runs of different code).")
+        )
+    records = [r for c in ordered for r in c.counted]
+    unpinned = {r["job"] for r in records if not r.get("source_hash")}
+    if unpinned:
+        lines.append(
+            f"Unpinned: {len(unpinned)} of {len({r['job'] for r in records})} runs have no source hash (records "
+            "written before runs were pinned): counted in their cells and averaged, their code known only by the "
+            "commit below."
+        )
+    dirty = {r["job"] for r in records if r.get("dirty")}
+    if dirty:
+        allowed = {r["job"] for r in records if r.get("dirty") and r.get("allow_dirty")}
+        lines.append(
+            f"Dirty: {len(dirty)} runs from a checkout with uncommitted changes"
+            + (f", {len(allowed)} of them started with allow_dirty=true" if allowed else "")
+            + f" ({', '.join(sorted(dirty))})."
+        )
+    return lines
+
+
+def footer(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> list[str]:
     lines = [f"Scale {scale.name}: {scale.describe(table.task)}."]
     for pair in dict.fromkeys(c.pair for c in table.columns):
         p = scale.pairs[pair]
@@ -118,8 +274,10 @@ def footer(table: Table, scale: Scale, cells: dict) -> list[str]:
         lines.append(f"{pair}: {p.label}{shared}; {tests}." + (f" {p.note}" if p.note else ""))
     for metric in dict.fromkeys(c.metric for c in table.columns):
         lines.append(f"{', '.join(c.label for c in table.columns if c.metric == metric)}: {METRICS[metric]}.")
-    lines.append(tests_note(table))
-    records = [r for cell in cells.values() for r in cell.records]
+    lines += tests_notes(table, settings)
+    lines.append(power_note(table, cells))
+    lines += _code_notes(cells, settings)
+    records = [r for cell in cells.values() for r in cell.counted]
     if records:
         seconds = sorted({r["job"]: r.get("wall_seconds", {}).get("total", 0.0) for r in records}.values())
         commits = sorted({(r.get("commit") or "?")[:10] + ("+dirty" if r.get("dirty") else "") for r in records})
@@ -136,33 +294,49 @@ def footer(table: Table, scale: Scale, cells: dict) -> list[str]:
     return lines
 
 
-def markdown(table: Table, scale: Scale, cells: dict) -> str:
-    sized = ["|Θ|", "d"] if table.task == "lm" else ["|Θ|"]
-    head = ["model", *sized] + [h for c in table.columns for h in (f"{c.label} ({c.pair})", "paper")]
-    rows = [
-        [row.label, *_sized(table, cells, row.key)]
-        + [v for c in table.columns for v in (cell_text(cells[row.key, c.key]), _paper(table, row.key, c.key))]
-        for row in table.rows
-    ]
-    title = f"**{table.title}** — scale `{scale.name}`"
-    align = "l" + "r" * len(sized) + "lr" * len(table.columns)
-    return formats.markdown(title, head, align, rows, footer(table, scale, cells))
+def _head(table: Table, latex: bool = False) -> tuple[list[str], str]:
+    sized = (
+        ([r"$|\Theta|$", "$d$"] if latex else ["|Θ|", "d"]) if _lm(table) else ([r"$|\Theta|$"] if latex else ["|Θ|"])
+    )
+    label = (lambda c: tex(c.label)) if latex else (lambda c: f"{c.label} ({c.pair})")
+    delta = r"$\Delta$ [95\%]" if latex else "Δ [95%]"
+    head = ["Model" if latex else "model", *sized] + [h for c in table.columns for h in (label(c), delta, "paper")]
+    return head, "l" + "r" * len(sized) + "lcr" * len(table.columns)
 
 
-def latex(table: Table, scale: Scale, cells: dict) -> str:
-    sized = [r"$|\Theta|$", "$d$"] if table.task == "lm" else [r"$|\Theta|$"]
-    head = ["Model", *sized] + [h for c in table.columns for h in (tex(c.label), "paper")]
-    rows = [
-        [tex(row.label), *_sized(table, cells, row.key)]
+def _rows(table: Table, cells: dict, latex: bool = False) -> list[list[str]]:
+    def delta(cell: Cell) -> str:
+        text = delta_text(table, cell)
+        return _latex_markers(tex(text)) if latex else text
+
+    return [
+        [tex(row.label) if latex else row.label, *_sized(table, cells, row.key)]
         + [
             v
             for c in table.columns
-            for v in (tex(cell_text(cells[row.key, c.key], latex=True)), _paper(table, row.key, c.key))
+            for v in (
+                cell_text(cells[row.key, c.key], latex),
+                delta(cells[row.key, c.key]),
+                _paper(table, row.key, c.key),
+            )
         ]
         for row in table.rows
     ]
-    caption = f"{tex(table.title)} (sarnmt, scale {scale.name}). {tex(tests_note(table))}"
-    return formats.latex("l" + "r" * len(sized) + "lr" * len(table.columns), head, rows, caption)
+
+
+def markdown(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> str:
+    head, align = _head(table)
+    title = f"**{table.title}** — scale `{scale.name}`"
+    return formats.markdown(title, head, align, _rows(table, cells), footer(table, scale, cells, settings))
+
+
+def latex(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> str:
+    head, align = _head(table, latex=True)
+    notes = " ".join(
+        tex(n) for n in [*tests_notes(table, settings), power_note(table, cells), *_code_notes(cells, settings)]
+    )
+    caption = f"{tex(table.title)} (sarnmt, scale {scale.name}). {_latex_markers(notes)}"
+    return formats.latex(align, head, _rows(table, cells, latex=True), caption)
 
 
 CSV_HEADER = (
@@ -177,23 +351,42 @@ CSV_HEADER = (
     "seeds_done",
     "mean",
     "sd",
+    "n",
     "scores",
-    "p_t_test",
-    "p_bootstrap",
+    "diff",
+    "diff_lo",
+    "diff_hi",
+    "p_seed",
+    "seed_test",
+    "p_t",
+    "p_boot_sentence",
+    "markers",
+    "code",
+    "unpinned",
+    "dirty",
+    "commits",
     "paper",
     "parameters",
     "stale",
     "broken",
+    "mixed",
     "missing",
+    "resamples",
+    "generator_seed",
 )
 
 
-def csv_text(table: Table, scale: Scale, cells: dict) -> str:
+def _number(value: float | None, digits: int = 4) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def csv_text(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> str:
     rows = []
     for row in table.rows:
         for column in table.columns:
             cell = cells[row.key, column.key]
             s = cell.score
+            c = s.comparison if s else None
             rows.append(
                 [
                     table.number,
@@ -205,23 +398,38 @@ def csv_text(table: Table, scale: Scale, cells: dict) -> str:
                     column.metric,
                     cell.expected,
                     len(cell.records),
-                    "" if s is None else f"{s.mean:.4f}",
-                    "" if s is None or s.sd is None else f"{s.sd:.4f}",
+                    _number(s.mean if s else None),
+                    _number(s.sd if s else None),
+                    len(s.scores) if s else 0,
                     "" if s is None else ";".join(f"{v:.4f}" for v in s.scores),
-                    "" if s is None or s.p_t_test is None else f"{s.p_t_test:.6f}",
-                    "" if s is None or s.p_bootstrap is None else f"{s.p_bootstrap:.6f}",
+                    _number(c.difference if c else None),
+                    _number(c.low if c else None),
+                    _number(c.high if c else None),
+                    _number(c.p_seed if c else None, 6),
+                    "" if c is None else c.seed_test_note or "two-level bootstrap",
+                    _number(c.p_t_test if c else None, 6),
+                    _number(c.p_sentence if c else None, 6),
+                    markers(cell),
+                    code_status(cell),
+                    cell.unpinned,
+                    cell.dirty,
+                    ";".join(sorted({(r.get("commit") or "?")[:10] for r in cell.counted})),
                     table.paper.get(row.key, {}).get(column.key, ""),
                     cell.parameters or "",
                     len(cell.stale),
                     len(cell.broken),
+                    len(cell.mixed),
                     cell.missing,
+                    settings.resampling.resamples,
+                    settings.resampling.seed,
                 ]
             )
     return formats.csv_text(CSV_HEADER, rows)
 
 
 def plot(table: Table, scale: Scale, cells: dict, path: Path) -> None:
-    """One panel per column: every seed's BLEU as a dot per row, the mean as a bar, markers above."""
+    """One panel per column: every seed's score as a dot per row, the mean as a bar, the markers above, and the
+    seed-aware 95% interval of the difference drawn around the mean (or n/a)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -230,24 +438,32 @@ def plot(table: Table, scale: Scale, cells: dict, path: Path) -> None:
     fig, axes = plt.subplots(
         1,
         len(table.columns),
-        figsize=(4.2 * len(table.columns) + (3.0 if len(table.columns) == 1 else 0.0), 0.55 * len(table.rows) + 1.6),
+        figsize=(4.2 * len(table.columns) + (3.0 if len(table.columns) == 1 else 0.0), 0.7 * len(table.rows) + 2.0),
         squeeze=False,
         sharey=True,
     )
     labels = [r.label for r in table.rows]
     for ax, column in zip(axes[0], table.columns, strict=True):
+        base = cells[table.baseline, column.key].score
+        values = []  # what the x axis must show: every seed's score and every interval's ends
         for y, row in enumerate(table.rows):
             cell = cells[row.key, column.key]
             if cell.score is None:
-                ax.text(0.02, y, "no runs", va="center", transform=ax.get_yaxis_transform(), color="0.5")
+                why = f"mixed code: {cell.code}" if cell.mixed else "no runs"
+                ax.text(0.02, y, why, va="center", transform=ax.get_yaxis_transform(), color="0.5")
                 continue
             colour = "C3" if row.key == table.baseline else "C0"
             ax.barh(y, cell.score.mean, color=colour, alpha=0.25, height=0.6)
             ax.plot(cell.score.scores, [y] * len(cell.score.scores), "o", color=colour, ms=5)
+            c = cell.score.comparison
+            values += cell.score.scores
+            if c is not None and c.low is not None and base is not None:  # the interval of the difference, at base
+                ends = [base.mean + c.low, base.mean + c.high]
+                ax.plot(ends, [y - 0.38] * 2, "-|", color="0.3", lw=1, ms=5)
+                values += ends
             ax.text(
                 cell.score.mean, y + 0.33, f"{cell.score.mean:.2f}{markers(cell)}", ha="center", va="bottom", fontsize=8
             )
-        values = [v for row in table.rows if (s := cells[row.key, column.key].score) for v in s.scores]
         if values:
             low, high = min(values), max(values)
             pad = max(0.5, 0.15 * (high - low))
@@ -257,7 +473,15 @@ def plot(table: Table, scale: Scale, cells: dict, path: Path) -> None:
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(range(len(labels)), labels)
     axes[0][0].invert_yaxis()
-    fig.suptitle(f"{table.title} — scale {scale.name} (dots: seeds; bars: mean)", fontsize=10)
+    fig.suptitle(
+        f"{table.title} — scale {scale.name}\n"
+        + textwrap.fill(
+            "dots: seeds; bars: mean; whiskers: the baseline's mean + the 95% interval of the difference (bootstrap "
+            "over runs and sentences); † ‡ seed-aware test, * ** sentence-level t-test; one-sided",
+            60 * len(table.columns) + (40 if len(table.columns) == 1 else 0),
+        ),
+        fontsize=8,
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

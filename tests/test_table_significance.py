@@ -1,0 +1,304 @@
+"""The tables' significance and code rules: the seed-aware two-level bootstrap against the sentence-level tests,
+the power line, and cells of mixed, unpinned or dirty code, one run, a NaN score or missing statistics.
+
+Synthetic per-sentence BLEU statistics stand in for runs: sentence i of run j matches a fraction
+``level_j + gain + difficulty_i + noise_ij`` of its n-grams, so a row can beat the baseline in every sentence of
+every seed while its seeds swing widely.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sarnmt.errors import InputError
+from sarnmt.sweep import stats
+from sarnmt.sweep.cells import RecordError, TableSettings, code_versions
+from sarnmt.sweep.job import JobSettings, job_config
+from sarnmt.sweep.plan import plan_jobs
+from sarnmt.sweep.records import gzip_bytes, write_json
+from sarnmt.sweep.spec import load_scale, load_table
+from sarnmt.tables import render_tables
+from tests.cli_helpers import one_error, run_cli
+
+TOTALS = np.array([20, 19, 18, 17])
+
+
+def bleu_runs(levels, gain: float = 0.0, sentences: int = 300, seed: int = 0) -> list[np.ndarray]:
+    """One ``(sentences, 10)`` array of BLEU statistics per level; the same ``seed`` gives the same sentence
+    difficulties and the same noise for run j, so a positive ``gain`` makes run j better in every sentence."""
+    difficulty = np.random.default_rng(seed).normal(0.0, 0.1, sentences)
+    runs = []
+    for j, level in enumerate(levels):
+        noise = np.random.default_rng(1000 * seed + j + 1).normal(0.0, 0.05, sentences)
+        p = np.clip(level + gain + difficulty + noise, 0.02, 0.98)
+        correct = np.rint(TOTALS[None, :] * p[:, None] ** np.arange(1, 5)[None, :])
+        lengths = np.full((sentences, 2), 20)
+        runs.append(np.concatenate([lengths, correct, np.tile(TOTALS, (sentences, 1))], axis=1).astype(np.int64))
+    return runs
+
+
+def ppl_runs(levels, gain: float = 0.0, lines: int = 300, seed: int = 0) -> list[np.ndarray]:
+    """Per-line ``[summed NLL, words]``: mean NLL per word ``level_j - gain`` plus shared line difficulty."""
+    rng = np.random.default_rng(seed)
+    words = rng.integers(5, 30, lines).astype(np.float64)
+    difficulty = rng.normal(0.0, 0.3, lines)
+    return [
+        np.stack([(level - gain + difficulty + np.random.default_rng(j).normal(0, 0.1, lines)) * words, words], 1)
+        for j, level in enumerate(levels)
+    ]
+
+
+# --- the statistics ------------------------------------------------------------------------------------------------
+def test_vectorised_corpus_scores_equal_sacrebleus():
+    rng = np.random.default_rng(3)
+    rows = []
+    for _ in range(400):
+        hyp, ref = rng.integers(0, 25, 2)
+        total = np.maximum(hyp - np.arange(4), 0)
+        correct = (total * rng.random(4) * (rng.random(4) > 0.25)).astype(int)
+        rows.append([hyp, max(ref, 1), *correct, *total])
+    rows += [[0, 5, 0, 0, 0, 0, 0, 0, 0, 0], [3, 5, 2, 1, 0, 0, 3, 2, 1, 0], [9, 4, 9, 8, 0, 6, 9, 8, 7, 6]]
+    for metric in ("bleu_tok", "bleu"):
+        for row in rows:
+            assert stats.corpus_scores(np.asarray(row), metric) == pytest.approx(
+                stats.corpus_score([row], metric), rel=1e-12, abs=1e-12
+            ), row
+    lines = ppl_runs([4.0])[0]
+    assert stats.corpus_scores(lines.sum(0), "ppl") == pytest.approx(stats.corpus_score(lines, "ppl"), rel=1e-12)
+
+
+def test_a_gain_in_every_sentence_but_swinging_seeds_is_significant_only_sentence_level():
+    """(a) The row beats the baseline in every sentence of every seed, by about 1 BLEU, but the seeds' BLEU spans 7
+    to 22: the sentence-level tests (seeds pooled) see thousands of consistent gains, the seed-aware test sees three
+    runs against three."""
+    levels = [0.35, 0.55, 0.45]
+    system, baseline = bleu_runs(levels, gain=0.02), bleu_runs(levels)
+    for s, b in zip(system, baseline, strict=True):
+        assert (s[:, 2:6] >= b[:, 2:6]).all() and stats.corpus_score(s, "bleu") > stats.corpus_score(b, "bleu")
+    result = stats.compare_cells(system, baseline, "bleu")
+    assert result.p_sentence < 0.01 and result.p_t_test < 0.01  # sentence-level: significant
+    assert result.p_seed > 0.1  # seed-aware: not
+    assert result.low < 0 < result.high and result.low < result.difference < result.high
+    assert result.seed_test_note is None and result.runs == (3, 3)
+
+
+def test_a_clear_gain_in_every_seed_is_significant_in_both():
+    """(b) Seeds a few tenths of a BLEU point apart, a gain of several points: both tests agree."""
+    system, baseline = bleu_runs([0.45, 0.455, 0.46], gain=0.05), bleu_runs([0.45, 0.455, 0.46])
+    result = stats.compare_cells(system, baseline, "bleu")
+    assert result.p_seed < 0.01 and result.p_sentence < 0.01 and result.p_t_test < 0.01
+    assert 0 < result.low < result.difference < result.high
+    assert result.p_seed == pytest.approx(1 / 10_001)  # not better in no resample
+    worse = stats.compare_cells(baseline, system, "bleu")  # one-sided: the worse system gets p near 1
+    assert worse.p_seed > 0.99 and worse.p_sentence > 0.99 and worse.p_t_test > 0.99
+
+
+def test_perplexity_is_resampled_from_the_lines_and_lower_is_better():
+    better, base = ppl_runs([4.70, 4.72, 4.74], gain=0.05), ppl_runs([4.70, 4.72, 4.74])
+    result = stats.compare_cells(better, base, "ppl")
+    assert result.difference < 0 and result.high < 0  # lower perplexity
+    assert result.p_seed < 0.01 and result.p_sentence < 0.01 and result.p_t_test < 0.01
+    assert stats.compare_cells(base, better, "ppl").p_seed > 0.99
+    swinging = stats.compare_cells(ppl_runs([4.2, 5.2, 4.7], 0.05), ppl_runs([4.2, 5.2, 4.7]), "ppl")
+    assert swinging.p_sentence < 0.01 and swinging.p_seed > 0.1
+
+
+def test_one_run_gets_no_seed_aware_test_and_the_resamples_are_fixed():
+    system, baseline = bleu_runs([0.45], gain=0.05), bleu_runs([0.45, 0.5, 0.4])
+    one = stats.compare_cells(system, baseline, "bleu")
+    assert (one.p_seed, one.low, one.high, one.seed_test_note) == (None, None, None, "n/a (1 run)")
+    assert one.p_t_test < 0.01 and one.p_sentence < 0.01  # still computed, as sentence-level
+    assert stats.compare_cells(baseline, system, "bleu").seed_test_note == "n/a (baseline: 1 run)"
+    again = stats.compare_cells(bleu_runs([0.4, 0.5], 0.01), bleu_runs([0.4, 0.5]), "bleu")
+    assert again == stats.compare_cells(bleu_runs([0.4, 0.5], 0.01), bleu_runs([0.4, 0.5]), "bleu")
+    other = stats.compare_cells(bleu_runs([0.4, 0.5], 0.01), bleu_runs([0.4, 0.5]), "bleu", stats.Resampling(seed=7))
+    assert other.p_seed != again.p_seed and abs(other.p_seed - again.p_seed) < 0.02
+    assert stats.Resampling().mc_error(0.05) < 0.005 and stats.Resampling(1_900).mc_error(0.05) == pytest.approx(0.005)
+    with pytest.raises(InputError, match="at least 1,900"):
+        TableSettings(stats.Resampling(1000))
+
+
+def test_power_counts_the_seeds_that_detect_an_effect():
+    z = 1.6448536269514722 + 0.8416212335729143
+    assert stats.seeds_for_power(1.0, 1.0) == math.ceil(2 * z**2) == 13
+    assert stats.seeds_for_power(0.5, 1.0) == 4 and stats.seeds_for_power(0.1, 5.0) == 2
+    assert stats.seeds_for_power(1.0, 0.0) is None and stats.seeds_for_power(1.0, -0.3) is None
+    sd, df = stats.pooled_sd([[1.0, 2.0, 3.0], [5.0, 5.0], [7.0]])
+    assert df == 3 and sd == pytest.approx(math.sqrt((2 * 1.0 + 0.0) / 3))
+    assert stats.pooled_sd([[1.0], [2.0]]) is None
+
+
+def test_code_versions_count_commits_or_source_hashes():
+    a, b = {"commit": "c1", "source_hash": "h1"}, {"commit": "c2", "source_hash": "h2"}
+    assert code_versions([a, b]) == "2 commits"
+    assert code_versions([a, {"commit": "c1", "source_hash": "h3", "dirty": True}]) == "2 source hashes"
+    assert code_versions([a, {"commit": "c1"}]) == "2 source hashes"  # unpinned beside pinned: another code
+
+
+# --- tables from synthetic records ---------------------------------------------------------------------------------
+SMOKE3 = {"baseline": [0.40, 0.42], "mean_residual": [0.41, 0.43], "self_attentive_content": [0.46, 0.48]}
+
+
+@pytest.fixture(scope="module")
+def digests() -> dict:
+    """Smoke Table 3's jobs (3 rows x 2 seeds, En-De, NIST BLEU on nt14-16) and their config hashes."""
+    jobs = plan_jobs([load_table(3)], load_scale("smoke"))
+    settings = JobSettings(Path("/nonexistent"), Path("/nonexistent"))
+    return {job.id: (job, job_config(job, settings)[1]) for job in jobs}
+
+
+def write_records(results: Path, digests: dict, code=None, skip=()) -> dict[str, Path]:
+    """A record and its sentence statistics per job; ``code(job)`` gives the record's code fields (default: one
+    pinned commit)."""
+    paths = {}
+    settings = JobSettings(Path("/nonexistent"), results)
+    for job_id, (job, digest) in digests.items():
+        if job_id in skip:
+            continue
+        level = SMOKE3[job.row][job.seed - 1]
+        runs = {test: bleu_runs([level], sentences=80, seed=k)[0] for k, test in enumerate(sorted(job.tests))}
+        path = settings.record_path(job)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.with_name(f"{job.id}.sentences.json.gz").write_bytes(
+            gzip_bytes(json.dumps({t: {"bleu": r.tolist()} for t, r in runs.items()}).encode())
+        )
+        fields = {"commit": "c" * 40, "dirty": False, "source_hash": "a" * 64, "allow_dirty": False}
+        record = {
+            "version": 1,
+            "job": job.id,
+            "scale": "smoke",
+            "pair": job.pair,
+            "row": job.row,
+            "seed": job.seed,
+            "config_hash": digest,
+            "parameters": 1000,
+            "finished": "now",
+            "hardware": {"cpu": "test"},
+            "wall_seconds": {"total": 1.0},
+            "tests": {t: {"scores": {"bleu": {"score": stats.corpus_score(r, "bleu")}}} for t, r in runs.items()},
+            **(code(job) if code else fields),
+        }
+        write_json(path, record)
+        paths[job.id] = path
+    return paths
+
+
+def render3(results: Path, **settings) -> tuple[str, dict[str, str], list[str]]:
+    """Smoke Table 3: the Markdown, its rows by label, its CSV lines."""
+    text = render_tables(
+        [3], "smoke", results, write=True, plot=False, out=open(os.devnull, "w"), settings=TableSettings(**settings)
+    )[3]
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    return text, rows, (results / "tables" / "table3.csv").read_text().splitlines()
+
+
+def test_pinned_cells_show_the_seed_aware_markers_intervals_and_a_footer_that_names_the_test(digests, tmp_path):
+    write_records(tmp_path, digests)
+    text, rows, csv_lines = render3(tmp_path)
+    row = rows["+ Self-attentive residual connections"]
+    cell, delta = row.split("|")[3].strip(), row.split("|")[4].strip()
+    assert cell.endswith(" (2)") and "‡" in cell and "unpinned" not in row and "mixed" not in row
+    low, high = (float(x) for x in delta.split("[")[1].rstrip("]").split(", "))
+    assert 0 < low < high
+    assert "| baseline |" in rows["NMT baseline"]
+    for phrase in (
+        "Every test is one-sided",
+        "two-level paired bootstrap over runs and test sentences",
+        "Koehn 2004 and Clark et al. 2011",
+        "10,000 resamples (numpy PCG64, generator seed 12345)",
+        "Monte Carlo standard error 0.0022",
+        "sentence-level with seeds pooled",
+        "Power: seeds per row",
+    ):
+        assert phrase in text, phrase
+    assert "allow_mixed_code" not in text and "Unpinned" not in text
+    header = csv_lines[0].split(",")
+    for name in ("mean", "sd", "n", "diff_lo", "diff_hi", "p_seed", "p_t", "p_boot_sentence", "markers", "code"):
+        assert name in header, name
+    sac = dict(zip(header, next(r for r in csv_lines if ",self_attentive_content,nt14," in r).split(","), strict=True))
+    assert sac["n"] == "2" and sac["code"] == "pinned" and float(sac["p_seed"]) < 0.01 and sac["resamples"] == "10000"
+
+
+def test_a_cell_of_two_commits_is_mixed_code_and_not_averaged(digests, tmp_path):
+    """(c) The mean residual row's seeds ran from two commits: its cells say so and hold no mean, unless
+    allow_mixed_code=true, which the footer then states."""
+
+    def code(job):
+        second = job.row == "mean_residual" and job.seed == 2
+        return {
+            "commit": ("d" if second else "c") * 40,
+            "dirty": False,
+            "source_hash": ("b" if second else "a") * 64,
+            "allow_dirty": False,
+        }
+
+    write_records(tmp_path, digests, code)
+    text, rows, csv_lines = render3(tmp_path)
+    row = rows["+ Mean residual connections"]
+    assert row.count("| mixed code: 2 commits, 2 runs | — |") == 3 and "±" not in row
+    assert "Mixed code, not averaged: + Mean residual connections / NT14: 2 commits (seed 1: cccccccccc" in text
+    assert "allow_mixed_code" not in text
+    mixed = next(r for r in csv_lines if ",mean_residual,nt14," in r)
+    assert ",mixed code: 2 commits," in mixed and ",,," in mixed  # no mean, no sd
+    text, rows, _ = render3(tmp_path, allow_mixed_code=True)
+    assert "± " in rows["+ Mean residual connections"] and "mixed code averaged: 2 commits" in text
+    assert "Runs of different code averaged: allow_mixed_code=true (3 cells)." in text
+
+
+def test_unpinned_and_dirty_runs_are_counted_and_averaged_and_one_run_is_na(digests, tmp_path):
+    """Records from before pinning (no source hash) are averaged and counted as unpinned; a dirty run is counted;
+    a cell left with one run shows the seed-aware test as n/a (1 run), never the sentence-level marker instead."""
+
+    def code(job):
+        if job.row == "baseline":
+            return {"commit": "e" * 40, "dirty": job.seed == 1}  # the old records' fields only
+        return {"commit": "c" * 40, "dirty": False, "source_hash": "a" * 64, "allow_dirty": False}
+
+    write_records(tmp_path, digests, code, skip={"en_de.self_attentive_content.s2"})
+    text, rows, _ = render3(tmp_path)
+    base = rows["NMT baseline"]
+    assert base.count("(2); 2 unpinned; 1 dirty |") == 3 and "mixed" not in base
+    assert "Unpinned: 2 of 5 runs have no source hash" in text and "Dirty: 1 runs" in text
+    one = rows["+ Self-attentive residual connections"]
+    assert one.count("(1 of 2); 1 missing |") == 3 and one.count(", n/a (1 run) |") == 3
+    assert "‡" not in one and "†" not in one and "**" in one  # the t-test's markers, labelled in the footer
+
+
+@pytest.mark.parametrize("damage", ["nan score", "no statistics file", "no statistics entry", "nan statistics"])
+def test_a_nan_score_or_missing_statistics_is_an_error_naming_the_record(digests, tmp_path, damage):
+    paths = write_records(tmp_path, digests)
+    path = paths["en_de.mean_residual.s2"]
+    sentences = path.with_name("en_de.mean_residual.s2.sentences.json.gz")
+    if damage == "nan score":
+        record = json.loads(path.read_text())
+        record["tests"]["nt15"]["scores"]["bleu"]["score"] = float("nan")
+        path.write_text(json.dumps(record))
+    elif damage == "no statistics file":
+        sentences.unlink()
+    else:
+        table = {"nt14": {"bleu_tok": [[1] * 10]}} if damage == "no statistics entry" else None
+        if table is None:
+            table = {t: {"bleu": [[float("nan")] * 10] * 80} for t in ("nt14", "nt15", "nt16")}
+        sentences.write_bytes(gzip_bytes(json.dumps(table).encode()))
+    with pytest.raises(RecordError, match=str(path)):
+        render3(tmp_path)
+
+
+def test_the_tables_command_reports_a_nan_record_and_too_few_resamples_in_one_line(digests, tmp_path, capsys):
+    paths = write_records(tmp_path, digests)
+    args = ["table=3", "scale=smoke", f"results_dir={tmp_path}", "plot=false", "write=false"]
+    outcome = run_cli(capsys, "tables", [*args, "allow_mixed_code=true", "significance.seed=3"])
+    assert outcome.code == 0 and "allow_mixed_code=true (no cell had runs of different code)" in outcome.out
+    assert "generator seed 3)" in outcome.out
+    assert "at least 1,900" in one_error(run_cli(capsys, "tables", [*args, "significance.resamples=1000"]))
+    record = json.loads(paths["en_de.baseline.s1"].read_text())
+    record["tests"]["nt14"]["scores"]["bleu"]["score"] = float("nan")
+    paths["en_de.baseline.s1"].write_text(json.dumps(record))
+    line = one_error(run_cli(capsys, "tables", args))
+    assert str(paths["en_de.baseline.s1"]) in line and "not a number" in line
