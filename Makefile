@@ -4,6 +4,10 @@ PY        := $(VENV)/bin/python
 EXTRAS    ?= dev,slurm
 SCALE     ?= smoke
 PIP_FLAGS ?= -c constraints-cpu.txt
+# make gpu-wheels: the GPU node's Python and platform; make gpu-check: its Python (the venv's when there is one)
+PY_VERSION ?= 3.12
+PLATFORM  ?= manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64
+GPU_PY    ?= $(if $(wildcard $(PY)),$(PY),python3)
 
 .DEFAULT_GOAL := help
 
@@ -44,6 +48,12 @@ params:  ## Table 1 parameter counts at paper size
 bench:  ## speed of every decoder beside the textbook reference (ARGS="plot=true device=cuda ...")
 	$(PY) -m sarnmt.bench $(ARGS)
 
+gpu-wheels:  ## wheels of what an air-gapped GPU node lacks (hydra, omegaconf, ...) into .whl/ (PY_VERSION, PLATFORM)
+	$(PY) benchmarks/gpu_check.py wheels --python-version $(PY_VERSION) $(addprefix --platform ,$(PLATFORM))
+
+gpu-check:  ## ~5 min on one GPU: gpu tests, paper bf16 bench, trainer=gpu; sweeps/results/gpu/ (ARGS=--dry-run: CPU)
+	$(GPU_PY) benchmarks/gpu_check.py $(ARGS)
+
 peers:  ## sarnmt beside fairseq's LSTM and the plain loop, same corpus and batches (ARGS="--corpus synthetic ...")
 	@test -x outputs/peers/fairseq/bin/fairseq-train || benchmarks/peers/install_fairseq.sh outputs/peers/fairseq
 	$(PY) benchmarks/peers/side_by_side.py $(ARGS)
@@ -78,5 +88,5 @@ human-eval-screenshot:  ## the README's picture of the ranking page (docs/human-
 clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
-.PHONY: help install browser test test-full faults lint train params bench peers reproduce-table1 reproduce-table2 \
-	reproduce-table3 reproduce-table4 reproduce-table6 reproduce-tables systems-m30k tables human-eval-screenshot clean-logs
+.PHONY: help install browser test test-full faults lint train params bench gpu-wheels gpu-check peers reproduce-table1 \
+	reproduce-table2 reproduce-table3 reproduce-table4 reproduce-table6 reproduce-tables systems-m30k tables human-eval-screenshot clean-logs
