@@ -37,7 +37,16 @@ def _set_kernels(model: torch.nn.Module, choice: str) -> None:
             module.kernels = KernelChoice(choice)
 
 
+def _training_mode(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` in training mode: cuDNN's RNN backward refuses eval mode ("cudnn RNN backward can only be called in
+    training mode", seen on the first GPU lent). The test models have no dropout, so both modes compute the same."""
+    assert all(m.p == 0 for m in model.modules() if isinstance(m, torch.nn.Dropout))
+    assert all(getattr(m, "dropout", 0) == 0 for m in model.modules() if isinstance(m, torch.nn.RNNBase))
+    return model.train()
+
+
 def _nll_grads_hyps(model, src, src_mask, tgt, tgt_mask):
+    _training_mode(model)
     nll = model.nll(src, src_mask, tgt, tgt_mask)
     grads = torch.autograd.grad(nll.sum(), list(model.parameters()), allow_unused=True)
     hyps = beam_decode(model, src, src_mask, 3, max_len_a=1.0, max_len_b=3)
@@ -81,9 +90,9 @@ def test_the_device_computes_what_the_cpu_does(name):
 
 
 def _float_model(name: str, seed: int = 0) -> torch.nn.Module:
-    """A small float32 model (e < d as at the paper's size), weights not near zero, in eval mode (no dropout: the
-    compared losses see the same function)."""
-    return build(decoder_cfg(name), emb_dim=32, hidden_dim=64, seed=seed).float().eval().to(DEVICE)
+    """A small float32 model (e < d as at the paper's size), weights not near zero, without dropout (the compared
+    losses see the same function), in training mode (:func:`_training_mode`)."""
+    return _training_mode(build(decoder_cfg(name), emb_dim=32, hidden_dim=64, seed=seed).float().to(DEVICE))
 
 
 @pytest.mark.parametrize("name", ["baseline", "self_attentive_content"])
