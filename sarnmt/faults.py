@@ -10,18 +10,24 @@ Steps count updates: "at step k" means after k updates, when update k + 1 is abo
   starts, as a scheduler would in the middle of a step.
 - ``signal_in_validation_after_step``: send it at the first validation batch after update k instead.
 - ``nan_at_steps``: the gradients of update k + 1 become NaN, for every k listed (a diverged batch).
+- ``pause_at_step`` with ``pause_s``: wait (asleep) up to that many seconds before update k + 1, until a preemption
+  signal arrives (:mod:`sarnmt.preemption`): a run that a scheduler's signal reaches at a known update, whenever the
+  scheduler sends it (the SLURM tests requeue, preempt and time out jobs held there). Nothing it computes changes.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
+
+from sarnmt.preemption import Preemption
 
 
 class FaultInjection(Callback):
@@ -34,12 +40,16 @@ class FaultInjection(Callback):
         signal_in_validation_after_step: int | None = None,
         signal_name: str = "SIGTERM",
         nan_at_steps: Sequence[int] = (),
+        pause_at_step: int | None = None,
+        pause_s: float = 0.0,
     ) -> None:
         self.kill_at_step = kill_at_step
         self.signal_at_step = signal_at_step
         self.signal_in_validation_after_step = signal_in_validation_after_step
         self.signal = signal.Signals[signal_name]
         self.nan_at_steps = set(nan_at_steps)
+        self.pause_at_step = pause_at_step
+        self.pause_s = float(pause_s)
         self._signalled = False
 
     def _send(self) -> None:
@@ -52,6 +62,15 @@ class FaultInjection(Callback):
             os.kill(os.getpid(), signal.SIGKILL)
         if trainer.global_step == self.signal_at_step:
             self._send()
+        if trainer.global_step == self.pause_at_step:
+            self._pause(trainer)
+
+    def _pause(self, trainer: L.Trainer) -> None:
+        watched = [c for c in trainer.callbacks if isinstance(c, Preemption)]
+        print(f"faults: pausing before update {trainer.global_step + 1} for up to {self.pause_s:.0f} s", flush=True)
+        deadline = time.monotonic() + self.pause_s
+        while time.monotonic() < deadline and not any(c.received is not None for c in watched):
+            time.sleep(0.05)
 
     def on_validation_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         step = self.signal_in_validation_after_step

@@ -20,8 +20,10 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
 from sarnmt.errors import reported
+from sarnmt.sweep.folders import lock_holder
 from sarnmt.sweep.job import JobSettings
 from sarnmt.sweep.launch import (
+    SweepError,
     check_corpora,
     format_command,
     job_states,
@@ -42,6 +44,17 @@ def table_numbers(value: Any) -> list[int]:
     return [int(value)] if str(value).isdigit() else [load_table(value).number]  # load_table names the valid ones
 
 
+def slurm_check():
+    """:func:`sarnmt.sweep.slurm.check_slurm`, or a :class:`SweepError` when submitit's launcher is not installed."""
+    try:
+        from sarnmt.sweep.slurm import check_slurm
+    except ImportError as err:
+        raise SweepError(
+            f"launcher=slurm needs hydra-submitit-launcher ({err}): pip install -e '.[slurm]' (make install does)"
+        ) from err
+    return check_slurm
+
+
 def settings_of(cfg: DictConfig) -> JobSettings:
     return JobSettings(
         runs_dir=Path(to_absolute_path(cfg.runs_dir)),
@@ -58,7 +71,7 @@ def reproduce(cfg: DictConfig, out=sys.stdout) -> dict[str, Any]:
     numbers = table_numbers(cfg.table)
     tables = [load_table(n) for n in numbers]
     scale = load_scale(cfg.scale)
-    launcher_overrides(cfg.launcher, cfg.n_jobs)  # an unknown launcher fails here, before anything else
+    launcher_overrides(cfg.launcher, cfg.n_jobs, cfg.slurm)  # an unknown launcher fails here, before anything else
     settings = settings_of(cfg)
     jobs = plan_jobs(tables, scale, tuple(str(o) for o in cfg.overrides))
     states = job_states(jobs, settings)
@@ -80,6 +93,7 @@ def reproduce(cfg: DictConfig, out=sys.stdout) -> dict[str, Any]:
         cfg.n_jobs,
         [str(o) for o in cfg.overrides],
         [str(o) for o in cfg.launcher_overrides],
+        cfg.slurm,
     )
     result: dict[str, Any] = {
         "jobs": [{"job": s.job.id, "state": s.state, "note": s.note} for s in states],
@@ -95,16 +109,23 @@ def reproduce(cfg: DictConfig, out=sys.stdout) -> dict[str, Any]:
             print("launcher: " + json.dumps(result["launcher"], default=str), file=out)
         return result
     if todo:
+        if cfg.launcher == "slurm":  # SLURM is here and takes the request, before any corpus or job
+            answer = slurm_check()(launcher_settings(command))
+            print(f"SLURM takes the request: {answer}", file=out, flush=True)
         if cfg.prepare:
             for line in check_corpora(todo, settings):
                 print(f"corpus ready: {line}", file=out)
         print(f"running {len(todo)} jobs: {format_command(command)}", file=out, flush=True)
         result["returncode"] = subprocess.run(command, check=False).returncode
-        if result["returncode"] != 0:
-            missing = [s.job.id for s in job_states(todo, settings) if s.state != "complete"]
+        missing = [s.job.id for s in job_states(todo, settings) if s.state != "complete"]
+        held = {job: holder for job in missing if (holder := lock_holder(settings.runs_dir, job))}
+        result["skipped"] = held
+        for job, holder in held.items():
+            print(f"skipped {job}: being run by {holder} (another sweep)", file=out)
+        if result["returncode"] != 0 or len(held) < len(missing):
             print(
-                f"the multirun exited with {result['returncode']}; jobs without a record: {missing}. Run the same "
-                "command again to resume them.",
+                f"the multirun exited with {result['returncode']}; jobs without a record: "
+                f"{[job for job in missing if job not in held]}. Run the same command again to resume them.",
                 file=out,
             )
     else:

@@ -8,6 +8,7 @@ job does is :func:`sarnmt.sweep.job.run_job`.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from sarnmt.errors import reported
 from sarnmt.sweep.job import JobSettings, run_job
 from sarnmt.sweep.plan import job_from_id
 from sarnmt.sweep.spec import load_scale
+from sarnmt.utils.allocation import cpus_per_task
 from sarnmt.utils.choices import group_choice
 
 log = logging.getLogger("sarnmt")
@@ -30,8 +32,10 @@ def sweep_job(cfg: DictConfig) -> dict[str, Any] | None:
     """:returns: the job's record (None on DDP ranks other than 0)."""
     extra = [str(o) for o in cfg.overrides]
     device = cfg.device
-    if cfg.cpu_threads:
-        torch.set_num_threads(int(cfg.cpu_threads))
+    threads = cfg.cpu_threads or cpus_per_task()  # inside a SLURM job: the task's CPUs
+    if threads:
+        torch.set_num_threads(int(threads))
+        os.environ["OMP_NUM_THREADS"] = str(threads)  # else Lightning's DDP sets cores / processes
     if cfg.gpu_per_job:
         count = torch.cuda.device_count()
         if count == 0:

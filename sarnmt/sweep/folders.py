@@ -1,22 +1,39 @@
 """A job's run folder (``<runs_dir>/<job id>/``) and who owns it: ``job.json`` holds the config hash the folder's
 checkpoints belong to and the code that started them (:mod:`sarnmt.sweep.code`). A folder of another hash is moved
 aside as ``<job id>.stale-<hash>``, never resumed; one started by other code is refused; under SLURM the DDP ranks
-other than 0 wait until rank 0 has claimed the folder."""
+other than 0 wait until rank 0 has claimed the folder.
+
+One job at a time in a folder: :func:`job_lock` holds ``<runs_dir>/.locks/<job id>.lock`` (an ``flock``, which the
+kernel releases however the process ends: SIGKILL, preemption, requeue) while the job runs. Of two sweeps of the same
+table started at once, the first job to take it runs the job; the other skips it (:class:`FolderInUse`, naming the
+holder), and its sweep reports the cells it skipped (:func:`lock_holder`)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
+import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sarnmt.errors import UserError
 from sarnmt.sweep.code import check_resume
 from sarnmt.sweep.records import write_json
 
 log = logging.getLogger("sarnmt")
 MARKER = "job.json"
+LOCKS = ".locks"
+# set (and not 0) in the processes a distributed launcher starts beside the first
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID")
+
+
+class FolderInUse(UserError, RuntimeError):
+    """Another process (a job of another sweep of the same table) runs this job now: skipped."""
 
 
 def now() -> str:
@@ -74,3 +91,124 @@ def take_folder(folder: Path, job_id: str, digest: str, code: dict | None = None
         if time.monotonic() > deadline:
             raise TimeoutError(f"{folder}: rank 0 did not claim the job folder within {timeout:.0f} s")
         time.sleep(2.0)
+
+
+# --- one job at a time in a run folder -----------------------------------------------------------------------------
+def lock_path(runs_dir: Path, job_id: str) -> Path:
+    return runs_dir / LOCKS / f"{job_id}.lock"
+
+
+def _slurm_job() -> tuple[str | None, int]:
+    return os.environ.get("SLURM_JOB_ID") or None, int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+
+
+def _holder() -> dict:
+    job, restart = _slurm_job()
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "slurm_job": job,
+        "slurm_restart": restart,
+        "since": now(),
+    }
+
+
+def describe_holder(holder: dict | None) -> str:
+    if not holder:
+        return "another process"
+    where = f"PID {holder.get('pid')} on host {holder.get('host')}, since {holder.get('since')}"
+    return f"SLURM job {holder['slurm_job']} ({where})" if holder.get("slurm_job") else where
+
+
+def _read_holder(path: Path) -> dict | None:
+    try:
+        holder = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return holder if isinstance(holder, dict) else None
+
+
+def _refusal(path: Path) -> Path:
+    """Where rank 0 of a SLURM job that was refused the lock says so, for its other ranks."""
+    job, restart = _slurm_job()
+    return path.with_name(f"{path.name}.refused-{job}-{restart}")
+
+
+def launching_process() -> bool:
+    """Not a DDP rank other than 0 (those run the same job beside it)."""
+    return all(os.environ.get(name, "0").strip() in ("", "0") for name in RANK_VARIABLES)
+
+
+@contextmanager
+def job_lock(runs_dir: Path, job_id: str, attempts: int = 3, timeout: float = 600.0) -> Iterator[None]:
+    """Hold job ``job_id``'s lock inside the block.
+
+    The launching process takes it; the other ranks of a SLURM job go on once their rank 0 holds it (and skip when it
+    was refused); ranks started by another launcher run under their parent's lock. On a file system without ``flock``
+    (Lustre mounted without it) the job runs unlocked, with a warning.
+
+    :raises FolderInUse: another process holds it (named), after ``attempts`` tries half a second apart.
+    """
+    path = lock_path(runs_dir, job_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not launching_process():
+        if os.environ.get("SLURM_PROCID", "0") not in ("", "0"):
+            _follow_rank_zero(path, job_id, timeout)
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        for attempt in range(attempts):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt + 1 < attempts:
+                    time.sleep(0.5)
+                    continue
+                holder = _read_holder(path)
+                if _slurm_job()[0]:
+                    write_json(_refusal(path), {"holder": holder})
+                raise FolderInUse(f"job {job_id} is being run by {describe_holder(holder)} ({path}): skipped") from None
+            except OSError as err:
+                log.warning("%s cannot be locked (%s): job %s runs unlocked", path, err, job_id)
+                break
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(_holder()) + "\n").encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _follow_rank_zero(path: Path, job_id: str, timeout: float) -> None:
+    """A SLURM rank other than 0: wait until this job's rank 0 holds the lock; raise when it was refused."""
+    job, restart = _slurm_job()
+    deadline = time.monotonic() + timeout
+    while True:
+        holder = _read_holder(path) or {}
+        if holder.get("slurm_job") == job and holder.get("slurm_restart") == restart:
+            return
+        if _refusal(path).exists():
+            refused = _read_holder(_refusal(path)) or {}
+            raise FolderInUse(f"job {job_id} is being run by {describe_holder(refused.get('holder'))}: skipped")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path}: rank 0 of SLURM job {job} did not take the job's lock within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def lock_holder(runs_dir: Path, job_id: str) -> str | None:
+    """Who holds job ``job_id``'s lock now, in words; None when nobody does."""
+    path = lock_path(runs_dir, job_id)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return describe_holder(_read_holder(path))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None

@@ -40,7 +40,7 @@ from sarnmt.evaluate import translate_split
 from sarnmt.lm import train_lm
 from sarnmt.sweep import stats as sentence_stats
 from sarnmt.sweep.code import check_clean, code_identity
-from sarnmt.sweep.folders import now, take_folder
+from sarnmt.sweep.folders import FolderInUse, job_lock, now, take_folder
 from sarnmt.sweep.lm_job import finish_lm_job
 from sarnmt.sweep.publish import publish_record
 from sarnmt.sweep.records import (
@@ -113,16 +113,32 @@ def job_config(job: Job, settings: JobSettings) -> tuple[DictConfig, str]:
 
 
 def run_job(job: Job, settings: JobSettings) -> dict[str, Any] | None:
-    """Run (or skip, or resume) one job. :returns: its record (None on a DDP rank other than 0)."""
+    """Run (or skip, or resume) one job, holding its lock (:func:`sarnmt.sweep.folders.job_lock`).
+
+    :returns: its record (None on a DDP rank other than 0, and when another process runs the job now).
+    """
     cfg, digest = job_config(job, settings)
     status = read_record(settings.record_path(job), digest)
     if status.state == "complete":
         log.info("%s: complete record %s, skipped", job.id, status.path)
         return status.record
-    if status.state in ("broken", "stale"):
-        log.warning("%s; job %s runs again", status.reason, job.id)
     code = {**code_identity(), "allow_dirty": settings.allow_dirty}
     check_clean(code, settings.allow_dirty, job.id)
+    try:
+        with job_lock(settings.runs_dir, job.id):
+            status = read_record(settings.record_path(job), digest)  # finished by another sweep meanwhile?
+            if status.state == "complete":
+                log.info("%s: complete record %s, skipped", job.id, status.path)
+                return status.record
+            if status.state in ("broken", "stale"):
+                log.warning("%s; job %s runs again", status.reason, job.id)
+            return _run(job, settings, cfg, digest, code)
+    except FolderInUse as busy:
+        log.warning("%s", busy)
+        return None
+
+
+def _run(job: Job, settings: JobSettings, cfg: DictConfig, digest: str, code: dict[str, Any]) -> dict[str, Any] | None:
     folder = settings.runs_dir / job.id
     take_folder(folder, job.id, digest, code)
     fit_path = folder / "fit.json"

@@ -6,8 +6,11 @@ Launchers (``launcher=``):
 - ``local``: Hydra's basic launcher, one job after another in one process;
 - ``joblib``: ``hydra/launcher=joblib``, ``n_jobs`` jobs at once (default: one per visible GPU, job k on GPU
   k mod #GPUs; on a machine without GPUs, ``n_jobs`` CPU jobs with cores / ``n_jobs`` threads each);
-- ``slurm``: ``hydra/launcher=slurm`` (``conf/hydra/launcher/slurm.yaml``, submitit): one SLURM job per sweep job,
-  ``trainer=slurm`` inside it (DDP over the SLURM tasks, no relaunch), requeued on preemption.
+- ``slurm``: submitit (:mod:`sarnmt.sweep.slurm`): one SLURM job per sweep job, named after its cell,
+  ``trainer=slurm`` inside it (DDP over the SLURM tasks, no relaunch; GPUs or CPUs as allocated), requeued on
+  preemption and time-outs. ``slurm.profile``: ``gpu`` (``conf/hydra/launcher/slurm.yaml``) or ``cpu``
+  (``slurm_cpu.yaml``); ``slurm.partition``, ``slurm.cpus_per_task``, ... are plain overrides of its request
+  (:data:`SLURM_SETTINGS`), ``slurm.setup_file`` a shell file sourced before each job starts.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hydra.utils import instantiate
@@ -30,6 +35,21 @@ from sarnmt.sweep.spec import Job
 from sarnmt.utils.compose import compose
 
 LAUNCHERS = ("local", "joblib", "slurm")
+SLURM_PROFILES = {"gpu": "slurm", "cpu": "slurm_cpu"}  # slurm.profile -> conf/hydra/launcher/<name>.yaml
+# reproduce's plain slurm.<key> settings -> the launcher's (hydra.launcher.<key>); null keeps the profile's
+SLURM_SETTINGS = {
+    "partition": "partition",
+    "account": "account",
+    "qos": "qos",
+    "time_min": "timeout_min",
+    "nodes": "nodes",
+    "tasks_per_node": "tasks_per_node",
+    "gpus_per_node": "gpus_per_node",
+    "cpus_per_task": "cpus_per_task",
+    "mem_gb": "mem_gb",
+    "max_requeues": "max_num_timeout",
+    "signal_delay_s": "signal_delay_s",
+}
 
 
 class SweepError(UserError, RuntimeError):
@@ -91,8 +111,11 @@ def check_corpora(jobs: list[Job], settings: JobSettings) -> list[str]:
     return lines
 
 
-def launcher_overrides(launcher: str, n_jobs: int | None) -> tuple[list[str], list[str]]:
-    """``(Hydra overrides of the multirun, extra train overrides of every job)`` for a launcher."""
+def launcher_overrides(
+    launcher: str, n_jobs: int | None, slurm: Mapping[str, Any] | None = None
+) -> tuple[list[str], list[str]]:
+    """``(Hydra overrides of the multirun, extra train overrides of every job)`` for a launcher; ``slurm``:
+    reproduce's ``slurm`` settings (profile, request, setup)."""
     if launcher == "local":
         return ["hydra/launcher=basic"], []
     if launcher == "joblib":
@@ -105,8 +128,45 @@ def launcher_overrides(launcher: str, n_jobs: int | None) -> tuple[list[str], li
             args.append(f"cpu_threads={max(1, (os.cpu_count() or 1) // jobs)}")
         return args, []
     if launcher == "slurm":
-        return ["hydra/launcher=slurm"], ["trainer=slurm"]
+        return slurm_overrides(slurm or {}), ["trainer=slurm"]
     raise SweepError(f"unknown launcher {launcher!r}; valid launchers: {list(LAUNCHERS)}")
+
+
+def slurm_overrides(slurm: Mapping[str, Any]) -> list[str]:
+    """The multirun's ``hydra/launcher`` and ``hydra.launcher.*`` overrides for reproduce's ``slurm`` settings."""
+    profile = slurm.get("profile") or "gpu"
+    if profile not in SLURM_PROFILES:
+        raise SweepError(f"unknown slurm.profile {profile!r}; valid profiles: {list(SLURM_PROFILES)}")
+    args = [f"hydra/launcher={SLURM_PROFILES[profile]}"]
+    for key, target in SLURM_SETTINGS.items():
+        value = slurm.get(key)
+        if value is None:
+            continue
+        if key in ("tasks_per_node", "nodes", "cpus_per_task") and int(value) < 1:
+            raise SweepError(f"slurm.{key}={value}: a job needs at least 1")
+        if key == "gpus_per_node" and profile == "gpu" and int(value) < 1:
+            raise SweepError(
+                f"slurm.gpus_per_node={value} with slurm.profile=gpu (one task per GPU): for jobs without GPUs use "
+                "slurm.profile=cpu (its tasks per node: slurm.tasks_per_node)"
+            )
+        args.append(f"hydra.launcher.{target}={_quote(value) if isinstance(value, str) else value}")
+    # the lines as written: ${HOME} in a line is the shell's, not an OmegaConf interpolation
+    raw = OmegaConf.to_container(slurm, resolve=False) if OmegaConf.is_config(slurm) else slurm
+    setup = [str(line) for line in raw.get("setup") or []]
+    if slurm.get("setup_file"):
+        path = Path(str(slurm["setup_file"])).expanduser().resolve()
+        if not path.is_file():
+            raise SweepError(f"slurm.setup_file={slurm['setup_file']}: no such file ({path})")
+        setup.append(f"source {shlex.quote(str(path))}")
+    if setup:
+        args.append(f"hydra.launcher.setup=[{','.join(_quote(line) for line in setup)}]")
+    return args
+
+
+def _quote(value: str) -> str:
+    """A Hydra quoted string holding ``value`` as it is: ``=``, ``,``, spaces, quotes, and ``${...}``, which stays a
+    shell expansion instead of becoming an OmegaConf interpolation."""
+    return "'" + value.replace("'", "\\'").replace("${", "\\${") + "'"
 
 
 def _list(values: list[str]) -> str:
@@ -122,9 +182,10 @@ def multirun_command(
     n_jobs: int | None = None,
     train_overrides: list[str] | None = None,
     hydra_overrides: list[str] | None = None,
+    slurm: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """The ``python -m sarnmt.sweep_job --multirun ...`` command that runs ``jobs``."""
-    hydra_args, extra_train = launcher_overrides(launcher, n_jobs)
+    hydra_args, extra_train = launcher_overrides(launcher, n_jobs, slurm)
     if not settings.progress:  # no progress bars in the jobs' logs either
         extra_train = [*extra_train, "trainer.enable_progress_bar=false", "callbacks.progress_bar=null"]
     return [
