@@ -7,7 +7,9 @@ without optimizer, scheduler and loop states (it is for decoding, not for resumi
 ``checkpoint["sarnmt"]["averaged_from"]`` lists the inputs. "Last N" is by the stored ``global_step`` (``last.ckpt``
 is skipped, as it duplicates a numbered checkpoint). Inputs are read as every checkpoint is
 (:func:`sarnmt.checkpoint.read_checkpoint`: truncated files, other projects' checkpoints and pickles that would run
-code are refused by name); the output is written atomically, so a failed write leaves the previous file.
+code are refused by name), and checkpoints with different vocabularies are refused, naming both; the output is
+written atomically, so a failed write leaves the previous file, and never over a checkpoint a run resumes from
+(``last.ckpt``, or any checkpoint holding an optimizer state).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from omegaconf import DictConfig
 
 from sarnmt.checkpoint import CheckpointError, read_checkpoint
 from sarnmt.errors import InputError, reported
+from sarnmt.identity import TRAINING_STATE, sha256
 from sarnmt.utils.atomic import atomic_open
 
 log = logging.getLogger("sarnmt")
@@ -32,15 +35,24 @@ DROPPED = ("optimizer_states", "lr_schedulers", "callbacks", "loops")
 def average_checkpoints(paths: list[str | Path], output: str | Path) -> dict[str, Any]:
     """Write the average of ``paths`` to ``output``.  :returns: the written checkpoint.
 
-    :raises CheckpointError: when a checkpoint cannot be read or the models differ.
+    :raises CheckpointError: when a checkpoint cannot be read or the models or vocabularies differ.
+    :raises InputError: when ``output`` is a checkpoint a run can resume from.
     """
     if not paths:
         raise InputError("average_checkpoints: no checkpoint to average")
+    check_output(Path(output))
     checkpoints = [read_checkpoint(path) for path in paths]
     first = checkpoints[0]
     config = first["sarnmt"]["net_config"]
     sums: dict[str, torch.Tensor] = {}
     for path, checkpoint in zip(paths, checkpoints, strict=True):
+        for side, name in (("src", "source"), ("tgt", "target")):
+            ours, theirs = _vocabulary(checkpoint, side), _vocabulary(first, side)
+            if ours is not None and theirs is not None and ours != theirs:
+                raise CheckpointError(
+                    f"cannot average {path} with {paths[0]}: their {name} vocabularies differ ({ours[:19]} and "
+                    f"{theirs[:19]}): the same ids stand for other words; average checkpoints of one run"
+                )
         if checkpoint["sarnmt"]["net_config"] != config:
             raise CheckpointError(f"cannot average {path} with {paths[0]}: their model configs differ")
         state = checkpoint["state_dict"]
@@ -66,8 +78,32 @@ def average_checkpoints(paths: list[str | Path], output: str | Path) -> dict[str
     return averaged
 
 
+def _vocabulary(checkpoint: dict[str, Any], side: str) -> str | None:
+    """The SHA-256 of a checkpoint's ``side`` codec (None when it stores no codecs)."""
+    codecs = checkpoint["sarnmt"].get("codecs")
+    return sha256(codecs.get(side)) if isinstance(codecs, dict) else None
+
+
+def check_output(output: Path) -> None:
+    """:raises InputError: when ``output`` is a checkpoint holding a training state (``last.ckpt``, a selected
+    checkpoint): a run resumes from it, and an average (weights only) written over it would end that."""
+    if not output.is_file():
+        return
+    try:
+        existing = torch.load(output, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # not a checkpoint (or not one this could read): written over as before
+        return
+    if isinstance(existing, dict) and any(key in existing for key in TRAINING_STATE):
+        raise InputError(
+            f"output={output} is a checkpoint a run resumes from (it holds the optimizer and loop state); an average "
+            "holds weights only and would end that run's resumption: write it to another file"
+        )
+
+
 def last_checkpoints(directory: str | Path, count: int, exclude: Path | None = None) -> list[Path]:
     """The ``count`` checkpoints of ``directory`` with the highest ``global_step`` (``last.ckpt`` excluded)."""
+    if count < 1:
+        raise InputError(f"last={count}: give the number of checkpoints to average, 1 or more")
     directory = Path(directory)
     if directory.is_file():
         raise InputError(f"dir={directory} is a file; give the folder that holds the checkpoints")

@@ -60,12 +60,13 @@ def _unsafe_global(err: Exception) -> str:
     return f" ({found.group(1)})" if found else ""
 
 
-def read_checkpoint(path: str | Path, task: str = "translation") -> dict[str, Any]:
+def read_checkpoint(path: str | Path, task: str = "translation", mmap: bool = False) -> dict[str, Any]:
     """The raw checkpoint dict, checked to be a sarnmt checkpoint. Loaded with ``torch.load(weights_only=True)``:
     tensors and plain containers only, so a file holding any other Python object (a pickle that would run code) is
     refused without running any of it.
 
     :param task: ``translation`` or ``lm`` (a language model of Table 6, :mod:`sarnmt.lm`): what the caller loads.
+    :param mmap: map the file instead of reading it (the tensors are read when used): for a look at its entries.
     :raises CheckpointError: "does not exist", "is a folder", "is corrupt or truncated", "is not a PyTorch
         checkpoint file", "is not a sarnmt checkpoint" (with the reason), or holds the other task's model.
     """
@@ -75,7 +76,7 @@ def read_checkpoint(path: str | Path, task: str = "translation") -> dict[str, An
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and zipfile.is_zipfile(path))
     except pickle.UnpicklingError as err:  # weights_only refused an object, or the file is no pickle at all
         if not zipfile.is_zipfile(path):
             raise CheckpointError(

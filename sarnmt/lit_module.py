@@ -63,6 +63,7 @@ class TranslationModule(L.LightningModule):
         self.net = net
         self.optimizer_factory = optimizer
         self.bleu_signature = ""
+        self.identity: dict[str, Any] | None = None  # the run's identity, stored in checkpoints (sarnmt/identity.py)
         self.hypotheses: dict[str, list[str]] = {}
         self._outputs: dict[int, str] = {}
         self._sums = torch.zeros(3, dtype=torch.float64)  # summed NLL, tokens, sentences
@@ -151,3 +152,5 @@ class TranslationModule(L.LightningModule):
             "codecs": datamodule.codec_state() if datamodule is not None else None,
             "parameters": count_parameters(self.net),
         }
+        if self.identity is not None:
+            checkpoint["sarnmt"]["identity"] = self.identity

@@ -18,9 +18,11 @@ from lightning.pytorch.callbacks import Timer
 from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.errors import reported
+from sarnmt.identity import resume_point, run_identity
 from sarnmt.lm_module import LanguageModelModule
 from sarnmt.models.factory import build_language_model, count_parameters, plain_config
-from sarnmt.train import fit
+from sarnmt.run_lock import run_lock
+from sarnmt.train import fit, output_dir
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
 
@@ -48,12 +50,17 @@ def train_lm(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
         per split).
     """
     quiet_known_warnings()
-    with finish_wandb():
+    with finish_wandb(), run_lock(output_dir(cfg), cfg):  # one run at a time in a run folder (sarnmt/run_lock.py)
+        # a resumed run is the same run as its checkpoint's (sarnmt/identity.py): the config before any data is read
+        resumed = resume_point(cfg.ckpt_path, cfg, task="lm") if cfg.ckpt_path else None
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         datamodule = instantiate(cfg.data)
         datamodule.prepare_data()
         datamodule.setup("fit")
         module = build_lm_module(cfg, datamodule.vocab_size)
+        module.identity = run_identity(cfg, datamodule)
+        if resumed is not None:  # the vocabulary and corpus
+            resumed.check_data(module.identity, module.hparams.net_config)
         parameters = count_parameters(module.net)
         log.info("language model: %s parameters (V=%d)", f"{parameters:,}", datamodule.vocab_size)
         loggers = instantiate_dict(cfg.get("logger"))

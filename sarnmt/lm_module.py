@@ -47,6 +47,7 @@ class LanguageModelModule(L.LightningModule):
         self.optimizer_factory = optimizer
         self._carried: dict[str, LMState | None] = {"train": None, "val": None, "test": None}
         self._sums = torch.zeros(2, dtype=torch.float64)  # summed NLL, words
+        self.identity: dict[str, Any] | None = None  # the run's identity, stored in checkpoints (sarnmt/identity.py)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return self.optimizer_factory(params=self.parameters())
@@ -117,6 +118,8 @@ class LanguageModelModule(L.LightningModule):
             "vocab": list(datamodule.vocab) if datamodule is not None else None,
             "parameters": count_parameters(self.net),
         }
+        if self.identity is not None:
+            checkpoint["sarnmt"]["identity"] = self.identity
         carried = self._carried["train"]
         if carried is not None:
             checkpoint[STATE_KEY] = {"hidden": carried.hidden, "cell": carried.cell, "memory": carried.memory}

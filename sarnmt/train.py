@@ -19,9 +19,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.average import average_checkpoints, last_checkpoints
 from sarnmt.errors import InputError, reported
+from sarnmt.identity import resume_point, run_identity
 from sarnmt.lit_module import TranslationModule
 from sarnmt.models.factory import build_model, check_combination, count_parameters, net_config
 from sarnmt.preemption import Preemption
+from sarnmt.run_lock import run_lock
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
 
@@ -44,7 +46,8 @@ def build_module(cfg: DictConfig, src_vocab_size: int, tgt_vocab_size: int) -> T
 
 
 def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
-    """Fit, then test the best checkpoint.
+    """Fit, then test the best checkpoint. The run holds its folder's lock throughout (:mod:`sarnmt.run_lock`); a
+    resumed run must be the same run as its checkpoint's (:mod:`sarnmt.identity`).
 
     :param after: called with the trainer and the result so far once training and testing are done, while the
         loggers are still open (the table sweeps evaluate there); what it returns is added to the result.
@@ -52,14 +55,18 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
         ``train_seconds`` (training and validation time, summed over resumed runs, when a Timer callback ran).
     """
     quiet_known_warnings()
-    with finish_wandb():
+    with finish_wandb(), run_lock(output_dir(cfg), cfg):  # one run at a time in a run folder
         check_averaging(cfg)
         check_combination(cfg.model, cfg.decoder)  # before any data is read
+        resumed = resume_point(cfg.ckpt_path, cfg) if cfg.ckpt_path else None  # the same run's checkpoint?
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         datamodule = instantiate(cfg.data)
         datamodule.prepare_data()
         datamodule.setup("fit")
         module = build_module(cfg, datamodule.src_vocab_size, datamodule.tgt_vocab_size)
+        module.identity = run_identity(cfg, datamodule)
+        if resumed is not None:  # the same vocabularies and corpus? Refused before the trainer touches anything
+            resumed.check_data(module.identity, module.hparams.net_config)
         parameters = count_parameters(module.net)
         log.info(
             "model: %s parameters (V_src=%d, V_tgt=%d)",
@@ -91,6 +98,11 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
         if after is not None:
             result.update(after(trainer, result))
     return result
+
+
+def output_dir(cfg: DictConfig) -> str | None:
+    """The run folder (``paths.output_dir``); None where it cannot be resolved (a config composed outside Hydra)."""
+    return OmegaConf.select(cfg, "paths.output_dir", throw_on_resolution_failure=False)
 
 
 def fit(trainer: L.Trainer, module: TranslationModule, datamodule, ckpt_path: str | None) -> None:
