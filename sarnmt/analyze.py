@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from sarnmt.analysis import AnalysisError, commands
-from sarnmt.checkpoint import CheckpointError
+from sarnmt.errors import UserError
 from sarnmt.utils.compose import CONF_DIR, compose
 
 ANALYSES: dict[str, tuple[Callable[[DictConfig], dict[str, Any]], str]] = {
@@ -81,7 +81,7 @@ def main(argv: list[str]) -> int:
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)
     try:
         result = run(name, overrides)
-    except (AnalysisError, CheckpointError, HydraException, OmegaConfBaseException) as err:
+    except (AnalysisError, UserError, HydraException, OmegaConfBaseException) as err:
         print(f"error: {str(err).strip().splitlines()[0] if isinstance(err, HydraException) else err}", file=sys.stderr)
         return 1
     print(result["report"])

@@ -47,6 +47,20 @@ class TrainingStopped(UserError, RuntimeError):
         self.status = status
 
 
+def check_range(key: str, value: object, minimum: float, maximum: float | None = None, why: str = "") -> None:
+    """Validate a numeric setting where it is read.  :param key: its name on the command line (``batch_size``).
+    :param why: what the maximum protects (memory, time), said when it is exceeded.
+
+    :raises InputError: ``<key>=<value>: must be <minimum> or more`` (or at most ``maximum``), one line.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{key}={value!r}: must be a number, {minimum} or more")
+    if value < minimum:
+        raise InputError(f"{key}={value}: must be {minimum} or more")
+    if maximum is not None and value > maximum:
+        raise InputError(f"{key}={value:,}: must be at most {maximum:,}" + (f" ({why})" if why else ""))
+
+
 def verbose() -> bool:
     """Whether errors should keep their traceback (``HYDRA_FULL_ERROR=1``)."""
     return os.environ.get("HYDRA_FULL_ERROR") == "1"

@@ -215,7 +215,7 @@ def test_minimum_length_forbids_early_eos():
     two = beam_decode(SCRIPTED, src, src_mask, 2, RAW, 0.0, 10, nbest=2, min_len=2)
     assert [1] in [e.tokens for e in one.nbest[0]]
     assert all(len(e.tokens) >= 2 for e in two.nbest[0])
-    with pytest.raises(ValueError, match="min_len must be >= 0"):
+    with pytest.raises(ValueError, match="min_len=-1: must be 0 or more"):
         GreedySearch(min_len=-1)
 
 

@@ -53,34 +53,87 @@ class Tree:
 
     def leaves(self) -> list[str]:
         """The words, left to right."""
-        out: list[str] = []
-        for child in self.children:
-            out.extend(child.leaves() if isinstance(child, Tree) else [child])
-        return out
+        return [node for node in _preorder(self) if not isinstance(node, Tree)]
 
     def spans(self) -> list[tuple[int, int]]:
         """Every node's word span ``(start, end)``, end exclusive, in pre-order (single words included)."""
         out: list[tuple[int, int]] = []
-        self._spans(0, out)
+        stack: list[tuple[Tree, int, int]] = [(self, 0, 0)]  # (node, index of its span in out, next child)
+        out.append((0, 0))
+        end = 0
+        while stack:
+            node, index, child = stack.pop()
+            if child == len(node.children):
+                out[index] = (out[index][0], end)
+                continue
+            stack.append((node, index, child + 1))
+            item = node.children[child]
+            if isinstance(item, Tree):
+                out.append((end, end))
+                stack.append((item, len(out) - 1, 0))
+            else:
+                end += 1
         return out
-
-    def _spans(self, start: int, out: list[tuple[int, int]]) -> int:
-        index = len(out)
-        out.append((start, start))
-        end = start
-        for child in self.children:
-            end = child._spans(end, out) if isinstance(child, Tree) else end + 1
-        out[index] = (start, end)
-        return end
 
     def brackets(self) -> str:
         """Penn Treebank bracket form on one line: ``(S (NP (D la) (N pamo)) (V jaluta))``."""
-        inner = " ".join(c.brackets() if isinstance(c, Tree) else c for c in self.children)
-        return f"({self.label} {inner})" if self.label else f"( {inner})"
+        parts: list[str] = []
+        stack: list[Tree | str] = [self]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, Tree):
+                parts.append(f"({item.label} " if item.label else "( ")
+                stack.append(_CLOSE)
+                for k in range(len(item.children) - 1, -1, -1):
+                    stack.append(item.children[k])
+                    if k:
+                        stack.append(_SPACE)
+            else:
+                parts.append(item)
+        return "".join(parts)
+
+    def depth(self) -> int:
+        """The longest path from this node down to a word, in nodes (a node over words only: 1)."""
+        deepest, stack = 0, [(self, 1)]
+        while stack:
+            node, level = stack.pop()
+            deepest = max(deepest, level)
+            stack.extend((c, level + 1) for c in node.children if isinstance(c, Tree))
+        return deepest
+
+    # the dataclass's own __eq__, __hash__ and __repr__ would recurse: compare and show trees by their brackets
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tree) and self.brackets() == other.brackets()
+
+    def __hash__(self) -> int:
+        return hash(self.brackets())
+
+    def __repr__(self) -> str:
+        return f"Tree({self.brackets()!r})"
+
+
+class _Mark(str):
+    """A piece of bracket text, not a word (told apart by type in :meth:`Tree.brackets`)."""
+
+
+_CLOSE, _SPACE = _Mark(")"), _Mark(" ")
+
+
+def _preorder(tree: Tree) -> list[Tree | str]:
+    """Every node and word of ``tree``, in pre-order, without recursion."""
+    out: list[Tree | str] = []
+    stack: list[Tree | str] = [tree]
+    while stack:
+        item = stack.pop()
+        out.append(item)
+        if isinstance(item, Tree):
+            stack.extend(reversed(item.children))
+    return out
 
 
 def parse_brackets(text: str) -> Tree:
-    """A tree in Penn Treebank bracket form (one tree; labels optional, as in ``( (S ...))``).
+    """A tree in Penn Treebank bracket form (one tree; labels optional, as in ``( (S ...))``), parsed without
+    recursion, so a tree of any depth is read (a deep gold tree cannot exhaust Python's stack).
 
     :raises ValueError: saying what is wrong and at which character.
     """
@@ -96,27 +149,35 @@ def parse_brackets(text: str) -> Tree:
 
 
 def _parse(tokens: list[tuple[str, int]], pos: int) -> tuple[Tree, int]:
-    start = tokens[pos][1]
-    pos += 1  # the "("
-    label = ""
-    if pos < len(tokens) and tokens[pos][0] not in "()":
-        label = tokens[pos][0]
-        pos += 1
-    children: list[Tree | str] = []
-    while pos < len(tokens) and tokens[pos][0] != ")":
-        if tokens[pos][0] == "(":
-            child, pos = _parse(tokens, pos)
-            children.append(child)
-        else:
-            children.append(tokens[pos][0])
+    """The tree whose ``(`` is ``tokens[pos]`` and the position after its ``)``: a stack of open nodes (start
+    character, label, children) instead of recursion."""
+    open_nodes: list[tuple[int, str, list[Tree | str]]] = []
+    while True:
+        token, start = tokens[pos]
+        if token == "(":
             pos += 1
-    if pos == len(tokens):
-        raise ValueError(f"unbalanced brackets: the '(' at character {start} is never closed")
-    if not children:  # "(w)": a bare word in brackets, as some parsers print leaves without a tag
-        if not label:
-            raise ValueError(f"empty brackets at character {start}")
-        return Tree("", (label,)), pos + 1
-    return Tree(label, tuple(children)), pos + 1
+            label = ""
+            if pos < len(tokens) and tokens[pos][0] not in "()":
+                label = tokens[pos][0]
+                pos += 1
+            open_nodes.append((start, label, []))
+        elif token == ")":
+            start, label, children = open_nodes.pop()
+            pos += 1
+            if children:
+                node = Tree(label, tuple(children))
+            elif label:  # "(w)": a bare word in brackets, as some parsers print leaves without a tag
+                node = Tree("", (label,))
+            else:
+                raise ValueError(f"empty brackets at character {start}")
+            if not open_nodes:
+                return node, pos
+            open_nodes[-1][2].append(node)
+        else:
+            open_nodes[-1][2].append(token)
+            pos += 1
+        if pos == len(tokens):
+            raise ValueError(f"unbalanced brackets: the '(' at character {open_nodes[-1][0]} is never closed")
 
 
 def flat(words: Sequence[str], label: str = "X") -> Tree | str:

@@ -8,19 +8,19 @@ from typing import Any
 
 import torch
 
+from sarnmt.errors import InputError
 from sarnmt.utils.device import pick_device
 from sarnmt.utils.precision import check_precision, native_bf16
 
 
 def resolve_device(name: str) -> torch.device:
     """:func:`~sarnmt.utils.device.pick_device`, refusing a CUDA device the machine does not have."""
-    try:
-        device = pick_device(name)
-    except RuntimeError as err:  # torch.device's own error for a name it does not know
-        raise ValueError(f"bench: device must be cpu, cuda, cuda:N or auto, got {name!r}") from err
-    if device.type == "cuda" and not torch.cuda.is_available():
+    if name.split(":")[0] == "cuda" and not torch.cuda.is_available():
         raise ValueError("bench: device=cuda but no CUDA device is available (use device=cpu or device=auto)")
-    return device
+    try:
+        return pick_device(name)
+    except InputError as err:  # a name torch does not know, a CUDA index the machine lacks
+        raise ValueError(f"bench: {err}") from err
 
 
 def check_hardware(device: torch.device, precision: str) -> None:

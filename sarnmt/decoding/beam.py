@@ -38,6 +38,7 @@ from sarnmt.data.text.codecs import EOS
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
 from sarnmt.decoding.search import NEG_INF, Hypotheses
 from sarnmt.decoding.traceback import StepRecord, trace_back
+from sarnmt.errors import InputError, check_range
 
 
 @dataclass
@@ -174,6 +175,25 @@ def check_search(beam_size: int, nbest: int, min_len: int) -> None:
         raise ValueError(f"min_len must be >= 0, got {min_len}")
 
 
+def check_settings(beam_size: int, max_len_a: float, max_len_b: int, min_len: int) -> None:
+    """Validate a search's settings where they are read (the keys of ``conf/decoding/*.yaml``).
+
+    :raises InputError: naming the key: ``beam_size`` < 1, ``max_len_a``, ``max_len_b`` or ``min_len`` < 0, or a
+        ``min_len`` above a maximum output length that does not grow with the source (``max_len_a=0``): no output
+        could end with EOS.
+    """
+    check_range("beam_size", beam_size, 1)
+    check_range("max_len_a", max_len_a, 0)
+    check_range("max_len_b", max_len_b, 0)
+    check_range("min_len", min_len, 0)
+    longest = max(1, max_len_b)  # tokens, EOS included (penalties.max_lengths)
+    if max_len_a == 0 and min_len >= longest:
+        raise InputError(
+            f"min_len={min_len}: more than the longest output allows (max_len_a=0, max_len_b={max_len_b}: "
+            f"{longest} tokens, EOS included), so no output could end; lower min_len or raise max_len_b"
+        )
+
+
 class BeamSearch:
     """Beam search as a configured object (``conf/decoding/beam.yaml``).
 
@@ -192,10 +212,7 @@ class BeamSearch:
         max_len_b: int = 10,
         min_len: int = 0,
     ) -> None:
-        try:
-            check_search(beam_size, 1, min_len)
-        except ValueError as err:
-            raise ValueError(f"{type(self).__name__}: {err}") from err
+        check_settings(beam_size, max_len_a, max_len_b, min_len)
         self.beam_size, self.max_len_a, self.max_len_b, self.min_len = beam_size, max_len_a, max_len_b, min_len
         self.length_penalty = length_penalty if length_penalty is not None else LengthPenalty()
 

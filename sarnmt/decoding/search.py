@@ -69,6 +69,25 @@ class Search(Protocol):
         ...
 
 
+def build_search(node: Any, key: str = "decoding") -> Search:
+    """The search object of a config node (``cfg.decoding``).  :param key: the node's key, for messages.
+
+    :raises InputError: naming ``<key>.<setting>`` for a setting the search refuses (``decoding.min_len=-1: must be
+        0 or more``), instead of Hydra's wrapped error.
+    """
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    from sarnmt.errors import InputError
+
+    try:
+        return instantiate(node)
+    except InstantiationException as err:
+        if isinstance(err.__cause__, InputError):
+            raise InputError(f"{key}.{err.__cause__}") from err.__cause__
+        raise
+
+
 def square(rows: list[Tensor]) -> Tensor:
     """Stack history-attention rows of growing length 1..n into a lower-triangular (n, n) matrix."""
     steps = len(rows)

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.decoding.search import NBestEntry, Search
+from sarnmt.errors import check_range
 
 
 @dataclass
@@ -68,8 +69,7 @@ def decode_stream(
 ) -> Iterator[Translation]:
     """Translations of ``sources`` (ids without EOS), one per input, in input order (an empty source: an empty
     translation, and one empty entry in its n-best list)."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    check_range("batch_size", batch_size, 1)
     iterator = iter(sources)
     while chunk := list(itertools.islice(iterator, batch_size * max(1, chunk_batches))):
         results: list[Translation | None] = [None] * len(chunk)

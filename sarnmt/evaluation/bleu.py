@@ -33,7 +33,7 @@ def bleu_metric(refs: Sequence[str], tokenize: str = "13a", lowercase: bool = Fa
     :param tokenize: one of :data:`TOKENIZERS`.
     """
     if tokenize not in TOKENIZERS:
-        raise ValueError(f"tokenize must be one of {TOKENIZERS}, got {tokenize!r}")
+        raise InputError(f"tokenize={tokenize}: not a tokenizer; one of {', '.join(TOKENIZERS)}")
     return BLEU(tokenize=tokenize, lowercase=lowercase, force=True, references=[list(refs)])
 
 
