@@ -12,8 +12,10 @@ training's final test and ``translate``), then writes to ``output_dir``:
   plus the decoding settings, checkpoint, parameter count, sentence count and speed, and the lines truncated to
   ``max_input_tokens`` (:mod:`sarnmt.decoding.input_limit`).
 
-Each file is written atomically (a temporary name, flushed, renamed): an interrupted or failed evaluation leaves
-the previous files or none, never a half-written one. An empty split is refused, naming it.
+The three files are written together and atomically (temporary names, flushed, renamed once all are complete): an
+interrupted or failed evaluation leaves the previous files or none, never a half-written one or a mix of old and new.
+``output_dir``, the batch size, the decoding settings and the device are checked before anything is decoded; an empty
+split is refused, naming it.
 """
 
 from __future__ import annotations
@@ -36,12 +38,12 @@ from tqdm import tqdm
 from sarnmt.checkpoint import load_model
 from sarnmt.data.text.codecs import TextCodec
 from sarnmt.decoding.input_limit import InputLimit
-from sarnmt.decoding.search import Search
+from sarnmt.decoding.search import Search, build_search
 from sarnmt.decoding.stream import decode_stream
-from sarnmt.errors import InputError, reported
+from sarnmt.errors import InputError, check_range, reported
 from sarnmt.evaluation.bleu import Score, corpus_bleu, corpus_chrf
 from sarnmt.utils.allocator import keep_freed_memory
-from sarnmt.utils.atomic import write_text
+from sarnmt.utils.atomic import atomic_files, check_folder
 from sarnmt.utils.device import pick_device
 from sarnmt.utils.precision import check_precision, precision_context
 
@@ -90,9 +92,10 @@ def translate_split(
     """Decode raw source lines (a blank line gives an empty translation) and pair them with their references.
 
     :param limit: the longest source decoded (:class:`~sarnmt.decoding.input_limit.InputLimit`); None: no limit."""
-    encoded = [src_codec.encode(line) if line.strip() else [] for line in sources]
-    if limit is not None:
-        encoded = [limit(ids, line_no) for line_no, ids in enumerate(encoded, 1)]
+    if limit is not None:  # each line encoded from at most limit.max_chars characters
+        encoded = [limit.encode(src_codec, line, line_no)[0] for line_no, line in enumerate(sources, 1)]
+    else:
+        encoded = [src_codec.encode(line) if line.strip() else [] for line in sources]
     start = time.perf_counter()
     with precision_context(device, precision):
         results = list(
@@ -116,14 +119,14 @@ def translate_split(
     )
 
 
-def write_lines(path: Path, lines: list[str]) -> None:
-    """One line each, atomically (:func:`sarnmt.utils.atomic.write_text`)."""
-    write_text(path, "".join(line + "\n" for line in lines))
-
-
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    """:returns: the JSON record (also written to ``output_dir/eval.<split>.json``)."""
+    """:returns: the JSON record (also written to ``output_dir/eval.<split>.json``).
+
+    :raises InputError: for a setting out of range or an ``output_dir`` that cannot be a folder, before decoding."""
     check_precision(cfg.precision)
+    check_range("batch_size", cfg.batch_size, 1)
+    check_folder(cfg.output_dir, "output_dir")
+    search = build_search(cfg.decoding)
     device = pick_device(cfg.device)
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()
@@ -141,7 +144,6 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             f"(read from {datamodule.origin(cfg.split)})"
         )
     limit = InputLimit(cfg.max_input_tokens, cfg.truncate_long_input, f"{datamodule.name}/{cfg.split}")
-    search = instantiate(cfg.decoding)
     log.info(
         "evaluating %s on %s/%s (%d sentences) with %s", ckpt_path, datamodule.name, cfg.split, len(sources), search
     )
@@ -162,10 +164,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     )
     scores = output.scores()
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     hyp_path, tok_path = out / f"hypotheses.{cfg.split}.txt", out / f"hypotheses.{cfg.split}.tok.txt"
-    write_lines(hyp_path, output.plain)
-    write_lines(tok_path, output.tokenized)
     seconds = output.seconds
     record = {
         "checkpoint": ckpt_path,
@@ -189,7 +188,11 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         "hypotheses_tokenized": str(tok_path),
         "model": OmegaConf.to_container(OmegaConf.create(loaded.net_config), resolve=True),
     }
-    write_text(out / f"eval.{cfg.split}.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+    with atomic_files() as files:  # the three files together, or none of them
+        files.open(hyp_path, "w").writelines(line + "\n" for line in output.plain)
+        files.open(tok_path, "w").writelines(line + "\n" for line in output.tokenized)
+        text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
+        files.open(out / f"eval.{cfg.split}.json", "w").write(text)
     return record
 
 

@@ -7,7 +7,10 @@ the config; :func:`main` is the Hydra entry point.
 
 Files are read strictly (:mod:`sarnmt.data.text.reading`: lines end at ``\\n`` only, CRLF read as LF, empty lines kept
 as empty lines, non-UTF-8 bytes refused naming the file and line); a hypothesis file whose line count differs from the
-reference's, an empty reference and a folder given as a file are refused with one line naming them.
+reference's, an empty reference and a folder given as a file are refused with one line naming them. Resample counts
+(``n_bootstrap``, ``n_randomization``) are 1 to 1,000,000 (:data:`sarnmt.evaluation.significance.MAX_RESAMPLES`),
+resampled in bounded memory; the signature gives the counts used. ``output=`` is checked before scoring, and its
+``.md`` and ``.json`` are written together (:func:`sarnmt.utils.atomic.atomic_files`).
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.data.text.reading import read_lines
 from sarnmt.errors import InputError, reported
-from sarnmt.evaluation.bleu import check_parallel
-from sarnmt.evaluation.significance import compare_systems, markdown_table
-from sarnmt.utils.atomic import write_text
+from sarnmt.evaluation.bleu import TOKENIZERS, check_parallel
+from sarnmt.evaluation.significance import check_samples, compare_systems, markdown_table
+from sarnmt.utils.atomic import atomic_files, check_output
 
 
 def system_names(paths: list[str]) -> list[str]:
@@ -53,6 +56,13 @@ def _path(path: str) -> str:
 
 def score(cfg: DictConfig) -> dict[str, Any]:
     """:returns: ``{"table": markdown, "signature": ..., "systems": [row dicts]}``."""
+    check_samples(cfg.n_bootstrap, cfg.n_randomization)
+    if cfg.tokenize not in TOKENIZERS:
+        raise InputError(f"tokenize={cfg.tokenize}: not a tokenizer; one of {', '.join(TOKENIZERS)}")
+    out = Path(_path(cfg.output)) if cfg.output else None
+    if out is not None:
+        check_output(out.with_suffix(".md"), "output")
+        check_output(out.with_suffix(".json"), "output")
     hyp_paths = list(cfg.hyps) if not isinstance(cfg.hyps, str) else [cfg.hyps]
     if not hyp_paths:
         raise InputError("hyps is empty: give hyps=[baseline.txt,system.txt,...]")
@@ -84,10 +94,11 @@ def score(cfg: DictConfig) -> dict[str, Any]:
         "systems": [vars(r) for r in results],
         "settings": OmegaConf.to_container(cfg, resolve=True),
     }
-    if cfg.output:
-        out = Path(_path(cfg.output))
-        write_text(out.with_suffix(".md"), record["table"] + "\n")
-        write_text(out.with_suffix(".json"), json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+    if out is not None:
+        with atomic_files() as files:  # both or neither
+            files.open(out.with_suffix(".md"), "w", "output").write(record["table"] + "\n")
+            text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
+            files.open(out.with_suffix(".json"), "w", "output").write(text)
     return record
 
 

@@ -96,6 +96,31 @@ def test_bootstrap_and_randomisation_are_two_sided_the_t_test_one_sided(tmp_path
     assert (same["t_statistic"], same["p_t_test"]) == (0.0, 1.0)
 
 
+def test_streamed_resampling_gives_sacrebleus_numbers(monkeypatch):
+    """The bootstrap and the randomisation, drawn block by block in bounded memory, give sacrebleu's PairedTest's
+    scores, intervals and p-values exactly (same generator, same draws), over several blocks of uneven length."""
+    from sacrebleu.significance import PairedTest
+
+    from sarnmt.evaluation import significance
+    from sarnmt.evaluation.bleu import bleu_metric
+
+    monkeypatch.setattr(significance, "BLOCK_DRAWS", 64)  # 32 resamples per block of 20 sentences
+    refs, systems = REFS * 5, [BAD * 5, GOOD * 5, (GOOD[:2] + BAD[2:]) * 5]
+    names = ["bad", "good", "mixed"]
+    results, signature = significance.compare_systems(names, systems, refs, n_bootstrap=100, n_randomization=150)
+    named, metrics = list(zip(names, systems, strict=True)), {"BLEU": bleu_metric(refs)}
+    _, boot = PairedTest(named, metrics, None, test_type="bs", n_samples=100)()
+    _, rand = PairedTest(named, metrics, None, test_type="ar", n_samples=150)()
+    for k, row in enumerate(results):
+        assert (row.bleu, row.ci) == (boot["BLEU"][k].score, boot["BLEU"][k].ci)
+        if k:
+            assert (row.p_bootstrap, row.p_randomization) == (boot["BLEU"][k].p_value, rand["BLEU"][k].p_value)
+    assert "|bs:100|ar:150|seed:12345|" in signature
+    single, signature = significance.compare_systems(names[:1], systems[:1], refs, n_bootstrap=100)
+    score = bleu_metric(refs).corpus_score(systems[0], None, n_bootstrap=100)
+    assert (single[0].bleu, single[0].ci) == (score.score, score._ci) and "|bs:100|seed:12345|" in signature
+
+
 def test_system_names():
     assert system_names(["d/nt.baseline.en.gz", "d/nt.attentive.en.gz"]) == ["baseline", "attentive"]
     assert system_names(["a.txt", "a.txt"]) == ["a.txt", "a.txt"]

@@ -3,7 +3,9 @@
 Three paired tests:
 
 - **paired bootstrap resampling** (Koehn 2004) and **paired approximate randomisation** (Riezler & Maxwell 2005),
-  both sacrebleu's own :class:`sacrebleu.significance.PairedTest` (seeded by ``SACREBLEU_SEED``, 12345 by default);
+  sacrebleu's own :class:`sacrebleu.significance.PairedTest` (seeded by ``SACREBLEU_SEED``, 12345 by default), run
+  here block by block (:func:`bootstrap_scores`, :func:`randomization_p`: the same draws and numbers, in memory
+  bounded by a block instead of resamples × sentences; 1 to :data:`MAX_RESAMPLES` resamples);
   the bootstrap run also gives every system's 95% confidence interval. Both are **two-sided**: their statistic is
   |BLEU(system) − BLEU(baseline)|, so a system clearly *worse* than the baseline gets a small p too (read the sign
   of Δ), and, by MultEval's convention that sacrebleu follows, a system identical to the baseline gets
@@ -24,13 +26,23 @@ cell's seeds.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from sacrebleu.metrics import BLEU
-from sacrebleu.significance import PairedTest
+from sacrebleu.significance import estimate_ci
 
+from sarnmt.errors import check_range
 from sarnmt.evaluation.bleu import bleu_metric
+
+# the most bootstrap resamples or randomisation trials `score` runs (n_bootstrap, n_randomization): each one's score
+# is kept (8 bytes; about 20 µs to compute), so a million take 8 MB per array and some 20 s per system and test
+MAX_RESAMPLES = 1_000_000
+# sentences drawn per block of resamples: the indices (8 bytes each) and their gathered statistics (40 bytes) of one
+# block, about 50 MB, are all the resampling holds, whatever the counts and the test set's size
+BLOCK_DRAWS = 1 << 20
 
 
 def marker(p_value: float | None) -> str:
@@ -108,6 +120,62 @@ class SystemResult:
     p_t_test: float | None = None
 
 
+def _seed() -> int | None:
+    """sacrebleu's seed: ``SACREBLEU_SEED`` (12345 by default; ``none``: from the operating system)."""
+    seed = os.environ.get("SACREBLEU_SEED", "12345")
+    return None if seed.lower() == "none" else int(seed)
+
+
+def _block_rows(sentences: int) -> int:
+    """Resamples per block: about :data:`BLOCK_DRAWS` drawn sentences, a multiple of 32 (sacrebleu draws the
+    randomisation's coin flips 32 to a 32-bit word, so blocks of whole words draw exactly its sequence)."""
+    return max(32, BLOCK_DRAWS // max(sentences, 1) // 32 * 32)
+
+
+def bootstrap_scores(stats: np.ndarray, metric: BLEU, n_samples: int, seed: int | None) -> np.ndarray:
+    """The corpus BLEU of ``n_samples`` bootstrap resamples of the sentences, drawn block by block: sacrebleu's
+    ``_bootstrap_resample`` and ``_paired_bs_test`` (the same generator, draws and float32 sums, hence the same
+    scores), in memory bounded by the block instead of ``n_samples × sentences``.
+
+    :param stats: per-sentence statistics, shape (sentences, k), float32.
+    """
+    rng = np.random.default_rng(seed)
+    n, scores, step = len(stats), np.empty(n_samples), _block_rows(len(stats))
+    for start in range(0, n_samples, step):
+        rows = min(step, n_samples - start)
+        sums = stats[rng.choice(n, size=(rows, n), replace=True)].sum(axis=1)
+        scores[start : start + rows] = [metric._compute_score_from_stats(row).score for row in sums]
+    return scores
+
+
+def randomization_p(
+    baseline: np.ndarray, system: np.ndarray, metric: BLEU, n_samples: int, seed: int | None, observed: float
+) -> float:
+    """sacrebleu's paired approximate randomisation (``_paired_ar_test``: the same coin flips, drawn block by
+    block): the share of trials whose |Δ| exceeds ``observed``, MultEval's (c + 1) / (n + 1).
+
+    :param baseline: per-sentence statistics, shape (sentences, k), integers.  :param system: the same.
+    """
+    rng = np.random.default_rng(seed)
+    n, exceeded, step = len(baseline), 0, _block_rows(len(baseline))
+    for start in range(0, n_samples, step):
+        rows = min(step, n_samples - start)
+        pos = rng.integers(2, size=(rows, n), dtype=bool)
+        neg = ~pos
+        shuf_a, shuf_b = pos @ baseline + neg @ system, neg @ baseline + pos @ system
+        scores_a = np.array([metric._aggregate_and_compute(x).score for x in shuf_a[:, None]])
+        scores_b = np.array([metric._aggregate_and_compute(x).score for x in shuf_b[:, None]])
+        exceeded += int(np.sum(np.abs(scores_a - scores_b) > observed))
+    return (exceeded + 1) / (n_samples + 1)
+
+
+def check_samples(n_bootstrap: int, n_randomization: int) -> None:
+    """:raises InputError: for a resample count below 1 or above :data:`MAX_RESAMPLES`, naming the key."""
+    why = "each resample's score is kept to compute the interval and p-value: about 8 bytes and 20 µs each"
+    check_range("n_bootstrap", n_bootstrap, 1, MAX_RESAMPLES, why)
+    check_range("n_randomization", n_randomization, 1, MAX_RESAMPLES, why)
+
+
 def compare_systems(
     names: Sequence[str],
     systems: Sequence[Sequence[str]],
@@ -117,31 +185,47 @@ def compare_systems(
     n_bootstrap: int = 1000,
     n_randomization: int = 10_000,
 ) -> tuple[list[SystemResult], str]:
-    """BLEU, 95% CI and p-values of every system against ``systems[0]``.
+    """BLEU, 95% CI and p-values of every system against ``systems[0]``: sacrebleu's numbers
+    (:class:`sacrebleu.significance.PairedTest`, the same seed and draws), resampled in blocks of
+    :data:`BLOCK_DRAWS` drawn sentences (memory bounded by the block, not by ``n_bootstrap × sentences``).
 
-    :returns: one result per system and the sacrebleu BLEU signature.
+    :param n_bootstrap: bootstrap resamples (1 to :data:`MAX_RESAMPLES`).
+    :param n_randomization: randomisation trials (1 to :data:`MAX_RESAMPLES`).
+    :returns: one result per system and the sacrebleu BLEU signature, with the seed and the counts used
+        (``bs:``, and ``ar:`` when there are systems to compare).
+    :raises InputError: for a count out of range, or an unknown ``tokenize``.
     """
-    named = [(name, list(hyps)) for name, hyps in zip(names, systems, strict=True)]
-    results, signature = [], ""
-    if len(named) == 1:
-        metric = bleu_metric(refs, tokenize, lowercase)
-        score = metric.corpus_score(named[0][1], None, n_bootstrap=n_bootstrap)
-        ci = score._ci if score._ci is not None else 0.0
-        return [SystemResult(named[0][0], score.score, ci)], str(metric.get_signature())
-    metrics = {"BLEU": bleu_metric(refs, tokenize, lowercase)}
-    sigs, boot = PairedTest(named, metrics, None, test_type="bs", n_samples=n_bootstrap)()
-    _, rand = PairedTest(named, metrics, None, test_type="ar", n_samples=n_randomization)()
-    signature = str(sigs["BLEU"])
-    base_sentences = sentence_bleu(named[0][1], refs, tokenize, lowercase)
-    for k, (name, hyps) in enumerate(named):
-        row = SystemResult(name, boot["BLEU"][k].score, boot["BLEU"][k].ci)
-        if k > 0:
-            row.p_bootstrap, row.p_randomization = boot["BLEU"][k].p_value, rand["BLEU"][k].p_value
-            row.t_statistic, row.p_t_test = paired_t_test(
-                sentence_bleu(hyps, refs, tokenize, lowercase), base_sentences
-            )
-        results.append(row)
-    return results, signature
+    check_samples(n_bootstrap, n_randomization)
+    metric = bleu_metric(refs, tokenize, lowercase)
+    seed = _seed()
+    paired_seed = seed if seed else None  # PairedTest's rule (a seed of 0 draws from the operating system)
+    stats = [metric._extract_corpus_statistics(list(hyps), None) for hyps in systems]
+    base_scores = bootstrap_scores(np.array(stats[0], dtype="float32"), metric, n_bootstrap, seed)
+    signature = metric.get_signature()
+    signature.update("seed", str(seed).lower())
+    signature.update("bs", n_bootstrap)
+    if len(systems) > 1:
+        signature.update("ar", n_randomization)
+    base = metric._aggregate_and_compute(stats[0])
+    results = [SystemResult(names[0], base.score, float(estimate_ci(base_scores)[1]))]
+    if len(systems) == 1:
+        return results, str(signature)
+    if paired_seed != seed or seed is None:
+        base_scores = bootstrap_scores(np.array(stats[0], dtype="float32"), metric, n_bootstrap, paired_seed)
+    base_sentences = sentence_bleu(systems[0], refs, tokenize, lowercase)
+    for name, hyps, sys_stats in zip(names[1:], systems[1:], stats[1:], strict=True):
+        score = metric._aggregate_and_compute(sys_stats).score
+        observed = abs(base.score - score)
+        sys_scores = bootstrap_scores(np.array(sys_stats, dtype="float32"), metric, n_bootstrap, paired_seed)
+        diffs = np.abs(sys_scores - base_scores)
+        p_bootstrap = (int(np.sum(diffs - diffs.mean() > observed)) + 1) / (n_bootstrap + 1)
+        integers = np.array(stats[0]), np.array(sys_stats)
+        p_randomization = randomization_p(*integers, metric, n_randomization, paired_seed, observed)
+        t, p_t = paired_t_test(sentence_bleu(hyps, refs, tokenize, lowercase), base_sentences)
+        results.append(
+            SystemResult(name, score, float(estimate_ci(sys_scores)[1]), p_bootstrap, p_randomization, t, p_t)
+        )
+    return results, str(signature)
 
 
 def markdown_table(results: Sequence[SystemResult], signature: str) -> str:

@@ -10,28 +10,48 @@ broken gzip file are refused by name (:class:`~sarnmt.errors.InputError`), a mis
 
 from __future__ import annotations
 
+import codecs
+import errno
 import gzip
 import os
+import stat
 import zlib
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sarnmt.errors import InputError
 
 UTF8_HINT = "convert it to UTF-8 first (e.g. iconv -f latin1 -t utf-8)"
 
 
-def check_file(path: str | os.PathLike[str], what: str = "a file") -> Path:
+def check_file(path: str | os.PathLike[str], what: str = "a file", streams: bool = False) -> Path:
     """``path`` as a ``Path``.
 
-    :raises InputError: when it is a folder (naming ``what`` it should be).  :raises FileNotFoundError: when missing.
+    :param streams: also accept a FIFO or a character device (read as a stream, line by line).
+    :raises InputError: when it is a folder, a symlink loop, or anything but a regular file (or, with ``streams``, a
+        FIFO or character device), naming ``what`` it should be.  :raises FileNotFoundError: when missing.
     """
     path = Path(path)
-    if path.is_dir():
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no such file: {path}") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise InputError(f"{path} is a symlink loop, but {what} is expected here") from err
+        if err.errno == errno.ENOTDIR:
+            raise FileNotFoundError(f"no such file: {path} (a folder on its way is a file)") from err
+        raise
+    if stat.S_ISDIR(mode):
         raise InputError(f"{path} is a folder, but {what} is expected here")
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    return path
+    if stat.S_ISREG(mode) or (streams and (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode))):
+        return path
+    kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+    read = "" if streams else " (a whole file is read here: give a regular file)"
+    raise InputError(f"{path} is {kind}, but {what} is expected here{read}")
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -90,6 +110,79 @@ def stream_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
             yield raw.decode("utf-8", errors="strict")
         except UnicodeDecodeError as e:
             raise _utf8_error(name, line_no, raw, e, 0) from e
+
+
+# bytes of an over-long line skipped in search of its end before the input is taken for something that is not text
+# (``/dev/zero``, a binary file) and reading stops: about a second of reading
+MAX_SKIP = 1 << 30
+SKIP_BLOCK = 1 << 20  # bytes read at a time while skipping
+
+
+@dataclass(frozen=True)
+class Line:
+    """A line of a stream read with a byte limit (:func:`bounded_lines`).
+
+    :param text: the line, or its first ``max_bytes`` when ``cut``.
+    :param cut: the line was longer than ``max_bytes``.
+    :param size: the line's length in bytes (characters for a text stream), its end excluded; when ``stops``, what
+        was read of it.
+    :param stops: no line end was found within ``max_bytes + MAX_SKIP``: nothing after it is read.
+    """
+
+    text: str
+    cut: bool = False
+    size: int = 0
+    stops: bool = False
+
+
+def bounded_lines(stream: Any, name: str, max_bytes: int, max_skip: int = MAX_SKIP) -> Iterator[Line]:
+    """The lines of a stream as :func:`stream_lines` reads them, with at most ``max_bytes`` bytes of a line in
+    memory (``readline(size)``: a binary stream counts bytes, a text stream characters). A longer line is given as
+    its first ``max_bytes`` (a character cut at the limit left out) with ``cut=True``, and the rest of it is read in
+    blocks and dropped up to its end; a line with no end within ``max_skip`` more bytes (``/dev/zero``, a binary
+    file) is given with ``stops=True``, and reading stops there.
+
+    :raises InputError: on bytes that are not UTF-8, naming ``name`` and the line.
+    """
+    if max_bytes < 1:
+        raise InputError(f"max_line_bytes={max_bytes}: must be 1 or more")
+    line_no = 0
+    while True:
+        raw = stream.readline(max_bytes + 1)
+        if not raw:
+            return
+        line_no += 1
+        newline, cr = ("\n", "\r") if isinstance(raw, str) else (b"\n", b"\r")
+        cut = len(raw) > max_bytes and not raw.endswith(newline)
+        size, stops = len(raw), False
+        if cut:
+            raw = raw[:max_bytes]
+            while True:  # the rest of the line, dropped block by block
+                rest = stream.readline(max(max_bytes, SKIP_BLOCK))
+                if not rest or rest.endswith(newline):
+                    size += max(0, len(rest) - 1)
+                    break
+                size += len(rest)
+                if size - max_bytes > max_skip:
+                    stops = True
+                    break
+        else:
+            if raw.endswith(newline):
+                raw = raw[:-1]
+            if raw.endswith(cr):
+                raw = raw[:-1]
+            size = len(raw)
+        if isinstance(raw, str):
+            yield Line(raw, cut, size, stops)
+        else:
+            try:
+                # a cut line may end inside a character: the incremental decoder leaves it out instead of refusing
+                text = codecs.getincrementaldecoder("utf-8")("strict").decode(raw, final=not cut)
+            except UnicodeDecodeError as e:
+                raise _utf8_error(name, line_no, raw, e, 0) from e
+            yield Line(text, cut, size, stops)
+        if stops:
+            return
 
 
 def read_parallel(src_path: str | os.PathLike[str], tgt_path: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
