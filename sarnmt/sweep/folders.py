@@ -4,9 +4,12 @@ aside as ``<job id>.stale-<hash>``, never resumed; one started by other code is 
 other than 0 wait until rank 0 has claimed the folder.
 
 One job at a time in a folder: :func:`job_lock` holds ``<runs_dir>/.locks/<job id>.lock`` (an ``flock``, which the
-kernel releases however the process ends: SIGKILL, preemption, requeue) while the job runs. Of two sweeps of the same
-table started at once, the first job to take it runs the job; the other skips it (:class:`FolderInUse`, naming the
-holder), and its sweep reports the cells it skipped (:func:`lock_holder`)."""
+kernel releases however the process ends: SIGKILL, preemption, requeue) while the job runs, from claiming the folder
+to writing the record. Of two sweeps of the same table started at once, the first job to take it runs the job; the
+other skips it (:class:`FolderInUse`, naming the holder), and its sweep reports the cells it skipped
+(:func:`lock_holder`). Training inside holds the run folder's own lock as well (:mod:`sarnmt.run_lock`, which cannot
+be nested and covers training only); one it cannot check, left on another host by a job of this cell whose node was
+lost, is removed under the cell's lock (:func:`clear_stale_run_lock`), so that the next sweep resumes the job."""
 
 from __future__ import annotations
 
@@ -22,14 +25,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sarnmt.errors import UserError
+from sarnmt.run_lock import LOCK_NAME as RUN_LOCK
+from sarnmt.run_lock import launching_process
 from sarnmt.sweep.code import check_resume
 from sarnmt.sweep.records import write_json
 
 log = logging.getLogger("sarnmt")
 MARKER = "job.json"
 LOCKS = ".locks"
-# set (and not 0) in the processes a distributed launcher starts beside the first
-RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID")
 
 
 class FolderInUse(UserError, RuntimeError):
@@ -134,18 +137,14 @@ def _refusal(path: Path) -> Path:
     return path.with_name(f"{path.name}.refused-{job}-{restart}")
 
 
-def launching_process() -> bool:
-    """Not a DDP rank other than 0 (those run the same job beside it)."""
-    return all(os.environ.get(name, "0").strip() in ("", "0") for name in RANK_VARIABLES)
-
-
 @contextmanager
-def job_lock(runs_dir: Path, job_id: str, attempts: int = 3, timeout: float = 600.0) -> Iterator[None]:
-    """Hold job ``job_id``'s lock inside the block.
+def job_lock(runs_dir: Path, job_id: str, attempts: int = 3, timeout: float = 600.0) -> Iterator[bool]:
+    """Hold job ``job_id``'s lock inside the block; yields whether this process holds it (False on the ranks beside
+    it, and where it cannot be taken).
 
-    The launching process takes it; the other ranks of a SLURM job go on once their rank 0 holds it (and skip when it
-    was refused); ranks started by another launcher run under their parent's lock. On a file system without ``flock``
-    (Lustre mounted without it) the job runs unlocked, with a warning.
+    The launching process takes it (:func:`sarnmt.run_lock.launching_process`); the other ranks of a SLURM job go on
+    once their rank 0 holds it (and skip when it was refused); ranks started by another launcher run under their
+    parent's lock. On a file system without ``flock`` (Lustre mounted without it) the job runs unlocked, with a warning.
 
     :raises FolderInUse: another process holds it (named), after ``attempts`` tries half a second apart.
     """
@@ -154,9 +153,10 @@ def job_lock(runs_dir: Path, job_id: str, attempts: int = 3, timeout: float = 60
     if not launching_process():
         if os.environ.get("SLURM_PROCID", "0") not in ("", "0"):
             _follow_rank_zero(path, job_id, timeout)
-        yield
+        yield False
         return
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    held = True
     try:
         for attempt in range(attempts):
             try:
@@ -172,12 +172,32 @@ def job_lock(runs_dir: Path, job_id: str, attempts: int = 3, timeout: float = 60
                 raise FolderInUse(f"job {job_id} is being run by {describe_holder(holder)} ({path}): skipped") from None
             except OSError as err:
                 log.warning("%s cannot be locked (%s): job %s runs unlocked", path, err, job_id)
+                held = False
                 break
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(_holder()) + "\n").encode(), 0)
-        yield
+        yield held
     finally:
         os.close(fd)  # releases the lock
+
+
+def clear_stale_run_lock(folder: Path) -> None:
+    """Remove the run folder's training lock (:mod:`sarnmt.run_lock`) when another host left it. Only under the
+    cell's lock (:func:`job_lock`), which proves that no other job of the cell runs: such a lock is what a job whose
+    node was lost leaves, and :mod:`sarnmt.run_lock` cannot check it from here (it takes over the stale locks of this
+    host and of the same SLURM job requeued by itself)."""
+    path = folder / RUN_LOCK
+    try:
+        holder = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(holder, dict) and holder.get("host") not in (None, socket.gethostname()):
+        log.warning(
+            "%s: left by %s, which no longer runs this job (its cell lock is ours): removed",
+            path,
+            describe_holder(holder),
+        )
+        path.unlink(missing_ok=True)
 
 
 def _follow_rank_zero(path: Path, job_id: str, timeout: float) -> None:

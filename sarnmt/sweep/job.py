@@ -40,7 +40,7 @@ from sarnmt.evaluate import translate_split
 from sarnmt.lm import train_lm
 from sarnmt.sweep import stats as sentence_stats
 from sarnmt.sweep.code import check_clean, code_identity
-from sarnmt.sweep.folders import FolderInUse, job_lock, now, take_folder
+from sarnmt.sweep.folders import FolderInUse, clear_stale_run_lock, job_lock, now, take_folder
 from sarnmt.sweep.lm_job import finish_lm_job
 from sarnmt.sweep.publish import publish_record
 from sarnmt.sweep.records import (
@@ -125,22 +125,26 @@ def run_job(job: Job, settings: JobSettings) -> dict[str, Any] | None:
     code = {**code_identity(), "allow_dirty": settings.allow_dirty}
     check_clean(code, settings.allow_dirty, job.id)
     try:
-        with job_lock(settings.runs_dir, job.id):
+        with job_lock(settings.runs_dir, job.id) as exclusive:
             status = read_record(settings.record_path(job), digest)  # finished by another sweep meanwhile?
             if status.state == "complete":
                 log.info("%s: complete record %s, skipped", job.id, status.path)
                 return status.record
             if status.state in ("broken", "stale"):
                 log.warning("%s; job %s runs again", status.reason, job.id)
-            return _run(job, settings, cfg, digest, code)
+            return _run(job, settings, cfg, digest, code, exclusive)
     except FolderInUse as busy:
         log.warning("%s", busy)
         return None
 
 
-def _run(job: Job, settings: JobSettings, cfg: DictConfig, digest: str, code: dict[str, Any]) -> dict[str, Any] | None:
+def _run(
+    job: Job, settings: JobSettings, cfg: DictConfig, digest: str, code: dict[str, Any], exclusive: bool
+) -> dict[str, Any] | None:
     folder = settings.runs_dir / job.id
     take_folder(folder, job.id, digest, code)
+    if exclusive:
+        clear_stale_run_lock(folder)
     fit_path = folder / "fit.json"
     runner = RUNNERS[job.task]
     if fit_path.is_file():
