@@ -1,0 +1,372 @@
+"""The SLURM path on a real cluster: a smoke sweep through submitit, and jobs interrupted the ways a cluster
+interrupts them (``scontrol requeue``, preemption by a higher-priority partition, the time-limit signal, a two-task
+DDP job requeued), each resumed from its checkpoint with a record equal to an uninterrupted run's; a request larger
+than the node, and a job cancelled before its result.
+
+Needs a SLURM cluster answering here with partitions ``batch`` (the default, requeued on preemption) and ``urgent``
+(preempts it): ``scripts/slurm-cluster.sh up`` starts one on this machine (Debian, root), and ``.ci/run`` does.
+Skipped where there is none, saying why; under CI (``CI=true``) that is a failure.
+
+Jobs to interrupt wait at a known update (``faults.pause_at_step``, asleep, until a preemption signal comes), so
+that every interruption lands in the middle of training, whenever the scheduler delivers it; the pause changes
+nothing the job computes, and the records are compared with the sweep's uninterrupted ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from sarnmt.reproduce import reproduce
+from sarnmt.sweep.job import JobSettings
+from sarnmt.sweep.launch import job_states, multirun_command
+from sarnmt.sweep.plan import job_from_id
+from sarnmt.sweep.slurm import SlurmUnavailable
+from sarnmt.sweep.spec import load_scale
+from tests.conftest import ROOT
+from tests.test_sweep import DIRTY_OK, comparable, reproduce_cfg
+
+pytestmark = pytest.mark.slurm
+
+TABLE = "3"  # the smallest translation table at smoke scale: 6 jobs, En-De
+PAUSE_AT = 20  # interrupted jobs wait before update 21 (of 60), after the validation and checkpoint at 20
+PAUSE_S = 300
+LIMIT_S = 900  # the bound of each scenario (a loaded machine; about a minute on two free cores)
+
+
+# --- the cluster ---------------------------------------------------------------------------------------------------
+def _slurm(*args: str, timeout: float = 30) -> str:
+    """A SLURM client command's output (every call bounded: they block while slurmctld is down)."""
+    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout
+
+
+def _unavailable() -> str | None:
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        return "SLURM is not installed here (scripts/slurm-cluster.sh up installs and starts a one-node cluster)"
+    try:
+        partitions = _slurm("sinfo", "-h", "-o", "%R %a", timeout=15).split()
+    except (RuntimeError, subprocess.TimeoutExpired) as err:
+        return f"SLURM is installed but does not answer ({err}); scripts/slurm-cluster.sh up starts it"
+    if not {"batch", "urgent"} <= set(partitions):
+        return f"the cluster lacks partitions batch and urgent (has {partitions}); scripts/slurm-cluster.sh makes them"
+    return None
+
+
+@pytest.fixture(scope="module")
+def cluster() -> dict:
+    reason = _unavailable()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the SLURM tests: {reason}")
+        pytest.skip(reason)
+    return {"cpus": int(_slurm("sinfo", "-h", "-p", "batch", "-o", "%c").split()[0])}
+
+
+# --- jobs ----------------------------------------------------------------------------------------------------------
+def _settings(tmp: Path) -> JobSettings:
+    return JobSettings(runs_dir=tmp / "runs", results_dir=tmp / "results", progress=False, allow_dirty=True)
+
+
+def _start(tmp: Path, cell: str, slurm: dict | None = None, pause: bool = True) -> subprocess.Popen:
+    """The multirun ``reproduce`` would start for one cell, on the CPU profile, in the background."""
+    train = ["faults=inject", f"faults.pause_at_step={PAUSE_AT}", f"faults.pause_s={PAUSE_S}"] if pause else []
+    command = multirun_command(
+        [job_from_id(load_scale("smoke"), cell)],
+        "smoke",
+        _settings(tmp),
+        "slurm",
+        train_overrides=train,
+        slurm={"profile": "cpu", **(slurm or {})},
+    )
+    log = open(tmp / "multirun.log", "w")  # noqa: SIM115 - the process writes it until it ends
+    return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _output(tmp: Path) -> str:
+    return (tmp / "multirun.log").read_text(errors="replace")
+
+
+def _wait(what: str, check, process: subprocess.Popen | None = None, limit: float = LIMIT_S):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the multirun ended ({process.returncode}) before {what}")
+        time.sleep(0.3)
+    raise AssertionError(f"no {what} after {limit:.0f} s")
+
+
+def _step(checkpoint: Path) -> int | None:
+    try:
+        return torch.load(checkpoint, map_location="cpu", weights_only=True)["global_step"]
+    except Exception:  # noqa: BLE001 - not there yet, or being replaced: look again
+        return None
+
+
+def _logs(tmp: Path) -> str:
+    """Everything the job wrote (submitit's logs, Hydra's job log), over its requeues."""
+    folder = tmp / "runs" / ".launch"
+    return "".join(
+        p.read_text(errors="replace") for p in sorted(folder.rglob("*")) if p.suffix in (".log", ".out", ".err")
+    )
+
+
+def _states(job_id: str) -> list[str]:
+    """The job's state in each of its runs (sacct -D: one line per requeue)."""
+    return _slurm("sacct", "-D", "-X", "-n", "-P", "-o", "State", "-j", job_id).split()
+
+
+STARTED: list[Scenario] = []
+
+
+class Scenario:
+    """One cell's job, started in the background, held at update PAUSE_AT and interrupted there by ``act(self)``,
+    in a thread of its own so that scenarios can run side by side."""
+
+    def __init__(self, tmp: Path, cell: str, act, slurm: dict | None = None) -> None:
+        self.tmp, self.cell, self.job = tmp, cell, None
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.process = _start(tmp, cell, slurm)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(act,), daemon=True)
+        self.thread.start()
+        STARTED.append(self)
+
+    def _run(self, act) -> None:
+        try:
+            found = _wait("SLURM job id", lambda: re.search(r"SLURM job (\d+)", _output(self.tmp)), self.process)
+            self.job = found.group(1)
+            last = self.tmp / "runs" / self.cell / "checkpoints" / "last.ckpt"
+            _wait(f"checkpoint at update {PAUSE_AT}", lambda: _step(last) == PAUSE_AT, self.process)
+            _wait("the pause", lambda: "faults: pausing before update" in _logs(self.tmp), self.process)
+            act(self)
+        except BaseException as err:  # noqa: BLE001 - raised by wait()
+            self.error = err
+
+    def wait(self) -> int:
+        """The multirun's exit status, once the interruption was made and the multirun has ended."""
+        self.thread.join(LIMIT_S)
+        if self.error is not None:
+            raise self.error
+        try:
+            return self.process.wait(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            raise
+
+    def finish(self) -> None:
+        assert self.wait() == 0, _output(self.tmp)[-3000:] + _logs(self.tmp)[-3000:]
+
+    def resumed(self, received: str) -> None:
+        logs = _logs(self.tmp)
+        assert f"received {received}: stopping after update {PAUSE_AT + 1}" in logs, logs[-3000:]
+        assert f"{self.cell}: resuming from" in logs, logs[-3000:]
+
+    def same_record(self, reference: Path, differing: tuple[str, ...] = ("faults",)) -> None:
+        """Record (but times, hardware, config paths, and the overrides starting with ``differing``: the pause, which
+        changes nothing else), per-sentence statistics and hypotheses equal the reference's."""
+        mine, theirs, cell = self.tmp / "results", reference / "results", self.cell
+        record = comparable(json.loads((mine / "records" / f"{cell}.json").read_text()))
+        expected = comparable(json.loads((theirs / "records" / f"{cell}.json").read_text()))
+        for one in (record, expected):
+            one["overrides"] = [o for o in one["overrides"] if not o.startswith(differing)]
+        if expected["selected_checkpoint"]["score"] is None:  # ddp_spawn's parent never sees the score: the name has it
+            record["selected_checkpoint"]["score"] = None
+        assert record == expected
+        sentences = f"{cell}.sentences.json.gz"
+        assert (mine / "records" / sentences).read_bytes() == (theirs / "records" / sentences).read_bytes()
+        hypotheses = sorted((theirs / "hypotheses" / cell).glob("*.gz"))
+        assert hypotheses
+        for path in hypotheses:
+            assert gzip.decompress((mine / "hypotheses" / cell / path.name).read_bytes()) == gzip.decompress(
+                path.read_bytes()
+            ), path.name
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_job_left():
+    """Whatever fails, no test job stays queued."""
+    yield
+    for scenario in STARTED:
+        if scenario.process.poll() is None:
+            os.killpg(scenario.process.pid, signal.SIGTERM)
+        if scenario.job is not None and shutil.which("scancel"):
+            subprocess.run(["scancel", scenario.job], capture_output=True, timeout=30)
+
+
+# --- the uninterrupted sweep ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def swept(cluster, tmp_path_factory) -> tuple[Path, str]:
+    """``reproduce table=3 scale=smoke launcher=slurm slurm.profile=cpu``, as a user runs it."""
+    tmp = tmp_path_factory.mktemp("slurm-sweep")
+    command = [
+        sys.executable,
+        "-m",
+        "sarnmt.reproduce",
+        f"table={TABLE}",
+        "scale=smoke",
+        "launcher=slurm",
+        "slurm.profile=cpu",
+        f"runs_dir={tmp / 'runs'}",
+        f"results_dir={tmp / 'results'}",
+        "progress=false",
+        DIRTY_OK,
+    ]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=LIMIT_S)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return tmp, done.stdout + done.stderr
+
+
+def test_smoke_sweep_through_submitit_writes_records_and_prints_the_table(swept):
+    tmp, output = swept
+    cells = [f"en_de.{r}.s{s}" for s in (1, 2) for r in ("baseline", "mean_residual", "self_attentive_content")]
+    assert sorted(p.name for p in (tmp / "results" / "records").glob("*.json")) == sorted(f"{c}.json" for c in cells)
+    assert "SLURM takes the request" in output and "| NMT baseline |" in output  # the table printed
+    ids = re.findall(r"job=(\S+) : SLURM job (\d+)", output)
+    assert sorted(cell for cell, _ in ids) == sorted(cells)  # one SLURM job per cell
+    listed = _slurm("sacct", "-X", "-n", "-P", "-o", "JobID,JobName,State", *(f"-j{i}" for _, i in ids))
+    assert sorted(line.split("|")[1:] for line in listed.split()) == sorted([c, "COMPLETED"] for c in cells)
+    for cell in cells:  # torch's threads: the job's CPUs (1), not the node's
+        record = json.loads((tmp / "results" / "records" / f"{cell}.json").read_text())
+        assert record["hardware"]["threads"] == 1 and record["config"]["trainer"]["accelerator"] == "cpu"
+
+
+# --- interrupted in the middle of training -------------------------------------------------------------------------
+def _requeue(scenario: Scenario) -> None:
+    _slurm("scontrol", "requeue", scenario.job)  # SIGTERM to the job's processes, then the job is queued again
+
+
+def _time_limit(scenario: Scenario) -> None:
+    """Bring the job's time limit to 60-120 s from now: slurmctld, which looks every 30 s, sends the job's SIGUSR2
+    (90 s before its end) at its next look, well before the limit; once the job is requeued, give it time again."""
+    job = scenario.job
+    elapsed = _slurm("squeue", "-h", "-j", job, "-o", "%M").strip()
+    seconds = sum(int(x) * f for x, f in zip(reversed(re.split("[-:]", elapsed)), (1, 60, 3600, 86400), strict=False))
+    _slurm("scontrol", "update", f"JobId={job}", f"TimeLimit={seconds // 60 + 2}")
+    _wait(
+        "the requeue after the time-limit signal",
+        lambda: _slurm("squeue", "-h", "-j", job, "-o", "%T").strip() == "PENDING",
+        scenario.process,
+    )
+    _slurm("scontrol", "update", f"JobId={job}", "TimeLimit=30")  # the resumed run finishes in time
+
+
+@pytest.fixture(scope="module")
+def side_by_side(swept, tmp_path_factory) -> dict[str, Scenario]:
+    """The requeue and the time-limit scenarios, at once (one CPU each; the second mostly waits for slurmctld)."""
+    return {
+        "requeue": Scenario(tmp_path_factory.mktemp("requeue"), "en_de.baseline.s1", _requeue),
+        "time_limit": Scenario(
+            tmp_path_factory.mktemp("time-limit"),
+            "en_de.self_attentive_content.s1",
+            _time_limit,
+            slurm={"time_min": 30, "signal_delay_s": 90},
+        ),
+    }
+
+
+def test_scontrol_requeue_mid_training_resumes_from_the_checkpoint(swept, side_by_side):
+    scenario = side_by_side["requeue"]
+    scenario.finish()
+    scenario.resumed("SIGTERM")
+    assert "REQUEUED" in _states(scenario.job)
+    scenario.same_record(swept[0])
+
+
+def test_the_time_limit_signal_checkpoints_requeues_and_resumes(swept, side_by_side):
+    scenario = side_by_side["time_limit"]
+    scenario.finish()
+    scenario.resumed("SIGUSR2")
+    assert "Requeued job" in _logs(scenario.tmp)  # by submitit's handler, called after the checkpoint
+    assert "REQUEUED" in _states(scenario.job)
+    scenario.same_record(swept[0])
+
+
+def test_preemption_by_the_urgent_partition_resumes_from_the_checkpoint(cluster, swept, side_by_side, tmp_path):
+    for other in side_by_side.values():  # nothing else runs in batch: the urgent job preempts this one only
+        with contextlib.suppress(Exception):  # their own tests report how they ended
+            other.wait()
+    urgent = []
+
+    def preempt(scenario: Scenario) -> None:
+        command = ["sbatch", "--parsable", "-p", "urgent", "-J", "urgent", "-c", str(cluster["cpus"])]
+        urgent.append(_slurm(*command, "--mem=100M", "-o", "/dev/null", "--wrap", "sleep 2").strip())
+
+    scenario = Scenario(tmp_path, "en_de.mean_residual.s1", preempt)
+    scenario.finish()
+    scenario.resumed("SIGUSR2")  # the job's --signal, sent on preemption
+    assert "this job is preempted" in _logs(tmp_path)  # submitit's handler, called after the checkpoint, requeued it
+    assert "REQUEUED" in _states(scenario.job) and _states(urgent[0]) == ["COMPLETED"]
+    scenario.same_record(swept[0])
+
+
+def test_two_task_ddp_job_under_srun_requeued_equals_an_uninterrupted_two_rank_run(cluster, tmp_path):
+    if cluster["cpus"] < 2:
+        pytest.skip(f"the node has {cluster['cpus']} CPU; a two-task job needs 2")
+    cell = "en_de.baseline.s2"
+    reference = tmp_path / "reference"  # the same cell as two ranks on this machine, uninterrupted (ddp_spawn)
+    command = [
+        sys.executable,
+        "-m",
+        "sarnmt.sweep_job",
+        "scale=smoke",
+        f"job={cell}",
+        f"runs_dir={reference / 'runs'}",
+        f"results_dir={reference / 'results'}",
+        "progress=false",
+        DIRTY_OK,
+        "overrides=['trainer=ddp_sim','trainer.enable_progress_bar=false','callbacks.progress_bar=null']",
+    ]
+    local = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    scenario = Scenario(tmp_path / "slurm", cell, _requeue, slurm={"tasks_per_node": 2, "cpus_per_task": 1})
+    assert local.wait(timeout=LIMIT_S) == 0, local.stderr.read()[-3000:]
+    scenario.finish()
+    scenario.resumed("SIGTERM")
+    logs = _logs(scenario.tmp)
+    assert "MEMBER: 2/2" in logs and "distributed_backend=gloo" in logs  # two SLURM tasks, one DDP rank each
+    record = json.loads((scenario.tmp / "results" / "records" / f"{cell}.json").read_text())
+    assert record["config"]["trainer"]["devices"] == 2 and record["config"]["trainer"]["strategy"] == "ddp"
+    scenario.same_record(reference, differing=("faults", "trainer"))  # trainer=slurm, trainer=ddp_sim
+
+
+# --- bad input -----------------------------------------------------------------------------------------------------
+def test_a_request_larger_than_the_node_fails_at_submission_with_slurms_message(cluster, tmp_path):
+    too_many = f"slurm.cpus_per_task={cluster['cpus'] + 1}"
+    for setting, message in ((too_many, "More processors requested than permitted"), ("slurm.mem_gb=100000", "Memory")):
+        cfg = reproduce_cfg(tmp_path, f"table={TABLE}", "launcher=slurm", "slurm.profile=cpu", setting)
+        with pytest.raises(SlurmUnavailable, match=f"SLURM refuses the jobs' request .*sbatch: error: .*{message}"):
+            reproduce(cfg, out=open(os.devnull, "w"))
+    assert not (tmp_path / "runs").exists()  # before any job
+    # the launcher itself, without reproduce's check: the first sbatch fails, nothing is submitted
+    process = _start(tmp_path, "en_de.baseline.s1", slurm={"cpus_per_task": cluster["cpus"] + 1}, pause=False)
+    assert process.wait(timeout=LIMIT_S) == 2
+    assert re.search(r"error: SLURM refused job en_de\.baseline\.s1: .*More processors requested", _output(tmp_path))
+
+
+def test_a_job_cancelled_before_its_result_is_reported_by_cell_and_id_and_resumes_next_time(swept, tmp_path):
+    cell = "en_de.mean_residual.s2"
+    scenario = Scenario(tmp_path, cell, lambda scenario: _slurm("scancel", scenario.job))
+    assert scenario.wait() == 3
+    report = rf"1 of 1 SLURM jobs ended without a result:\s+{re.escape(cell)}: SLURM job {scenario.job}, CANCELLED"
+    assert re.search(report, _output(tmp_path)), _output(tmp_path)[-3000:]
+    assert not (tmp_path / "results" / "records" / f"{cell}.json").exists()  # no record for an unfinished job
+    (state,) = job_states([job_from_id(load_scale("smoke"), cell)], _settings(tmp_path))
+    assert state.state == "resume"  # the next run of the same command resumes it from its checkpoint
