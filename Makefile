@@ -58,6 +58,14 @@ peers:  ## sarnmt beside fairseq's LSTM and the plain loop, same corpus and batc
 	@test -x outputs/peers/fairseq/bin/fairseq-train || benchmarks/peers/install_fairseq.sh outputs/peers/fairseq
 	$(PY) benchmarks/peers/side_by_side.py $(ARGS)
 
+slurm-up:  ## a one-node SLURM cluster here (Debian, root) for launcher=slurm and the slurm tests: scripts/slurm-cluster.sh
+	scripts/slurm-cluster.sh up
+
+slurm-down:  ## stop the one-node SLURM cluster
+	scripts/slurm-cluster.sh down
+
+.PHONY: slurm-up slurm-down
+
 reproduce-table1:  ## Table 1: make reproduce-table1 SCALE=smoke|mini|paper [ARGS="launcher=joblib|slurm logger=wandb ..."]
 	$(PY) -m sarnmt.reproduce table=1 scale=$(SCALE) $(ARGS)
 
