@@ -164,8 +164,8 @@ EnforcePartLimits=ALL
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU_Memory
 DefMemPerCPU=1024
-# the pending jobs (a requeued one once it is eligible again) are looked at every few seconds
-SchedulerParameters=sched_interval=5,bf_interval=5
+# the pending jobs (a requeued one once it is eligible again) are looked at every 2 s
+SchedulerParameters=sched_interval=2,bf_interval=2
 KillWait=30
 MinJobAge=600
 # preemption by partition priority: a job of the urgent partition requeues jobs of batch; they first get their

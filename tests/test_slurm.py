@@ -1,7 +1,7 @@
 """The SLURM path on a real cluster: a smoke sweep through submitit, and jobs interrupted the ways a cluster
-interrupts them (``scontrol requeue``, preemption by a higher-priority partition, the time-limit signal, a two-task
-DDP job requeued), each resumed from its checkpoint with a record equal to an uninterrupted run's; a request larger
-than the node, and a job cancelled before its result.
+interrupts them (``scontrol requeue``, the time-limit signal, preemption by a higher-priority partition), each resumed
+from its checkpoint with a record equal to an uninterrupted run's; a two-task DDP job (gloo) under ``srun``; a job
+cancelled before its result; a request larger than the node.
 
 Needs a SLURM cluster answering here with partitions ``batch`` (the default, requeued on preemption) and ``urgent``
 (preempts it): ``scripts/slurm-cluster.sh up`` starts one on this machine (Debian, root), and ``.ci/run`` does.
@@ -9,7 +9,9 @@ Skipped where there is none, saying why; under CI (``CI=true``) that is a failur
 
 Jobs to interrupt wait at a known update (``faults.pause_at_step``, asleep, until a preemption signal comes), so
 that every interruption lands in the middle of training, whenever the scheduler delivers it; the pause changes
-nothing the job computes, and the records are compared with the sweep's uninterrupted ones.
+nothing the job computes. The requeued, timed-out and cancelled jobs run side by side after the sweep, whose
+uninterrupted records they are compared with; the preempted job runs last, alone in ``batch``, and is the two-task DDP
+job, compared with an uninterrupted two-rank run.
 """
 
 from __future__ import annotations
@@ -213,34 +215,46 @@ def _no_job_left():
 
 
 # --- the uninterrupted sweep ---------------------------------------------------------------------------------------
+class Sweep:
+    """``reproduce table=3 scale=smoke launcher=slurm slurm.profile=cpu``, as a user runs it, in the background."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp, self.log = tmp, tmp / "reproduce.log"
+        command = [
+            sys.executable,
+            "-m",
+            "sarnmt.reproduce",
+            f"table={TABLE}",
+            "scale=smoke",
+            "launcher=slurm",
+            "slurm.profile=cpu",
+            f"runs_dir={tmp / 'runs'}",
+            f"results_dir={tmp / 'results'}",
+            "progress=false",
+            DIRTY_OK,
+        ]
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+    def result(self) -> tuple[Path, str]:
+        """``(its folder, its output)`` once it has ended well."""
+        returncode = self.process.wait(timeout=LIMIT_S)
+        output = self.log.read_text(errors="replace")
+        assert returncode == 0, output[-5000:]
+        return self.tmp, output
+
+
 @pytest.fixture(scope="module")
-def swept(cluster, tmp_path_factory) -> tuple[Path, str]:
-    """``reproduce table=3 scale=smoke launcher=slurm slurm.profile=cpu``, as a user runs it."""
-    tmp = tmp_path_factory.mktemp("slurm-sweep")
-    command = [
-        sys.executable,
-        "-m",
-        "sarnmt.reproduce",
-        f"table={TABLE}",
-        "scale=smoke",
-        "launcher=slurm",
-        "slurm.profile=cpu",
-        f"runs_dir={tmp / 'runs'}",
-        f"results_dir={tmp / 'results'}",
-        "progress=false",
-        DIRTY_OK,
-    ]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=LIMIT_S)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return tmp, done.stdout + done.stderr
+def swept(cluster, tmp_path_factory) -> Sweep:
+    return Sweep(tmp_path_factory.mktemp("slurm-sweep"))
 
 
 def test_smoke_sweep_through_submitit_writes_records_and_prints_the_table(swept):
-    tmp, output = swept
+    tmp, output = swept.result()
     cells = [f"en_de.{r}.s{s}" for s in (1, 2) for r in ("baseline", "mean_residual", "self_attentive_content")]
     assert sorted(p.name for p in (tmp / "results" / "records").glob("*.json")) == sorted(f"{c}.json" for c in cells)
     assert "SLURM takes the request" in output and "| NMT baseline |" in output  # the table printed
-    ids = re.findall(r"job=(\S+) : SLURM job (\d+)", output)
+    ids = re.findall(r"#\d+ : (\S+) : SLURM job (\d+)", output)
     assert sorted(cell for cell, _ in ids) == sorted(cells)  # one SLURM job per cell
     listed = _slurm("sacct", "-X", "-n", "-P", "-o", "JobID,JobName,State", *(f"-j{i}" for _, i in ids))
     assert sorted(line.split("|")[1:] for line in listed.split()) == sorted([c, "COMPLETED"] for c in cells)
@@ -269,9 +283,39 @@ def _time_limit(scenario: Scenario) -> None:
     _slurm("scontrol", "update", f"JobId={job}", "TimeLimit=30")  # the resumed run finishes in time
 
 
+def _cancel(scenario: Scenario) -> None:
+    _slurm("scancel", scenario.job)
+
+
 @pytest.fixture(scope="module")
-def side_by_side(swept, tmp_path_factory) -> dict[str, Scenario]:
-    """The requeue and the time-limit scenarios, at once (one CPU each; the second mostly waits for slurmctld)."""
+def two_ranks(cluster, swept, tmp_path_factory) -> tuple[Path, subprocess.Popen] | None:
+    """The DDP job's reference, en_de.baseline.s2 as two ranks on this machine, uninterrupted (ddp_spawn); started
+    once the sweep has ended, to run while the side-by-side jobs wait on SLURM."""
+    with contextlib.suppress(Exception):  # the sweep's test reports how it ended
+        swept.result()
+    if cluster["cpus"] < 2:
+        return None
+    reference = tmp_path_factory.mktemp("two-ranks")
+    command = [
+        sys.executable,
+        "-m",
+        "sarnmt.sweep_job",
+        "scale=smoke",
+        "job=en_de.baseline.s2",
+        f"runs_dir={reference / 'runs'}",
+        f"results_dir={reference / 'results'}",
+        "progress=false",
+        DIRTY_OK,
+        "overrides=['trainer=ddp_sim','trainer.enable_progress_bar=false','callbacks.progress_bar=null']",
+    ]
+    log = open(reference / "run.log", "w")  # noqa: SIM115 - the process writes it until it ends
+    return reference, subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+
+@pytest.fixture(scope="module")
+def side_by_side(swept, two_ranks, tmp_path_factory) -> dict[str, Scenario]:
+    """The requeue, time-limit and cancel scenarios, started together once the sweep has ended (one CPU each: they
+    mostly wait, for slurmctld, for a requeued job to be eligible again)."""
     return {
         "requeue": Scenario(tmp_path_factory.mktemp("requeue"), "en_de.baseline.s1", _requeue),
         "time_limit": Scenario(
@@ -280,6 +324,7 @@ def side_by_side(swept, tmp_path_factory) -> dict[str, Scenario]:
             _time_limit,
             slurm={"time_min": 30, "signal_delay_s": 90},
         ),
+        "cancel": Scenario(tmp_path_factory.mktemp("cancel"), "en_de.mean_residual.s2", _cancel),
     }
 
 
@@ -288,7 +333,7 @@ def test_scontrol_requeue_mid_training_resumes_from_the_checkpoint(swept, side_b
     scenario.finish()
     scenario.resumed("SIGTERM")
     assert "REQUEUED" in _states(scenario.job)
-    scenario.same_record(swept[0])
+    scenario.same_record(swept.result()[0])
 
 
 def test_the_time_limit_signal_checkpoints_requeues_and_resumes(swept, side_by_side):
@@ -297,12 +342,29 @@ def test_the_time_limit_signal_checkpoints_requeues_and_resumes(swept, side_by_s
     scenario.resumed("SIGUSR2")
     assert "Requeued job" in _logs(scenario.tmp)  # by submitit's handler, called after the checkpoint
     assert "REQUEUED" in _states(scenario.job)
-    scenario.same_record(swept[0])
+    scenario.same_record(swept.result()[0])
 
 
-def test_preemption_by_the_urgent_partition_resumes_from_the_checkpoint(cluster, swept, side_by_side, tmp_path):
-    for other in side_by_side.values():  # nothing else runs in batch: the urgent job preempts this one only
-        with contextlib.suppress(Exception):  # their own tests report how they ended
+def test_a_job_cancelled_before_its_result_is_reported_by_cell_and_id_and_resumes_next_time(side_by_side):
+    scenario = side_by_side["cancel"]
+    assert scenario.wait() == 3
+    output, cell = _output(scenario.tmp), scenario.cell
+    report = rf"1 of 1 SLURM jobs ended without a result:\s+{re.escape(cell)}: SLURM job {scenario.job}, CANCELLED"
+    assert re.search(report, output), output[-3000:]
+    assert not (scenario.tmp / "results" / "records" / f"{cell}.json").exists()  # no record for an unfinished job
+    (state,) = job_states([job_from_id(load_scale("smoke"), cell)], _settings(scenario.tmp))
+    assert state.state == "resume"  # the next run of the same command resumes it from its checkpoint
+
+
+@pytest.fixture(scope="module")
+def preempted(cluster, swept, two_ranks, side_by_side, tmp_path_factory) -> tuple[Scenario, str, Path]:
+    """A job preempted by the urgent partition in the middle of training, once nothing else runs in ``batch`` (the
+    urgent job, asking for every CPU of the node, preempts this one only): the two-task DDP job, or where the node
+    has one CPU a one-task job. :returns: the scenario, the urgent job's id and the reference run's folder."""
+    with contextlib.suppress(Exception):  # the sweep's and the other scenarios' tests report how they ended
+        swept.result()
+    for other in side_by_side.values():
+        with contextlib.suppress(Exception):
             other.wait()
     urgent = []
 
@@ -310,63 +372,56 @@ def test_preemption_by_the_urgent_partition_resumes_from_the_checkpoint(cluster,
         command = ["sbatch", "--parsable", "-p", "urgent", "-J", "urgent", "-c", str(cluster["cpus"])]
         urgent.append(_slurm(*command, "--mem=100M", "-o", "/dev/null", "--wrap", "sleep 2").strip())
 
-    scenario = Scenario(tmp_path, "en_de.mean_residual.s1", preempt)
+    tmp = tmp_path_factory.mktemp("preempted")
+    if two_ranks is None:
+        scenario = Scenario(tmp, "en_de.mean_residual.s1", preempt)
+        reference = swept.tmp
+    else:
+        scenario = Scenario(tmp, "en_de.baseline.s2", preempt, slurm={"tasks_per_node": 2, "cpus_per_task": 1})
+        reference, local = two_ranks
+        assert local.wait(timeout=LIMIT_S) == 0, (reference / "run.log").read_text()[-3000:]
     scenario.finish()
+    return scenario, urgent[0], reference
+
+
+def test_preemption_by_the_urgent_partition_resumes_from_the_checkpoint(preempted):
+    scenario, urgent, reference = preempted
     scenario.resumed("SIGUSR2")  # the job's --signal, sent on preemption
-    assert "this job is preempted" in _logs(tmp_path)  # submitit's handler, called after the checkpoint, requeued it
-    assert "REQUEUED" in _states(scenario.job) and _states(urgent[0]) == ["COMPLETED"]
-    scenario.same_record(swept[0])
+    assert "this job is preempted" in _logs(scenario.tmp)  # submitit's handler, after the checkpoint, requeued it
+    assert "REQUEUED" in _states(scenario.job) and _states(urgent) == ["COMPLETED"]
+    scenario.same_record(reference, differing=("faults", "trainer"))  # trainer=slurm, and ddp_sim for two ranks
 
 
-def test_two_task_ddp_job_under_srun_requeued_equals_an_uninterrupted_two_rank_run(cluster, tmp_path):
-    if cluster["cpus"] < 2:
+def test_two_task_ddp_job_under_srun_equals_an_uninterrupted_two_rank_run(cluster, two_ranks, preempted):
+    if two_ranks is None:
         pytest.skip(f"the node has {cluster['cpus']} CPU; a two-task job needs 2")
-    cell = "en_de.baseline.s2"
-    reference = tmp_path / "reference"  # the same cell as two ranks on this machine, uninterrupted (ddp_spawn)
-    command = [
-        sys.executable,
-        "-m",
-        "sarnmt.sweep_job",
-        "scale=smoke",
-        f"job={cell}",
-        f"runs_dir={reference / 'runs'}",
-        f"results_dir={reference / 'results'}",
-        "progress=false",
-        DIRTY_OK,
-        "overrides=['trainer=ddp_sim','trainer.enable_progress_bar=false','callbacks.progress_bar=null']",
-    ]
-    local = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    scenario = Scenario(tmp_path / "slurm", cell, _requeue, slurm={"tasks_per_node": 2, "cpus_per_task": 1})
-    assert local.wait(timeout=LIMIT_S) == 0, local.stderr.read()[-3000:]
-    scenario.finish()
-    scenario.resumed("SIGTERM")
+    scenario, _, reference = preempted
     logs = _logs(scenario.tmp)
     assert "MEMBER: 2/2" in logs and "distributed_backend=gloo" in logs  # two SLURM tasks, one DDP rank each
-    record = json.loads((scenario.tmp / "results" / "records" / f"{cell}.json").read_text())
+    stopped = {  # submitit's log of each task: <job>_<task>_log.out
+        path.name.split("_")[1]
+        for path in (scenario.tmp / "runs").rglob("*_log.out")
+        if f"stopping after update {PAUSE_AT + 1}" in path.read_text(errors="replace")
+    }
+    assert stopped == {"0", "1"}  # both ranks stopped after the same update
+    record = json.loads((scenario.tmp / "results" / "records" / f"{scenario.cell}.json").read_text())
     assert record["config"]["trainer"]["devices"] == 2 and record["config"]["trainer"]["strategy"] == "ddp"
-    scenario.same_record(reference, differing=("faults", "trainer"))  # trainer=slurm, trainer=ddp_sim
+    scenario.same_record(reference, differing=("faults", "trainer"))
 
 
 # --- bad input -----------------------------------------------------------------------------------------------------
 def test_a_request_larger_than_the_node_fails_at_submission_with_slurms_message(cluster, tmp_path):
     too_many = f"slurm.cpus_per_task={cluster['cpus'] + 1}"
-    for setting, message in ((too_many, "More processors requested than permitted"), ("slurm.mem_gb=100000", "Memory")):
+    for setting, message in (
+        (too_many, "More processors requested than permitted"),
+        ("slurm.mem_gb=100000", "Requested node configuration is not available"),  # sbatch --test-only's words
+    ):
         cfg = reproduce_cfg(tmp_path, f"table={TABLE}", "launcher=slurm", "slurm.profile=cpu", setting)
-        with pytest.raises(SlurmUnavailable, match=f"SLURM refuses the jobs' request .*sbatch: error: .*{message}"):
+        with pytest.raises(SlurmUnavailable, match=rf"^SLURM refuses the jobs' request \(.*\): .*{message}"):
             reproduce(cfg, out=open(os.devnull, "w"))
     assert not (tmp_path / "runs").exists()  # before any job
     # the launcher itself, without reproduce's check: the first sbatch fails, nothing is submitted
-    process = _start(tmp_path, "en_de.baseline.s1", slurm={"cpus_per_task": cluster["cpus"] + 1}, pause=False)
+    process = _start(tmp_path, "en_de.baseline.s1", slurm={"mem_gb": 100000}, pause=False)
     assert process.wait(timeout=LIMIT_S) == 2
-    assert re.search(r"error: SLURM refused job en_de\.baseline\.s1: .*More processors requested", _output(tmp_path))
-
-
-def test_a_job_cancelled_before_its_result_is_reported_by_cell_and_id_and_resumes_next_time(swept, tmp_path):
-    cell = "en_de.mean_residual.s2"
-    scenario = Scenario(tmp_path, cell, lambda scenario: _slurm("scancel", scenario.job))
-    assert scenario.wait() == 3
-    report = rf"1 of 1 SLURM jobs ended without a result:\s+{re.escape(cell)}: SLURM job {scenario.job}, CANCELLED"
-    assert re.search(report, _output(tmp_path)), _output(tmp_path)[-3000:]
-    assert not (tmp_path / "results" / "records" / f"{cell}.json").exists()  # no record for an unfinished job
-    (state,) = job_states([job_from_id(load_scale("smoke"), cell)], _settings(tmp_path))
-    assert state.state == "resume"  # the next run of the same command resumes it from its checkpoint
+    refused = r"error: SLURM refused job en_de\.baseline\.s1: sbatch: error: Memory specification can not be satisfied"
+    assert re.search(refused, _output(tmp_path)), _output(tmp_path)[-2000:]

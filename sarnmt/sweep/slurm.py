@@ -94,7 +94,7 @@ class SweepSlurmLauncher(SlurmLauncher):
                     flush=True,
                 )
                 raise SystemExit(SUBMISSION_REFUSED) from None
-            log.info("\t#%d : %s : SLURM job %s", idx, " ".join(filter_overrides(overrides)), job.job_id)
+            log.info("\t#%d : %s : SLURM job %s : %s", idx, name, job.job_id, " ".join(filter_overrides(overrides)))
             jobs.append((name, job))
         return wait_for(jobs)
 

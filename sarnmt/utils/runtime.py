@@ -13,9 +13,11 @@ log = logging.getLogger("sarnmt")
 
 def quiet_known_warnings() -> None:
     """Silence warnings that are noise for users (Lightning's LeafSpec FutureWarning under torch >= 2.13, the
-    "does not have many workers" hint on 2-core machines, sacrebleu's tokenised-input hint)."""
+    "does not have many workers" hint on 2-core machines, sacrebleu's tokenised-input hint, Lightning's "srun is
+    available but not used" on any machine with SLURM's client, where a run outside a job is meant to be one)."""
     warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message="The `srun` command is available on your system but is not used.*")
     warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
     # sarnmt's DataModule does resume mid-epoch (it keeps the epoch's position in checkpoints), which Lightning's
     # check for a stateful dataloader cannot see
