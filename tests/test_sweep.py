@@ -267,6 +267,7 @@ def _args(cfg) -> list[str]:
         f"results_dir={cfg.results_dir}",
         "progress=false",
         "render=false",
+        DIRTY_OK,
     ]
 
 
