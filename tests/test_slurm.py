@@ -36,12 +36,12 @@ from sarnmt.reproduce import reproduce
 from sarnmt.sweep.job import JobSettings
 from sarnmt.sweep.launch import job_states, multirun_command
 from sarnmt.sweep.plan import job_from_id
-from sarnmt.sweep.slurm import SlurmUnavailable
 from sarnmt.sweep.spec import load_scale
 from tests.conftest import ROOT
 from tests.test_sweep import DIRTY_OK, comparable, reproduce_cfg
 
 pytestmark = pytest.mark.slurm
+sweep_slurm = pytest.importorskip("sarnmt.sweep.slurm", reason="no hydra-submitit-launcher (pip install -e '.[slurm]')")
 
 TABLE = "3"  # the smallest translation table at smoke scale: 6 jobs, En-De
 PAUSE_AT = 20  # interrupted jobs wait before update 21 (of 60), after the validation and checkpoint at 20
@@ -417,7 +417,9 @@ def test_a_request_larger_than_the_node_fails_at_submission_with_slurms_message(
         ("slurm.mem_gb=100000", "Requested node configuration is not available"),  # sbatch --test-only's words
     ):
         cfg = reproduce_cfg(tmp_path, f"table={TABLE}", "launcher=slurm", "slurm.profile=cpu", setting)
-        with pytest.raises(SlurmUnavailable, match=rf"^SLURM refuses the jobs' request \(.*\): .*{message}"):
+        with pytest.raises(
+            sweep_slurm.SlurmUnavailable, match=rf"^SLURM refuses the jobs' request \(.*\): .*{message}"
+        ):
             reproduce(cfg, out=open(os.devnull, "w"))
     assert not (tmp_path / "runs").exists()  # before any job
     # the launcher itself, without reproduce's check: the first sbatch fails, nothing is submitted

@@ -17,11 +17,11 @@ import torch
 from sarnmt.reproduce import reproduce
 from sarnmt.sweep.folders import FolderInUse, clear_stale_run_lock, job_lock, lock_holder
 from sarnmt.sweep.launch import SweepError
-from sarnmt.sweep.slurm import THREADS, SlurmUnavailable, cell_of, make_executor
 from sarnmt.utils import allocation
 from sarnmt.utils.compose import compose
 from tests.test_sweep import reproduce_cfg
 
+sweep_slurm = pytest.importorskip("sarnmt.sweep.slurm", reason="no hydra-submitit-launcher (pip install -e '.[slurm]')")
 CELLS = [f"en_de.{r}.s{s}" for s in (1, 2) for r in ("baseline", "mean_residual", "self_attentive_content")]
 
 
@@ -50,8 +50,8 @@ def test_cpu_profile_takes_plain_overrides_and_writes_setup_lines_without_nested
     assert (launcher["partition"], launcher["account"], launcher["qos"]) == ("debug", "nmt-2026", "low")
     assert (launcher["timeout_min"], launcher["cpus_per_task"], launcher["mem_gb"]) == (90, 2, 3)
     assert launcher["setup"] == ["export A=${HOME}/a, b", f"source '{setup}'"]  # ${HOME} left to the shell
-    executor = make_executor({**launcher, "submitit_folder": str(tmp_path / "submitit")})
-    executor.update_parameters(name=cell_of(["scale=smoke", "job=en_de.baseline.s1"]))
+    executor = sweep_slurm.make_executor({**launcher, "submitit_folder": str(tmp_path / "submitit")})
+    executor.update_parameters(name=sweep_slurm.cell_of(["scale=smoke", "job=en_de.baseline.s1"]))
     script = executor._executor._make_submission_file_text("python -u -m submitit.core._submit x", "u")
     for line in (
         "#SBATCH --job-name=en_de.baseline.s1",
@@ -65,7 +65,7 @@ def test_cpu_profile_takes_plain_overrides_and_writes_setup_lines_without_nested
     ):
         assert line in script.splitlines(), line
     assert "gpus" not in script
-    assert script.index(THREADS) < script.index("export A=${HOME}/a, b") < script.index(f"source '{setup}'")
+    assert script.index(sweep_slurm.THREADS) < script.index("export A=${HOME}/a, b") < script.index(f"source '{setup}'")
     assert script.index(f"source '{setup}'") < script.index("srun")
 
 
@@ -81,7 +81,7 @@ def test_gpu_profile_is_one_task_per_gpu_and_refuses_zero_gpus(tmp_path):
 def test_launcher_slurm_without_sbatch_says_so_in_one_line_before_any_job(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
     cfg = reproduce_cfg(tmp_path, "table=3", "launcher=slurm", "slurm.profile=cpu")
-    with pytest.raises(SlurmUnavailable, match=r"^launcher=slurm: sbatch was not found on PATH") as err:
+    with pytest.raises(sweep_slurm.SlurmUnavailable, match=r"^launcher=slurm: sbatch was not found on PATH") as err:
         reproduce(cfg, out=io.StringIO())
     assert "\n" not in str(err.value) and "scripts/slurm-cluster.sh up" in str(err.value)
     assert not (tmp_path / "runs").exists()
