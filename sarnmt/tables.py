@@ -24,8 +24,8 @@ from sarnmt.errors import reported
 from sarnmt.sweep import render
 from sarnmt.sweep.cells import TableSettings, collect
 from sarnmt.sweep.records import write_atomic
+from sarnmt.sweep.seed_tests import Resampling
 from sarnmt.sweep.spec import available_tables, load_scale, load_table
-from sarnmt.sweep.stats import Resampling
 
 
 def render_tables(

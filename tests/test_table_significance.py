@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from sarnmt.errors import InputError
-from sarnmt.sweep import stats
+from sarnmt.sweep import seed_tests, stats
 from sarnmt.sweep.cells import RecordError, TableSettings, code_versions
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import plan_jobs
@@ -81,7 +81,7 @@ def test_a_gain_in_every_sentence_but_swinging_seeds_is_significant_only_sentenc
     system, baseline = bleu_runs(levels, gain=0.02), bleu_runs(levels)
     for s, b in zip(system, baseline, strict=True):
         assert (s[:, 2:6] >= b[:, 2:6]).all() and stats.corpus_score(s, "bleu") > stats.corpus_score(b, "bleu")
-    result = stats.compare_cells(system, baseline, "bleu")
+    result = seed_tests.compare_cells(system, baseline, "bleu")
     assert result.p_sentence < 0.01 and result.p_t_test < 0.01  # sentence-level: significant
     assert result.p_seed > 0.1  # seed-aware: not
     assert result.low < 0 < result.high and result.low < result.difference < result.high
@@ -91,47 +91,51 @@ def test_a_gain_in_every_sentence_but_swinging_seeds_is_significant_only_sentenc
 def test_a_clear_gain_in_every_seed_is_significant_in_both():
     """(b) Seeds a few tenths of a BLEU point apart, a gain of several points: both tests agree."""
     system, baseline = bleu_runs([0.45, 0.455, 0.46], gain=0.05), bleu_runs([0.45, 0.455, 0.46])
-    result = stats.compare_cells(system, baseline, "bleu")
+    result = seed_tests.compare_cells(system, baseline, "bleu")
     assert result.p_seed < 0.01 and result.p_sentence < 0.01 and result.p_t_test < 0.01
     assert 0 < result.low < result.difference < result.high
     assert result.p_seed == pytest.approx(1 / 10_001)  # not better in no resample
-    worse = stats.compare_cells(baseline, system, "bleu")  # one-sided: the worse system gets p near 1
+    worse = seed_tests.compare_cells(baseline, system, "bleu")  # one-sided: the worse system gets p near 1
     assert worse.p_seed > 0.99 and worse.p_sentence > 0.99 and worse.p_t_test > 0.99
 
 
 def test_perplexity_is_resampled_from_the_lines_and_lower_is_better():
     better, base = ppl_runs([4.70, 4.72, 4.74], gain=0.05), ppl_runs([4.70, 4.72, 4.74])
-    result = stats.compare_cells(better, base, "ppl")
+    result = seed_tests.compare_cells(better, base, "ppl")
     assert result.difference < 0 and result.high < 0  # lower perplexity
     assert result.p_seed < 0.01 and result.p_sentence < 0.01 and result.p_t_test < 0.01
-    assert stats.compare_cells(base, better, "ppl").p_seed > 0.99
-    swinging = stats.compare_cells(ppl_runs([4.2, 5.2, 4.7], 0.05), ppl_runs([4.2, 5.2, 4.7]), "ppl")
+    assert seed_tests.compare_cells(base, better, "ppl").p_seed > 0.99
+    swinging = seed_tests.compare_cells(ppl_runs([4.2, 5.2, 4.7], 0.05), ppl_runs([4.2, 5.2, 4.7]), "ppl")
     assert swinging.p_sentence < 0.01 and swinging.p_seed > 0.1
 
 
 def test_one_run_gets_no_seed_aware_test_and_the_resamples_are_fixed():
     system, baseline = bleu_runs([0.45], gain=0.05), bleu_runs([0.45, 0.5, 0.4])
-    one = stats.compare_cells(system, baseline, "bleu")
+    one = seed_tests.compare_cells(system, baseline, "bleu")
     assert (one.p_seed, one.low, one.high, one.seed_test_note) == (None, None, None, "n/a (1 run)")
     assert one.p_t_test < 0.01 and one.p_sentence < 0.01  # still computed, as sentence-level
-    assert stats.compare_cells(baseline, system, "bleu").seed_test_note == "n/a (baseline: 1 run)"
-    again = stats.compare_cells(bleu_runs([0.4, 0.5], 0.01), bleu_runs([0.4, 0.5]), "bleu")
-    assert again == stats.compare_cells(bleu_runs([0.4, 0.5], 0.01), bleu_runs([0.4, 0.5]), "bleu")
-    other = stats.compare_cells(bleu_runs([0.4, 0.5], 0.01), bleu_runs([0.4, 0.5]), "bleu", stats.Resampling(seed=7))
+    assert seed_tests.compare_cells(baseline, system, "bleu").seed_test_note == "n/a (baseline: 1 run)"
+    again = seed_tests.compare_cells(bleu_runs([0.4, 0.5], 0.01), bleu_runs([0.4, 0.5]), "bleu")
+    assert again == seed_tests.compare_cells(bleu_runs([0.4, 0.5], 0.01), bleu_runs([0.4, 0.5]), "bleu")
+    other = seed_tests.compare_cells(
+        bleu_runs([0.4, 0.5], 0.01), bleu_runs([0.4, 0.5]), "bleu", seed_tests.Resampling(seed=7)
+    )
     assert other.p_seed != again.p_seed and abs(other.p_seed - again.p_seed) < 0.02
-    assert stats.Resampling().mc_error(0.05) < 0.005 and stats.Resampling(1_900).mc_error(0.05) == pytest.approx(0.005)
+    assert seed_tests.Resampling().mc_error(0.05) < 0.005 and seed_tests.Resampling(1_900).mc_error(
+        0.05
+    ) == pytest.approx(0.005)
     with pytest.raises(InputError, match="at least 1,900"):
-        TableSettings(stats.Resampling(1000))
+        TableSettings(seed_tests.Resampling(1000))
 
 
 def test_power_counts_the_seeds_that_detect_an_effect():
     z = 1.6448536269514722 + 0.8416212335729143
-    assert stats.seeds_for_power(1.0, 1.0) == math.ceil(2 * z**2) == 13
-    assert stats.seeds_for_power(0.5, 1.0) == 4 and stats.seeds_for_power(0.1, 5.0) == 2
-    assert stats.seeds_for_power(1.0, 0.0) is None and stats.seeds_for_power(1.0, -0.3) is None
-    sd, df = stats.pooled_sd([[1.0, 2.0, 3.0], [5.0, 5.0], [7.0]])
+    assert seed_tests.seeds_for_power(1.0, 1.0) == math.ceil(2 * z**2) == 13
+    assert seed_tests.seeds_for_power(0.5, 1.0) == 4 and seed_tests.seeds_for_power(0.1, 5.0) == 2
+    assert seed_tests.seeds_for_power(1.0, 0.0) is None and seed_tests.seeds_for_power(1.0, -0.3) is None
+    sd, df = seed_tests.pooled_sd([[1.0, 2.0, 3.0], [5.0, 5.0], [7.0]])
     assert df == 3 and sd == pytest.approx(math.sqrt((2 * 1.0 + 0.0) / 3))
-    assert stats.pooled_sd([[1.0], [2.0]]) is None
+    assert seed_tests.pooled_sd([[1.0], [2.0]]) is None
 
 
 def test_code_versions_count_commits_or_source_hashes():

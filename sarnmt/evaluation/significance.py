@@ -17,10 +17,10 @@ Three paired tests:
 
 Markers: ``*`` for p < 0.05, ``**`` for p < 0.01.
 
-These tests compare single outputs. The sweep's tables (:mod:`sarnmt.sweep.stats`) compare cells of several training
-runs: there the markers are a seed-aware two-level bootstrap over runs and test sentences (one-sided; Koehn 2004,
-Clark et al. 2011), and this module's t-test is the sentence-level test with each sentence's score averaged over a
-cell's seeds.
+These tests compare single outputs. The sweep's tables (:mod:`sarnmt.sweep.seed_tests`) compare cells of several
+training runs: there the markers are a seed-aware two-level bootstrap over runs and test sentences (one-sided;
+Koehn 2004, Clark et al. 2011), and this module's t-test is the sentence-level test with each sentence's score
+averaged over a cell's seeds.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ in its cell and averaged, since the published mini records are such; an unpinned
 code (its code cannot be shown to be theirs), so such a cell is mixed code. A run from a checkout with uncommitted
 changes (``dirty``) is counted in its cell.
 
-Scores are read for the column's test set and metric; significance (:mod:`sarnmt.sweep.stats`) compares the cell's
+Scores are read for the column's test set and metric; significance (:mod:`sarnmt.sweep.seed_tests`) compares the cell's
 runs with the baseline row's runs of the same column: the two-level bootstrap over runs and test sentences, and the
 sentence-level tests with seeds pooled.
 """
@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from sarnmt.errors import InputError, UserError
-from sarnmt.sweep import stats
+from sarnmt.sweep import seed_tests, stats
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import make_job, row_registry, seeds_of
 from sarnmt.sweep.records import RecordStatus, read_record, read_sentence_stats
@@ -53,7 +53,7 @@ class TableSettings:
     """How a table is computed: the bootstrap's resamples and generator seed, and whether a cell may average runs
     of different code (``allow_mixed_code``, never on by default; the footer states it where it was used)."""
 
-    resampling: stats.Resampling = stats.Resampling()
+    resampling: seed_tests.Resampling = seed_tests.Resampling()
     allow_mixed_code: bool = False
 
     def __post_init__(self) -> None:
@@ -82,7 +82,7 @@ class Cell:
     broken: list[str] = field(default_factory=list)
     mixed: list[dict] = field(default_factory=list)
     mixed_averaged: bool = False
-    score: stats.CellScore | None = None
+    score: seed_tests.CellScore | None = None
 
     @property
     def missing(self) -> int:
@@ -189,7 +189,7 @@ def collect(
                 else:
                     cell.mixed, cell.records, cell.stats, cell.paths = cell.records, [], [], []
             if cell.records:
-                cell.score = stats.CellScore([float(s) for s in cell_scores(cell)])
+                cell.score = seed_tests.CellScore([float(s) for s in cell_scores(cell)])
             cells[row.key, column.key] = cell
     for column in table.columns:
         base = cells[table.baseline, column.key]
@@ -198,7 +198,9 @@ def collect(
             if row.key == table.baseline or not cell.records or not base.records:
                 continue
             try:
-                cell.score.comparison = stats.compare_cells(cell.stats, base.stats, column.metric, settings.resampling)
+                cell.score.comparison = seed_tests.compare_cells(
+                    cell.stats, base.stats, column.metric, settings.resampling
+                )
             except ValueError as err:  # runs on test sets of different sizes: the cell is shown without markers
                 log.warning("%s / %s: no significance test against the baseline: %s", row.key, column.key, err)
     return cells

@@ -5,7 +5,7 @@ A cell reads ``mean ± sd (n)``: the mean corpus score over the row's seeds, the
 many seeds ran; ``missing``, ``stale``, ``broken`` and ``mixed code`` runs are counted in the cell, never averaged in;
 ``unpinned`` and ``dirty`` runs are averaged and counted (:mod:`sarnmt.sweep.cells`). Every test is one-sided (H1:
 the row is better than the baseline of its column). Markers after the value: ``†``/``‡`` the seed-aware two-level
-bootstrap over runs and test sentences (p < 0.05 / 0.01; Koehn 2004, Clark et al. 2011: :mod:`sarnmt.sweep.stats`),
+bootstrap over runs and test sentences (p < 0.05 / 0.01; Koehn 2004, Clark et al. 2011: :mod:`sarnmt.sweep.seed_tests`),
 ``*``/``**`` the paper's paired t-test, sentence-level with seeds pooled. Beside each column, ``Δ [95%]``: the
 difference from the baseline and the bootstrap's 95% interval of it, or ``n/a (1 run)`` where a side has one run.
 The footer names the tests, the resamples and the generator seed, and says how many seeds would detect the paper's
@@ -17,7 +17,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from sarnmt.sweep import formats, stats
+from sarnmt.sweep import formats, seed_tests
 from sarnmt.sweep.cells import Cell, TableSettings, code_versions
 from sarnmt.sweep.formats import tex
 from sarnmt.sweep.spec import METRICS, Scale, Table
@@ -193,12 +193,12 @@ def _gain(table: Table, row_key: str, column_key: str) -> float | None:
 def power_note(table: Table, cells: dict) -> str:
     """How many seeds per row would detect the paper's gains: per column, the seed sd pooled over its cells with two
     or more runs, and per main row (every row but the baseline when none runs the main seeds) the paper's gain Δ
-    and n = 2((z_0.95 + z_0.8) sd / Δ)² (:func:`sarnmt.sweep.stats.seeds_for_power`)."""
+    and n = 2((z_0.95 + z_0.8) sd / Δ)² (:func:`sarnmt.sweep.seed_tests.seeds_for_power`)."""
     rows = [r for r in table.rows if r.key != table.baseline and r.seeds == "main"]
     rows = rows or [r for r in table.rows if r.key != table.baseline]
     parts = []
     for column in table.columns:
-        pooled = stats.pooled_sd(
+        pooled = seed_tests.pooled_sd(
             [cells[r.key, column.key].score.scores for r in table.rows if cells[r.key, column.key].score]
         )
         if pooled is None:
@@ -210,14 +210,14 @@ def power_note(table: Table, cells: dict) -> str:
             gain = _gain(table, row.key, column.key)
             if gain is None:
                 continue
-            n = stats.seeds_for_power(sd, gain)
+            n = seed_tests.seeds_for_power(sd, gain)
             needs.append(f"{row.label} (Δ {gain:+.1f}) " + (f"{n}" if n is not None else "no gain to detect"))
         parts.append(f"{column.label} (sd {sd:.2f}, {df} df): " + ("; ".join(needs) or "no paper numbers"))
     return (
         "Power: seeds per row for a one-sided test of seed means at p < 0.05 to detect the paper's gain over its "
-        f"baseline with power {stats.POWER}, n = 2((z_0.95 + z_0.8) sd / Δ)² (normal approximation; sd the sample sd "
-        "over seeds pooled over the column's cells with two or more runs; a lower bound for the seed-aware test, "
-        "which also resamples the test set). " + "; ".join(parts) + "."
+        f"baseline with power {seed_tests.POWER}, n = 2((z_0.95 + z_0.8) sd / Δ)² (normal approximation; sd the "
+        "sample sd over seeds pooled over the column's cells with two or more runs; a lower bound for the seed-aware "
+        "test, which also resamples the test set). " + "; ".join(parts) + "."
     )
 
 

@@ -1,0 +1,246 @@
+"""A table cell's score over its seeds and its significance against the baseline row, from the per-sentence
+statistics of :mod:`sarnmt.sweep.stats`: a cell is the mean and sample standard deviation of its runs' corpus score
+(one run per seed).
+
+Significance, every test **one-sided**: H1 is "the row is better than the baseline" (higher BLEU, lower perplexity),
+the convention of the paper's Table 1.
+
+- **The seed-aware test** (the tables' markers, :func:`compare_cells`): a **two-level paired bootstrap** over runs
+  and test sentences. The unit of replication is a training run (Clark et al. 2011, "Better Hypothesis Testing for
+  Statistical Machine Translation: Controlling for Optimizer Instability"), so each resample first draws each
+  cell's runs with replacement, independently for the row and the baseline (runs are not paired across rows:
+  seed 1 of two rows shares nothing but the number), then one draw of test sentences with replacement common to
+  both (paired over sentences, as Koehn 2004, "Statistical Significance Tests for Machine Translation Evaluation"),
+  recomputes every drawn run's corpus score from the drawn sentences' summed statistics, and takes the difference
+  of the two means over the drawn runs (resampling both stages of crossed runs x sentences data: Davison & Hinkley
+  1997, *Bootstrap Methods and their Application*, §3.8). p is the percentile bootstrap's one-sided p,
+  ``(1 + #{resamples where the row is not better}) / (1 + resamples)`` (Koehn's count of the samples in which the
+  system does not win, with the +1 that keeps p above 0). This convention, not the shifted-null one of Riezler &
+  Maxwell (2005) and sacrebleu (which tests |Δ|, two-sided), makes p and the printed interval agree: the 95%
+  interval of the difference (2.5th to 97.5th percentile of the same resamples) lies above 0 when p < 0.025. A
+  cell with one run, or a baseline with one, gets no seed-aware test (``n/a (1 run)``): its run-to-run spread
+  is unknown. With few seeds the bootstrap understates the spread of their mean (by a factor of about (n - 1) / n
+  in variance), so p is, if anything, a little small at 3 seeds.
+- **The sentence-level tests, seeds pooled** (the paper's markers): the paper's one-tailed paired t-test over test
+  sentences, each sentence's sample its sentence BLEU (exponential smoothing, effective order, as
+  ``sentence_score``) averaged over the cell's seeds, paired with the baseline's
+  (:func:`sarnmt.evaluation.significance.paired_t_test`); and the paired bootstrap over test sentences alone
+  (Koehn 2004; :func:`bootstrap_differences` with ``resample_runs=False``), each cell's score the mean over all its
+  seeds. Both treat the test sentences, not the runs, as the sample, so one lucky seed can make them significant.
+
+Resamples: :class:`Resampling` (10,000 by default from numpy's PCG64 seeded 12345, processed in blocks of
+:data:`BLOCK` so memory stays bounded): the Monte Carlo standard error of p, sqrt(p(1 - p) / resamples), is
+0.0022 at p = 0.05 (below 0.005 needs at least 1,900).
+
+A language model's perplexity (Table 6) is handled alike over test lines (:class:`sarnmt.sweep.stats.Perplexity`:
+per line the summed NLL and the word count; corpus perplexity recomputed from the drawn lines' sums in every
+resample; the t-test over each line's mean log-likelihood per word), lower perplexity being better.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from statistics import NormalDist
+
+import numpy as np
+
+from sarnmt.evaluation.significance import paired_t_test
+from sarnmt.sweep.stats import METRIC_SCORERS, corpus_score, corpus_scores
+
+BLOCK = 256  # resamples drawn and scored at once: memory ~ BLOCK x test sentences x 8 bytes for the draw
+POWER_ALPHA, POWER = 0.05, 0.8
+
+
+@dataclass(frozen=True)
+class Resampling:
+    """The bootstrap tests' resamples: ``resamples`` draws from numpy's PCG64 generator seeded with ``seed`` (the
+    same numbers every time), :data:`BLOCK` at a time."""
+
+    resamples: int = 10_000
+    seed: int = 12345
+
+    def mc_error(self, p: float = 0.05) -> float:
+        """The Monte Carlo standard error of a bootstrap p near ``p``: sqrt(p(1 - p) / resamples)."""
+        return math.sqrt(p * (1.0 - p) / self.resamples)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A cell against the baseline of its column. ``difference``: mean(row) - mean(baseline) over their runs, in the
+    metric's units (negative is better for perplexity); ``low``/``high``: the 95% percentile interval of the
+    two-level bootstrap's resampled difference; ``p_seed``: its one-sided p; all three None with fewer than two
+    runs on either side (``runs``). ``p_t_test`` and ``p_sentence``: the sentence-level tests, seeds pooled."""
+
+    difference: float
+    runs: tuple[int, int]
+    p_t_test: float
+    p_sentence: float
+    p_seed: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def seed_test_note(self) -> str | None:
+        """Why there is no seed-aware test: ``n/a (1 run)`` (the row's), ``n/a (baseline: 1 run)``; else None."""
+        if self.runs[0] < 2:
+            return f"n/a ({self.runs[0]} run)"
+        if self.runs[1] < 2:
+            return f"n/a (baseline: {self.runs[1]} run)"
+        return None
+
+
+@dataclass
+class CellScore:
+    """A cell's runs: ``scores`` one corpus score per seed; ``comparison`` against the baseline (None for the
+    baseline itself, or when the test cannot run)."""
+
+    scores: list[float]
+    comparison: Comparison | None = None
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.scores)
+
+    @property
+    def sd(self) -> float | None:
+        return statistics.stdev(self.scores) if len(self.scores) > 1 else None
+
+
+def cell_score(runs: Sequence[np.ndarray], metric: str) -> CellScore:
+    return CellScore([corpus_score(r, metric) for r in runs])
+
+
+def _runs(runs: Sequence[np.ndarray], size: int) -> np.ndarray:
+    """The runs' statistics as one ``(sentences, runs x width)`` matrix, so one product sums every run at once."""
+    stacked = np.stack([np.asarray(r, dtype=np.float64) for r in runs], axis=1)  # (sentences, runs, width)
+    return stacked.reshape(size, -1)
+
+
+def _sizes(system: Sequence[np.ndarray], baseline: Sequence[np.ndarray]) -> int:
+    if not system or not baseline:
+        raise ValueError("a comparison needs at least one run on each side")
+    n = {len(r) for r in (*system, *baseline)}
+    if len(n) != 1:
+        raise ValueError(f"runs of one comparison have different numbers of test sentences: {sorted(n)}")
+    return n.pop()
+
+
+def bootstrap_differences(
+    system: Sequence[np.ndarray],
+    baseline: Sequence[np.ndarray],
+    metric: str,
+    resampling: Resampling = Resampling(),
+    resample_runs: bool = True,
+) -> np.ndarray:
+    """The resampled differences mean(system) - mean(baseline) of corpus scores, one per resample.
+
+    ``resample_runs=True``, the two-level paired bootstrap: per resample, each side's runs are drawn with
+    replacement (as many as it has, independently for the two sides), then one set of test sentences with
+    replacement, common to both sides; every drawn run's corpus score is recomputed from the summed statistics of
+    the drawn sentences (a run drawn twice counts twice in its side's mean). ``resample_runs=False``, Koehn's (2004)
+    paired bootstrap over sentences with every run kept once (seeds pooled), on the same sentence draws.
+    """
+    two_level, pooled = _bootstrap(system, baseline, metric, resampling)
+    return two_level if resample_runs else pooled
+
+
+def _bootstrap(
+    system: Sequence[np.ndarray], baseline: Sequence[np.ndarray], metric: str, resampling: Resampling
+) -> tuple[np.ndarray, np.ndarray]:
+    """Both bootstraps of :func:`bootstrap_differences` from one pass over the resamples: ``(two_level, pooled)``.
+    Vectorised over :data:`BLOCK` resamples at a time (per block: the runs drawn for each side, then the sentence
+    counts, then one matrix product that sums every run's statistics); the same ``resampling`` gives the same
+    numbers."""
+    size = _sizes(system, baseline)
+    scorer = METRIC_SCORERS[metric]
+    k_sys, k_base = len(system), len(baseline)
+    stacked = np.concatenate([_runs(system, size), _runs(baseline, size)], axis=1)  # (sentences, (ks + kb) x width)
+    rng = np.random.default_rng(resampling.seed)
+    two_level, pooled = np.empty(resampling.resamples), np.empty(resampling.resamples)
+    for start in range(0, resampling.resamples, BLOCK):
+        m = min(BLOCK, resampling.resamples - start)
+        pick_sys = rng.integers(0, k_sys, (m, k_sys))
+        pick_base = rng.integers(0, k_base, (m, k_base))
+        draws = rng.integers(0, size, (m, size)) + (np.arange(m) * size)[:, None]
+        weights = np.bincount(draws.ravel(), minlength=m * size).reshape(m, size).astype(np.float64)
+        scores = scorer.corpus_many((weights @ stacked).reshape(m, k_sys + k_base, scorer.width))
+        sys_scores, base_scores = scores[:, :k_sys], scores[:, k_sys:]
+        pooled[start : start + m] = sys_scores.mean(axis=1) - base_scores.mean(axis=1)
+        two_level[start : start + m] = np.take_along_axis(sys_scores, pick_sys, axis=1).mean(
+            axis=1
+        ) - np.take_along_axis(base_scores, pick_base, axis=1).mean(axis=1)
+    return two_level, pooled
+
+
+def one_sided_p(differences: np.ndarray, metric: str) -> float:
+    """The percentile bootstrap's one-sided p of H1 "the system is better":
+    (1 + #resamples where it is not better) / (1 + #resamples); a tie counts as not better."""
+    higher = METRIC_SCORERS[metric].higher_is_better
+    not_better = int(np.count_nonzero(differences <= 0 if higher else differences >= 0))
+    return (1 + not_better) / (1 + len(differences))
+
+
+def sentence_t_test(system: Sequence[np.ndarray], baseline: Sequence[np.ndarray], metric: str) -> float:
+    """The paper's one-tailed paired t-test over test sentences (lines), seeds pooled: each item's score averaged
+    over a side's runs, paired with the other side's; H1: the system is better."""
+    _sizes(system, baseline)
+    scorer = METRIC_SCORERS[metric]
+    sys_items = np.mean([scorer.items(np.asarray(r)) for r in system], axis=0)
+    base_items = np.mean([scorer.items(np.asarray(r)) for r in baseline], axis=0)
+    return paired_t_test(sys_items.tolist(), base_items.tolist())[1]
+
+
+def compare_cells(
+    system: Sequence[np.ndarray], baseline: Sequence[np.ndarray], metric: str, resampling: Resampling = Resampling()
+) -> Comparison:
+    """A row's runs against the baseline's: the seed-aware two-level bootstrap (p and the 95% interval of the
+    difference; none with one run on either side) and the sentence-level tests with seeds pooled."""
+    scores = [corpus_scores(np.asarray(r, dtype=np.float64).sum(axis=0), metric) for r in (*system, *baseline)]
+    difference = float(np.mean(scores[: len(system)]) - np.mean(scores[len(system) :]))
+    two_level, pooled = _bootstrap(system, baseline, metric, resampling)
+    result = Comparison(
+        difference,
+        (len(system), len(baseline)),
+        p_t_test=sentence_t_test(system, baseline, metric),
+        p_sentence=one_sided_p(pooled, metric),
+    )
+    if result.seed_test_note is not None:
+        return result
+    low, high = np.percentile(two_level, [2.5, 97.5])
+    return replace(result, p_seed=one_sided_p(two_level, metric), low=float(low), high=float(high))
+
+
+def compare(
+    system: Sequence[np.ndarray],
+    baseline: Sequence[np.ndarray],
+    metric: str,
+    n_samples: int = 10_000,
+    seed: int = 12345,
+) -> tuple[float, float]:
+    """``(p_t_test, p_bootstrap)``, the sentence-level tests with seeds pooled, of H1: ``system`` (its seeds'
+    statistics) is better than ``baseline`` (higher BLEU, lower perplexity)."""
+    pooled = bootstrap_differences(system, baseline, metric, Resampling(n_samples, seed), resample_runs=False)
+    return sentence_t_test(system, baseline, metric), one_sided_p(pooled, metric)
+
+
+def pooled_sd(cells: Sequence[Sequence[float]]) -> tuple[float, int] | None:
+    """The pooled sample sd over seeds of several cells' scores, sqrt(sum (n_i - 1) s_i^2 / sum (n_i - 1)), and
+    its degrees of freedom; cells with one run add nothing; None without any cell of two runs."""
+    parts = [(len(c) - 1, statistics.variance(c)) for c in cells if len(c) > 1]
+    df = sum(d for d, _ in parts)
+    if not df:
+        return None
+    return math.sqrt(sum(d * v for d, v in parts) / df), df
+
+
+def seeds_for_power(sd: float, effect: float, alpha: float = POWER_ALPHA, power: float = POWER) -> int | None:
+    """Seeds per system for a one-sided two-sample comparison of seed means at level ``alpha`` to detect a true
+    difference ``effect`` with probability ``power`` when the seed sd is ``sd``: n = 2((z_(1-alpha) + z_power) sd /
+    effect)^2 rounded up, at least 2 (the normal approximation; None for an effect <= 0)."""
+    if effect <= 0:
+        return None
+    z = NormalDist().inv_cdf(1.0 - alpha) + NormalDist().inv_cdf(power)
+    return max(2, math.ceil(2.0 * (z * sd / effect) ** 2))
