@@ -23,8 +23,9 @@ from sarnmt.reproduce import reproduce
 from sarnmt.sweep.lm_job import line_statistics
 from sarnmt.sweep.plan import plan_jobs
 from sarnmt.sweep.records import read_sentence_stats
+from sarnmt.sweep.seed_tests import compare
 from sarnmt.sweep.spec import load_scale, load_table
-from sarnmt.sweep.stats import compare, corpus_score
+from sarnmt.sweep.stats import corpus_score
 from sarnmt.utils.compose import compose
 from tests.conftest import ROOT
 
