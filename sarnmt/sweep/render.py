@@ -9,7 +9,7 @@ bootstrap over runs and test sentences (p < 0.05 / 0.01; Koehn 2004, Clark et al
 ``*``/``**`` the paper's paired t-test, sentence-level with seeds pooled. Beside each column, ``Δ [95%]``: the
 difference from the baseline and the bootstrap's 95% interval of it, or ``n/a (1 run)`` where a side has one run.
 The footer names the tests, the resamples and the generator seed, and says how many seeds would detect the paper's
-gains (:func:`power_note`).
+gains (:mod:`sarnmt.sweep.footer`).
 """
 
 from __future__ import annotations
@@ -17,50 +17,13 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from sarnmt.sweep import formats, seed_tests
-from sarnmt.sweep.cells import Cell, TableSettings, code_versions
+from sarnmt.sweep import formats
+from sarnmt.sweep.cells import Cell, TableSettings
+from sarnmt.sweep.footer import DEFAULT, footer, is_lm, method_notes
 from sarnmt.sweep.formats import tex
 from sarnmt.sweep.spec import METRICS, Scale, Table
 
 AXIS_LABELS = {"ppl": "test perplexity (lower is better)"}
-DEFAULT = TableSettings()
-
-
-def _lm(table: Table) -> bool:
-    return table.task == "lm"
-
-
-def tests_notes(table: Table, settings: TableSettings = DEFAULT) -> list[str]:
-    """The footer's account of the tests: the seed-aware one, the sentence-level ones, what a cell shows."""
-    lm = _lm(table)
-    items, item = ("lines", "line") if lm else ("sentences", "sentence")
-    score = "perplexity" if lm else "BLEU"
-    n, seed = settings.resampling.resamples, settings.resampling.seed
-    return [
-        "Every test is one-sided, H1: the row is better than the baseline row of its column "
-        f"({'lower perplexity' if lm else 'higher BLEU'}), as the paper's Table 1. "
-        f"† p < 0.05, ‡ p < 0.01: the seed-aware test, a two-level paired bootstrap over runs and test {items} "
-        f"(after Koehn 2004 and Clark et al. 2011): each of {n:,} resamples (numpy PCG64, generator seed {seed}) "
-        "draws each cell's seeds with replacement, independently for the row and the baseline, then one set of test "
-        f"{items} with replacement for both, recomputes every drawn run's corpus {score} from the drawn {items}' "
-        "statistics and compares the means over the drawn runs; p = (1 + #resamples in which the row is not "
-        f"better) / (1 + {n:,}), Monte Carlo standard error {settings.resampling.mc_error():.4f} near p = 0.05. "
-        "Δ [95%]: the row's mean minus the baseline's and the 2.5th-97.5th percentiles of its resamples (two-sided: "
-        "its lower end is above 0 when p < 0.025, so a † can sit beside an interval that reaches below 0); "
-        "n/a (1 run): the row or the baseline has one run, so no seed-aware test and no † marker.",
-        "* p < 0.05, ** p < 0.01: the paper's paired t-test, sentence-level with seeds pooled (over test "
-        f"{items}, each {item}'s {'mean log-likelihood per word' if lm else 'sentence BLEU'} averaged over the "
-        f"cell's seeds, paired with the baseline's): it takes the {items}, not the runs, as the sample. The CSV "
-        f"also has the sentence-level paired bootstrap with seeds pooled (p_boot_sentence, the same {n:,} "
-        "resamples). (sarnmt.score's bootstrap and randomisation p are two-sided; no table uses them.)",
-        f"Cells: mean ± sample sd of {'test perplexity' if lm else 'corpus BLEU'} over seeds "
-        + (
-            "(lower is better), and the number of seeds. d: the LSTM's hidden size (the paper's in brackets)."
-            if lm
-            else "(the seed sets the initialisation and the dropout masks; the data order is the same), and the "
-            "number of seeds."
-        ),
-    ]
 
 
 def seed_marker(cell: Cell) -> str:
@@ -173,130 +136,9 @@ def _paper(table: Table, row_key: str, column_key: str) -> str:
     return "–" if value is None else f"{value:.1f}" if value < 100 else str(value)
 
 
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
-
-
-def _hardware(info: dict) -> str:
-    text = str(info.get("cpu", "?")) + (f" ({info['cpu_count']} cores)" if info.get("cpu_count") else "")
-    return text + (f", {info['gpu']}" if info.get("gpu") else "")
-
-
-def _gain(table: Table, row_key: str, column_key: str) -> float | None:
-    """The paper's gain of a row over its baseline in a column (lower perplexity counts as a gain)."""
-    row, base = table.paper.get(row_key, {}).get(column_key), table.paper.get(table.baseline, {}).get(column_key)
-    if row is None or base is None:
-        return None
-    return base - row if _lm(table) else row - base
-
-
-def power_note(table: Table, cells: dict) -> str:
-    """How many seeds per row would detect the paper's gains: per column, the seed sd pooled over its cells with two
-    or more runs, and per main row (every row but the baseline when none runs the main seeds) the paper's gain Δ
-    and n = 2((z_0.95 + z_0.8) sd / Δ)² (:func:`sarnmt.sweep.seed_tests.seeds_for_power`)."""
-    rows = [r for r in table.rows if r.key != table.baseline and r.seeds == "main"]
-    rows = rows or [r for r in table.rows if r.key != table.baseline]
-    parts = []
-    for column in table.columns:
-        pooled = seed_tests.pooled_sd(
-            [cells[r.key, column.key].score.scores for r in table.rows if cells[r.key, column.key].score]
-        )
-        if pooled is None:
-            parts.append(f"{column.label}: no cell has two runs, so the seed sd is unknown")
-            continue
-        sd, df = pooled
-        needs = []
-        for row in rows:
-            gain = _gain(table, row.key, column.key)
-            if gain is None:
-                continue
-            n = seed_tests.seeds_for_power(sd, gain)
-            needs.append(f"{row.label} (Δ {gain:+.1f}) " + (f"{n}" if n is not None else "no gain to detect"))
-        parts.append(f"{column.label} (sd {sd:.2f}, {df} df): " + ("; ".join(needs) or "no paper numbers"))
-    return (
-        "Power: seeds per row for a one-sided test of seed means at p < 0.05 to detect the paper's gain over its "
-        f"baseline with power {seed_tests.POWER}, n = 2((z_0.95 + z_0.8) sd / Δ)² (normal approximation; sd the "
-        "sample sd over seeds pooled over the column's cells with two or more runs; a lower bound for the seed-aware "
-        "test, which also resamples the test set). " + "; ".join(parts) + "."
-    )
-
-
-def _code_notes(cells: dict, settings: TableSettings) -> list[str]:
-    """What the footer says about the code that ran the cells: mixed-code cells, allow_mixed_code, unpinned and
-    dirty runs."""
-    lines = []
-    ordered = list(cells.values())
-    for cell in ordered:
-        if cell.mixed or cell.mixed_averaged:
-            runs = "; ".join(
-                f"seed {r.get('seed')}: {(r.get('commit') or '?')[:10]}{'+dirty' if r.get('dirty') else ''} "
-                f"source {(r.get('source_hash') or 'unpinned')[:12]}"
-                for r in cell.counted
-            )
-            verb = "averaged (allow_mixed_code=true)" if cell.mixed_averaged else "not averaged"
-            lines.append(
-                f"Mixed code, {verb}: {cell.row.label} / {cell.column.label}: {code_versions(cell.counted)} ({runs})."
-            )
-    if settings.allow_mixed_code:
-        averaged = sum(1 for c in ordered if c.mixed_averaged)
-        lines.append(
-            "Runs of different code averaged: allow_mixed_code=true"
-            + (f" ({averaged} cells)." if averaged else " (no cell had runs of different code).")
-        )
-    records = [r for c in ordered for r in c.counted]
-    unpinned = {r["job"] for r in records if not r.get("source_hash")}
-    if unpinned:
-        lines.append(
-            f"Unpinned: {len(unpinned)} of {len({r['job'] for r in records})} runs have no source hash (records "
-            "written before runs were pinned): counted in their cells and averaged, their code known only by the "
-            "commit below."
-        )
-    dirty = {r["job"] for r in records if r.get("dirty")}
-    if dirty:
-        allowed = {r["job"] for r in records if r.get("dirty") and r.get("allow_dirty")}
-        lines.append(
-            f"Dirty: {len(dirty)} runs from a checkout with uncommitted changes"
-            + (f", {len(allowed)} of them started with allow_dirty=true" if allowed else "")
-            + f" ({', '.join(sorted(dirty))})."
-        )
-    return lines
-
-
-def footer(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> list[str]:
-    lines = [f"Scale {scale.name}: {scale.describe(table.task)}."]
-    for pair in dict.fromkeys(c.pair for c in table.columns):
-        p = scale.pairs[pair]
-        runs = scale.pairs[scale.job_pair(pair)]
-        tests = ", ".join(
-            f"{c.label} = split {runs.tests[scale.job_test(pair, c.test)]}" for c in table.columns if c.pair == pair
-        )
-        shared = f" (the runs of {runs.key})" if p.same_as else ""
-        lines.append(f"{pair}: {p.label}{shared}; {tests}." + (f" {p.note}" if p.note else ""))
-    for metric in dict.fromkeys(c.metric for c in table.columns):
-        lines.append(f"{', '.join(c.label for c in table.columns if c.metric == metric)}: {METRICS[metric]}.")
-    lines += tests_notes(table, settings)
-    lines.append(power_note(table, cells))
-    lines += _code_notes(cells, settings)
-    records = [r for cell in cells.values() for r in cell.counted]
-    if records:
-        seconds = sorted({r["job"]: r.get("wall_seconds", {}).get("total", 0.0) for r in records}.values())
-        commits = sorted({(r.get("commit") or "?")[:10] + ("+dirty" if r.get("dirty") else "") for r in records})
-        hardware = sorted({_hardware(r.get("hardware", {})) for r in records})
-        lines.append(
-            f"{len(seconds)} runs, wall time per job {_duration(min(seconds))}-{_duration(max(seconds))} "
-            f"(total {sum(seconds) / 3600:.2f} h); hardware: {'; '.join(hardware)}; "
-            f"commits: {', '.join(commits)}."
-        )
-    problems = [reason for cell in cells.values() for reason in (*cell.stale, *cell.broken)]
-    for reason in dict.fromkeys(problems):
-        lines.append(f"Not counted: {reason}.")
-    lines.append("Paper: the paper's number for the cell (its own corpora and scale).")
-    return lines
-
-
 def _head(table: Table, latex: bool = False) -> tuple[list[str], str]:
     sized = (
-        ([r"$|\Theta|$", "$d$"] if latex else ["|Θ|", "d"]) if _lm(table) else ([r"$|\Theta|$"] if latex else ["|Θ|"])
+        ([r"$|\Theta|$", "$d$"] if latex else ["|Θ|", "d"]) if is_lm(table) else ([r"$|\Theta|$"] if latex else ["|Θ|"])
     )
     label = (lambda c: tex(c.label)) if latex else (lambda c: f"{c.label} ({c.pair})")
     delta = r"$\Delta$ [95\%]" if latex else "Δ [95%]"
@@ -332,9 +174,7 @@ def markdown(table: Table, scale: Scale, cells: dict, settings: TableSettings = 
 
 def latex(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> str:
     head, align = _head(table, latex=True)
-    notes = " ".join(
-        tex(n) for n in [*tests_notes(table, settings), power_note(table, cells), *_code_notes(cells, settings)]
-    )
+    notes = " ".join(tex(n) for n in method_notes(table, cells, settings))
     caption = f"{tex(table.title)} (sarnmt, scale {scale.name}). {_latex_markers(notes)}"
     return formats.latex(align, head, _rows(table, cells, latex=True), caption)
 
