@@ -8,7 +8,9 @@ every seed while its seeds swing widely.
 
 from __future__ import annotations
 
+import gzip
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -306,3 +308,40 @@ def test_the_tables_command_reports_a_nan_record_and_too_few_resamples_in_one_li
     paths["en_de.baseline.s1"].write_text(json.dumps(record))
     line = one_error(run_cli(capsys, "tables", args))
     assert str(paths["en_de.baseline.s1"]) in line and "not a number" in line
+
+
+@pytest.mark.parametrize("damage", ["score moved", "negative count"])
+def test_a_record_whose_statistics_do_not_give_its_score_is_corrupt_and_left_out(digests, tmp_path, damage, caplog):
+    """Item 6: statistics that give a score more than 0.01 from the recorded one, or hold a negative count, are
+    another run's (or no run's): the record is named as corrupt, left out, and counted in its cell."""
+    paths = write_records(tmp_path, digests)
+    path = paths["en_de.mean_residual.s2"]
+    if damage == "score moved":
+        record = json.loads(path.read_text())
+        record["tests"]["nt15"]["scores"]["bleu"]["score"] += 0.02
+        path.write_text(json.dumps(record))
+    else:
+        sentences = path.with_name("en_de.mean_residual.s2.sentences.json.gz")
+        table = json.loads(gzip.decompress(sentences.read_bytes()))
+        table["nt15"]["bleu"][3][2] = -1
+        sentences.write_bytes(gzip_bytes(json.dumps(table).encode()))
+    with caplog.at_level(logging.WARNING, logger="sarnmt"):
+        text, rows, csv_lines = render3(tmp_path)
+    row = rows["+ Mean residual connections"].split("|")
+    assert "(1 of 2); 1 corrupt" in row[6] and "corrupt" not in row[3] + row[9]  # nt15 only
+    reason = "give" if damage == "score moved" else "1 negative counts"
+    assert f"Not counted: {path}: corrupt: " in text and reason in text.split(f"{path}: corrupt: ")[1].split("\n")[0]
+    assert any(str(path) in r.getMessage() and "corrupt" in r.getMessage() for r in caplog.records)
+    header = csv_lines[0].split(",")
+    nt15 = dict(zip(header, next(r for r in csv_lines if ",mean_residual,nt15," in r).split(","), strict=True))
+    assert nt15["corrupt"] == "1" and nt15["n"] == "1" and nt15["missing"] == "0"
+
+
+def test_a_recorded_score_within_a_hundredth_of_its_statistics_is_counted(digests, tmp_path):
+    paths = write_records(tmp_path, digests)
+    path = paths["en_de.mean_residual.s2"]
+    record = json.loads(path.read_text())
+    record["tests"]["nt15"]["scores"]["bleu"]["score"] = round(record["tests"]["nt15"]["scores"]["bleu"]["score"], 2)
+    path.write_text(json.dumps(record))
+    text, rows, _ = render3(tmp_path)
+    assert "corrupt" not in text and rows["+ Mean residual connections"].count("(2)") == 3

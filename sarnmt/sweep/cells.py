@@ -2,8 +2,10 @@
 and their significance against the baseline row.
 
 A cell (row, column) expects one job per seed of its row's seed list, at the column's language pair; its runs are
-the jobs' records whose config hash is the one the current config gives. A record with another hash is **stale** and
-a record that cannot be read is **broken**: both are counted and shown, never averaged in. A complete record whose
+the jobs' records whose config hash is the one the current config gives. A record with another hash is **stale**, a
+record that cannot be read is **broken**, and one whose per-sentence statistics hold a negative count or give a
+score more than 0.01 from the score it states is **corrupt**: all three are counted and shown (a corrupt one by its
+path, with a warning), never averaged in. A complete record whose
 score is not a number, or whose per-sentence statistics are missing (no file, or no entry for the column's test set
 and metric), is an error naming the record's path (:class:`RecordError`): its run would otherwise drop out of the
 seed-aware test unnoticed.
@@ -42,6 +44,8 @@ log = logging.getLogger("sarnmt")
 
 # resamples that keep the Monte Carlo standard error of a bootstrap p near 0.05 below 0.005: 0.05 x 0.95 / 0.005^2
 MIN_RESAMPLES = 1_900
+# a record states its scores to 4 decimals; statistics that give a score further from it are not its run's
+SCORE_TOLERANCE = 0.01
 
 
 class RecordError(UserError, ValueError):
@@ -70,7 +74,7 @@ class TableSettings:
 @dataclass
 class Cell:
     """A cell's runs: ``records``/``stats``/``paths`` those averaged; ``mixed`` the records of a mixed-code cell
-    (counted, not averaged); ``stale``/``broken`` the reasons of the runs not counted."""
+    (counted, not averaged); ``stale``/``broken``/``corrupt`` the reasons of the runs not counted."""
 
     row: Row
     column: Column
@@ -80,13 +84,15 @@ class Cell:
     paths: list[Path] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)
+    corrupt: list[str] = field(default_factory=list)
     mixed: list[dict] = field(default_factory=list)
     mixed_averaged: bool = False
     score: seed_tests.CellScore | None = None
 
     @property
     def missing(self) -> int:
-        return self.expected - len(self.records) - len(self.mixed) - len(self.stale) - len(self.broken)
+        left_out = len(self.stale) + len(self.broken) + len(self.corrupt)
+        return self.expected - len(self.records) - len(self.mixed) - left_out
 
     @property
     def counted(self) -> list[dict]:
@@ -159,6 +165,26 @@ def _sentence_stats(status: RecordStatus, name: str, metric: str, width: int) ->
     if not np.isfinite(sentence).all():
         raise RecordError(f"{status.path}: its per-sentence {metric} statistics on test set {name!r} are not finite")
     return sentence
+
+
+def corruption(status: RecordStatus, name: str, metric: str, sentence: np.ndarray) -> str | None:
+    """Why a record's per-sentence statistics cannot be its run's (None when they can): a negative count, or a
+    corpus score from them more than :data:`SCORE_TOLERANCE` from the score the record states."""
+    negative = int((sentence < 0).sum())
+    if negative:
+        return f"{status.path}: corrupt: {negative} negative counts in its per-sentence {metric} statistics on {name!r}"
+    scores = status.record["tests"][name].get("scores")
+    score = scores.get(metric) if isinstance(scores, dict) else None
+    recorded = score.get("score") if isinstance(score, dict) else score
+    if recorded is None:
+        return None
+    computed = stats.corpus_score(sentence, metric)
+    if not abs(computed - recorded) <= SCORE_TOLERANCE:
+        return (
+            f"{status.path}: corrupt: its per-sentence {metric} statistics on {name!r} give {computed:.4f}, the record "
+            f"states {recorded:.4f}"
+        )
+    return None
 
 
 def collect(
@@ -242,6 +268,11 @@ def _add_run(cell: Cell, status: RecordStatus, digest: str, scale: Scale) -> Non
         sentence = _sentence_stats(status, name, column.metric, stats.METRIC_SCORERS[column.metric].width)
         if isinstance(sentence, str):
             cell.broken.append(sentence)
+            return
+        corrupt = corruption(status, name, column.metric, sentence)
+        if corrupt is not None:
+            log.warning("%s", corrupt)
+            cell.corrupt.append(corrupt)
             return
         cell.records.append(status.record)
         cell.stats.append(sentence)

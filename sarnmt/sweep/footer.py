@@ -166,7 +166,7 @@ def footer(table: Table, scale: Scale, cells: dict, settings: TableSettings = DE
             f"(total {sum(seconds) / 3600:.2f} h); hardware: {'; '.join(hardware)}; "
             f"commits: {', '.join(commits)}."
         )
-    problems = [reason for cell in cells.values() for reason in (*cell.stale, *cell.broken)]
+    problems = [reason for cell in cells.values() for reason in (*cell.stale, *cell.broken, *cell.corrupt)]
     for reason in dict.fromkeys(problems):
         lines.append(f"Not counted: {reason}.")
     lines.append("Paper: the paper's number for the cell (its own corpora and scale).")

@@ -2,12 +2,13 @@
 scores, beside the paper's numbers.
 
 A cell reads ``mean ± sd (n)``: the mean corpus score over the row's seeds, their sample standard deviation and how
-many seeds ran; ``missing``, ``stale``, ``broken`` and ``mixed code`` runs are counted in the cell, never averaged in;
-``unpinned`` and ``dirty`` runs are averaged and counted (:mod:`sarnmt.sweep.cells`). Every test is one-sided (H1:
-the row is better than the baseline of its column). Markers after the value: ``†``/``‡`` the seed-aware two-level
-bootstrap over runs and test sentences (p < 0.05 / 0.01; Koehn 2004, Clark et al. 2011: :mod:`sarnmt.sweep.seed_tests`),
-``*``/``**`` the paper's paired t-test, sentence-level with seeds pooled. Beside each column, ``Δ [95%]``: the
-difference from the baseline and the bootstrap's 95% interval of it, or ``n/a (1 run)`` where a side has one run.
+many seeds ran; ``missing``, ``stale``, ``broken``, ``corrupt`` and ``mixed code`` runs are counted in the cell,
+never averaged in; ``unpinned`` and ``dirty`` runs are averaged and counted (:mod:`sarnmt.sweep.cells`). Every test
+is one-sided (H1: the row is better than the baseline of its column). Markers after the value: ``†``/``‡`` the
+seed-aware two-level bootstrap over runs and test sentences (p < 0.05 / 0.01; Koehn 2004, Clark et al. 2011:
+:mod:`sarnmt.sweep.seed_tests`), ``*``/``**`` the paper's paired t-test, sentence-level with seeds pooled. Beside
+each column, ``Δ [95%]``: the difference from the baseline and the bootstrap's 95% interval of it, or ``n/a (1
+run)`` where a side has one run.
 The footer names the tests, the resamples and the generator seed, and says how many seeds would detect the paper's
 gains (:mod:`sarnmt.sweep.footer`).
 """
@@ -88,6 +89,8 @@ def cell_text(cell: Cell, latex: bool = False) -> str:
         parts.append(f"{len(cell.stale)} stale")
     if cell.broken:
         parts.append(f"{len(cell.broken)} broken")
+    if cell.corrupt:
+        parts.append(f"{len(cell.corrupt)} corrupt")
     if cell.mixed_averaged:
         parts.append(f"mixed code averaged: {cell.code}")
     if cell.unpinned:
@@ -209,6 +212,7 @@ CSV_HEADER = (
     "parameters",
     "stale",
     "broken",
+    "corrupt",
     "mixed",
     "missing",
     "resamples",
@@ -258,6 +262,7 @@ def csv_text(table: Table, scale: Scale, cells: dict, settings: TableSettings = 
                     cell.parameters or "",
                     len(cell.stale),
                     len(cell.broken),
+                    len(cell.corrupt),
                     len(cell.mixed),
                     cell.missing,
                     settings.resampling.resamples,
