@@ -1,4 +1,4 @@
-"""The training objective (paper eq. 1; reference note §2.7).
+"""The training objective (paper eq. 1; docs/models.md §Training objective).
 
 ``sentence`` (the paper's and dl4mt's): the negative log-likelihood summed over each sentence's target tokens (EOS
 included), averaged over the sentences of the batch. ``token``: averaged over target tokens instead.

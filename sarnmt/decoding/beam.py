@@ -1,4 +1,6 @@
-"""Search: batched beam search over the model's step function and the generic state ``reorder`` (reference note §9).
+"""Search: batched beam search over the model's step function and the generic state ``reorder``.
+
+The rules are dl4mt's (docs/models.md §Decoding).
 It is the only decoding loop: greedy search is this loop with k = 1 (:mod:`sarnmt.decoding.greedy`).
 
 B sentences × k beams are flattened to B·k rows. Each step:

@@ -1,6 +1,6 @@
 """Scoring rules of search, kept apart from the search loops: the length penalty and the maximum output length.
 
-Length penalty (reference note §9; GNMT, Wu et al. 2016 eq. 14), applied to a finished hypothesis's summed
+Length penalty (docs/models.md §Decoding; GNMT, Wu et al. 2016 eq. 14), applied to a finished hypothesis's summed
 log-probability ``score`` of length ``n`` tokens (EOS included when it was emitted)::
 
     normalised = score / lp(n),   lp(n) = ((offset + n) / (offset + 1)) ** alpha

@@ -1,4 +1,6 @@
-"""Additive (Bahdanau) attention over the source annotations (paper eqs. 5-7; appendix A.2; cGRU note eqs. 6-8).
+"""Additive (Bahdanau) attention over the source annotations (paper eqs. 5-7; appendix A.2).
+
+The cGRU's form: docs/models.md §Attention and §Conditional GRU, eqs. C6-C8.
 
     e_j = v_aᵀ tanh(W_a h_j + b_a + U_a s'_t) + c      α = softmax_j(e_j) over real positions      c_t = Σ_j α_j h_j
 

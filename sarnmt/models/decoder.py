@@ -1,4 +1,4 @@
-"""The conditional GRU decoder with attention of dl4mt (cGRU note eqs. 1-12; appendix A.3; reference note §2.4-2.6).
+"""The conditional GRU decoder with attention of dl4mt (docs/models.md §Conditional GRU, eqs. C1-C12; appendix A.3).
 
 One step t, shared by teacher-forced training and by search::
 
@@ -70,7 +70,7 @@ class DecoderOutput:
 
 
 class Readout(nn.Module):
-    """tanh readout of width e and the output layer (reference note §2.6; no weight tying, no maxout)."""
+    """tanh readout of width e and the output layer (docs/models.md §Output layer; no weight tying, no maxout)."""
 
     def __init__(self, hidden_dim: int, context_dim: int, emb_dim: int, vocab_size: int, dropout: float) -> None:
         super().__init__()

@@ -1,4 +1,4 @@
-"""Bidirectional GRU encoder (paper eq. 2; appendix A.1; reference note §2.2-2.3).
+"""Bidirectional GRU encoder (paper eq. 2; appendix A.1; docs/models.md §Encoder and §Initial state).
 
 The source embedding table is shared by both directions. The parameters are those of PyTorch's GRU with the
 hidden-side bias held at zero as a buffer (not a parameter), which is exactly dl4mt's cell (bias on the input side,

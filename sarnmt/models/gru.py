@@ -1,4 +1,4 @@
-"""GRU cells with dl4mt's bias placement (reference note §2.2 and §2.5; appendix A.1 and A.3).
+"""GRU cells with dl4mt's bias placement (docs/models.md §GRU cells; appendix A.1 and A.3).
 
 Both cells compute, for input x and previous state h (gate order r, u, candidate, as PyTorch does)::
 

@@ -1,4 +1,4 @@
-"""dl4mt's initialisation (reference note §6).
+"""dl4mt's initialisation (docs/models.md §Initialisation).
 
 ``norm_weight``: a square matrix is a random orthogonal matrix, any other matrix is 0.01·N(0, 1); biases are 0.
 Recurrent blocks are orthogonal block by block. Tensors on the ``meta`` device (parameter counting) are skipped.

@@ -1,8 +1,8 @@
 """Batches of parallel sentences: the tensors, their masks, and the collate function.
 
-Conventions follow dl4mt (reference note §2.1; the ids are defined in :mod:`sarnmt.data.text.codecs`): index 0 is
-EOS and is also the padding value; there is no BOS token. Every sentence ends with exactly one EOS, which the encoder
-reads and the decoder is trained to emit.
+Conventions follow dl4mt (docs/models.md §Conventions; the ids are defined in :mod:`sarnmt.data.text.codecs`):
+index 0 is EOS and is also the padding value; there is no BOS token. Every sentence ends with exactly one EOS, which
+the encoder reads and the decoder is trained to emit.
 """
 
 from __future__ import annotations

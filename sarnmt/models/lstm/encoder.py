@@ -10,9 +10,9 @@ Bidirectional (seed 003's attention model; seed 004)::
 
 with zero initial states (the notes' "some initial values"; the tutorial's code). PyTorch's LSTM over packed
 sequences runs both directions, so each direction starts and ends at a sentence's real tokens; the source keeps its
-EOS, as for the GRU encoder. Initialisation as the rest of the suite (dl4mt's, reference note §6): input weights
-std·N(0, 1), recurrent weights orthogonal per gate block, biases zero; PyTorch's two bias vectors (input and hidden
-side) are kept, as the tutorial's code has them.
+EOS, as for the GRU encoder. Initialisation as the rest of the suite (dl4mt's, docs/models.md §Initialisation):
+input weights std·N(0, 1), recurrent weights orthogonal per gate block, biases zero; PyTorch's two bias vectors
+(input and hidden side) are kept, as the tutorial's code has them.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ Hook 2, *readout*: the target-context term of the readout (appendix A.3 and A.3.
 
 where the variant computes R_t. The baseline's R_t is W_yt ȳ_{t-1} (the previous word, a zero vector at t = 1);
 the residual variants replace ȳ_{t-1} by a summary d_t of all previous words (paper eq. 8). The variant owns this
-e×o matrix (dl4mt's ``ff_logit_prev``, 0.01·N(0,1) and never orthogonal, reference note §6) and any additional one.
+e×o matrix (dl4mt's ``ff_logit_prev``, 0.01·N(0,1) and never orthogonal, docs/models.md §Initialisation) and any
+additional one.
 o is the width of the layer R_t is added into: the readout's e for the cGRU, the vocabulary V for the LSTM decoders
 of the lecture notes (seed 003), whose scores are l(j) = V·[γ(j); y_{j-1}; c(j)] + b: there R_t = V_y y_{j-1} + b.
 

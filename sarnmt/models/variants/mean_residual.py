@@ -1,6 +1,6 @@
 """Mean residual connections (paper §4.1, eq. 9; appendix A.3.1 d_t^avg).
 
-d_t replaces ȳ_{t-1} in the readout. Two conventions for the first steps (reference note §4.4):
+d_t replaces ȳ_{t-1} in the readout. Two conventions for the first steps (docs/models.md §Mean residual connections):
 
 - ``zero_slot`` (default, mirrors the released self-attentive code): uniform weights over the slots
   {ȳ_0 = 0, y_1 .. y_{t-1}}, so d_t = (Σ_{i<t} y_i) / t and d_1 = 0; equal to the self-attentive model at init.

@@ -1,4 +1,4 @@
-"""Memory RNN (paper §5.1, eqs. 14-17; appendix A.3.2; reference note §4.5).
+"""Memory RNN (paper §5.1, eqs. 14-17; appendix A.3.2; docs/models.md §Memory RNN).
 
 Cell 1 reads an attention summary of previous decoder states instead of s_{t-1}::
 

@@ -1,4 +1,6 @@
-"""Self-attentive residual connections (paper §4.2, eqs. 10-13; appendix A.3.1; reference note §4.2-4.3).
+"""Self-attentive residual connections (paper §4.2, eqs. 10-13; appendix A.3.1).
+
+What the released code does beyond the paper: docs/models.md §Self-attentive residual connections.
 
     d_t = Σ_{i=0}^{t-1} α_i^t ȳ_i,  α^t = softmax(e^t),  ȳ_0 = 0 (the released code's zero slot)
     content (eq. 13):        e_i^t = vᵀ tanh(W_y ȳ_i + b)

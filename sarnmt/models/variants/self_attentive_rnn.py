@@ -1,4 +1,4 @@
-"""Self-attentive RNN (paper §5.2, eqs. 18-21; appendix A.3.3; reference note §4.6).
+"""Self-attentive RNN (paper §5.2, eqs. 18-21; appendix A.3.3; docs/models.md §Self-attentive RNN).
 
 The readout gets an extra term for an attention summary of previous decoder states::
 
