@@ -1,7 +1,7 @@
 # sarnmt: run `make help` for the targets.
 VENV      ?= .venv
 PY        := $(VENV)/bin/python
-EXTRAS    ?= dev,slurm
+EXTRAS    ?= dev,slurm,docs
 SCALE     ?= smoke
 PIP_FLAGS ?= -c constraints-cpu.txt
 # make gpu-wheels: the GPU node's Python and platform; make gpu-check: its Python (the venv's when there is one)
@@ -38,6 +38,11 @@ faults:  ## the fault suite: killed, preempted and diverged runs, full disks, ho
 lint:  ## ruff: the rules, and the layout is the formatter's
 	$(PY) -m ruff check sarnmt tests benchmarks
 	$(PY) -m ruff format --check sarnmt tests benchmarks
+
+docs:  ## the documentation site into site/ (mkdocs build --strict: a broken link or a missing page fails; CI runs it)
+	$(PY) -m mkdocs build --strict -d site/
+
+.PHONY: docs
 
 train:  ## the main job: self-attentive residual decoder on the toy corpus
 	$(PY) -m sarnmt.train
