@@ -185,8 +185,8 @@ def test_check_agreement_detects_violations(toy_corpus):
 def test_toy_grammar_markdown_example():
     src, tgt = TOY_EXAMPLE
     assert check_agreement(src, tgt) and translate(src) == tgt
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    assert f"`{src}`" in readme and f"`{tgt}`" in readme  # the README's example is the generator's
+    page = (Path(__file__).resolve().parent.parent / "docs" / "data.md").read_text(encoding="utf-8")
+    assert f"`{src}`" in page and f"`{tgt}`" in page  # the documented example (docs/data.md) is the generator's
 
 
 # -- sampler

@@ -202,4 +202,4 @@ _EXAMPLE = Clause(
     NP(21, True, False, (3, 1)),
     (0, NP(15, False, True, ())),
 )
-TOY_EXAMPLE = (realize_source(_EXAMPLE), realize_target(_EXAMPLE))  # shown in the README
+TOY_EXAMPLE = (realize_source(_EXAMPLE), realize_target(_EXAMPLE))  # shown in docs/data.md (the toy corpus)
