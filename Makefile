@@ -89,13 +89,13 @@ reproduce-table6:  ## Table 6 (language models: LSTM, attention, 4-gram, mean an
 reproduce-tables:  ## Tables 1-4 and 6, every run once
 	$(PY) -m sarnmt.reproduce table=all scale=$(SCALE) $(ARGS)
 
-systems-m30k:  ## every system of the seeds on Multi30K En->De at the README's budget (resumable; hours on a CPU)
+systems-m30k:  ## every system of the seeds on Multi30K En->De at docs/systems.md's budget (resumable; hours on a CPU)
 	PY=$(PY) sweeps/systems/run.sh $(SYSTEMS)
 
 tables:  ## render Tables 1-4 and 6 from the records: make tables SCALE=mini
 	$(PY) -m sarnmt.tables table=all scale=$(SCALE) $(ARGS)
 
-human-eval-screenshot:  ## the README's picture of the ranking page (docs/human-eval.png), as the browser test renders it
+human-eval-screenshot:  ## the picture of the ranking page (docs/human-eval.png), as the browser test renders it
 	SARNMT_HUMAN_SCREENSHOT=docs/human-eval.png WANDB_MODE=disabled $(PY) -m pytest -q tests/test_human_browser.py
 
 clean-logs:  ## remove training outputs

@@ -6,7 +6,7 @@ lr 1.0), the same update in the same order of operations, with the same state (`
 ten passes over every parameter per step, each its own kernel reading and writing whole tensors; at ``model=small``
 that is about 10% of a CPU training step. Here the update of a parameter is one ``torch.compile``'d function, which
 PyTorch's compiler fuses into a single pass (a C++ loop on the CPU, a Triton kernel on a GPU): three to four times
-faster per step (README, Performance). The first step compiles it (a few seconds; the float hyperparameters are
+faster per step (docs/performance.md). The first step compiles it (a few seconds; the float hyperparameters are
 traced symbolically, so a learning-rate schedule does not recompile). Where compiling fails (no C++ compiler, an
 unsupported device) a warning says so once and the eager update of ``torch.optim.Adadelta`` is used.
 """

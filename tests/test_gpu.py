@@ -1,5 +1,5 @@
 """On a CUDA device: the fused kernels compute what the plain ones do, the GPU what the CPU does, and bf16 autocast
-trains and decodes (``make gpu-check`` runs these first; README, Performance).
+trains and decodes (``make gpu-check`` runs these first; docs/performance.md).
 
 Marked ``gpu`` and skipped without a CUDA device. ``SARNMT_GPU_TEST_DEVICE=cpu`` runs the same bodies on the CPU:
 ``make gpu-check``'s dry run does that (``tests/test_gpu_check.py``), so that these tests cannot break on first

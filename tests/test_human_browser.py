@@ -3,8 +3,8 @@ with the mouse and with the keyboard, skip, flag, reload and continue, two tabs;
 outputs; then the export gives the percentages of exactly those judgements.
 
 Skips where Chromium or Playwright is missing (a laptop), but fails under CI (``CI=true``), which installs both.
-With ``SARNMT_HUMAN_SCREENSHOT=path.png`` the page as rendered here is also saved there (the README's picture:
-``make human-eval-screenshot``).
+With ``SARNMT_HUMAN_SCREENSHOT=path.png`` the page as rendered here is also saved there (the picture on
+docs/human-evaluation.md: ``make human-eval-screenshot``).
 """
 
 from __future__ import annotations

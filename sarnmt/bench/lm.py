@@ -5,8 +5,8 @@ Each model of ``sweeps/table6.yaml`` is built at the scale's sizes (``by_scale``
 ``lm_model=`` config) with the scale's vocabulary size, and trained with Adam on the same random segments (B streams
 of T words, the state carried from segment to segment as in training, dropout as configured); after ``--warmup``
 untimed updates, ``--steps`` updates are timed, ``--repeats`` times with the models interleaved, and the median is
-reported as words/s beside the parameter count. Figures compare models measured in the same run (README,
-"Reproducing the tables").
+reported as words/s beside the parameter count. Figures compare models measured in the same run (docs/reproducing.md,
+Table 6).
 """
 
 from __future__ import annotations

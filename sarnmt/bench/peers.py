@@ -1,5 +1,5 @@
 """sarnmt and its plain peer on a word-level parallel corpus, as fairseq trains and decodes it: the sarnmt side of the
-side-by-side with fairseq (``benchmarks/peers/side_by_side.py``, README "Performance").
+side-by-side with fairseq (``benchmarks/peers/side_by_side.py``, docs/performance.md).
 
 ``python -m sarnmt.bench.peers train --impl sarnmt|plain --data DIR --out RUN`` trains ``model`` (default
 ``model=small decoder=baseline``: e = 256, d = 512) with Adam on ``DIR/train.{src,tgt}`` and times steps

@@ -10,7 +10,7 @@ outside the reset gate). The backward direction starts at each sentence's last r
   all positions and both directions as one product before it, U h through :class:`~sarnmt.models.loop_linear.LoopLinear`
   and the gates through :func:`~sarnmt.models.gru.gru_update`. PyTorch's CPU GRU has no fused backward (autograd
   records every gate operation of every step and adds every step's weight gradient), so the loop trains faster
-  there (README, Performance).
+  there (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Recurrent blocks are orthogonal block by block. Tensors on the ``meta`` device (
 
 The scale of the Gaussian (0.01, the paper's "standard normal scaled to a factor of 0.01") can be changed for the
 construction of a model with :func:`normal_std`: small models sit on a long plateau at the unigram perplexity with
-0.01 (see the README).
+0.01 (docs/systems.md, where the paper and its released code differ).
 """
 
 from __future__ import annotations

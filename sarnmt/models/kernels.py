@@ -1,7 +1,7 @@
 """Which implementation runs each of the models' hot spots: chosen here, in one place, by configuration and device.
 
 Every fused path computes the same equations as the plain one (the tests compare them in float64); they differ in
-how many kernels run and how much memory traffic there is (README, Performance):
+how many kernels run and how much memory traffic there is (docs/performance.md):
 
 - ``loop_weights``: in the teacher-forced loop, the per-step matrices' weight gradients and the attention's
   source-side gradients are formed once after the loop (:class:`~sarnmt.models.loop_linear.LoopLinear`,
@@ -18,7 +18,7 @@ how many kernels run and how much memory traffic there is (README, Performance):
 - ``sigmoid_tanh``: where the source attention's energies tanh(k_j + q_t) are formed outside autograd's recording
   (search, and :class:`~sarnmt.models.loop_attention.LoopAttention`, which has its own backward), tanh is computed
   as 2σ(2x) − 1 (:func:`tanh_`), the same function: PyTorch's CPU ``tanh`` for float32 takes about 7 ns a number on
-  the AMD EPYC of these machines, its ``sigmoid`` about 1.2 (both one thread, in cache; README, Performance), and the
+  the AMD EPYC of these machines, its ``sigmoid`` about 1.2 (both one thread, in cache; docs/performance.md), and the
   energies are the largest elementwise work of a step (B·S·2d numbers).
 
 ``kernels=auto`` (the default of ``train``, ``translate``, ``evaluate`` and ``bench``): all fused on a CPU; on a

@@ -2,7 +2,7 @@
 
 ``bf16`` runs matrix products in bfloat16 (softmax, log-softmax and losses stay in fp32 under autocast). It pays on
 GPUs and on CPUs with AMX or AVX-512 BF16 (``lscpu | grep amx``); elsewhere it can be slower. Translations can
-differ from fp32 ones in a few words (the README gives the BLEU of both on Multi30K).
+differ from fp32 ones in a few words (docs/training.md gives the BLEU of both on Multi30K).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Every system of the seeds on Multi30K En->De at the README's GRU budget (`make systems-m30k`; README, "Every
-# system of the seeds"): model=small-size models, Adam 1e-3, dev BLEU after every epoch, 6 epochs (the README's
-# model=small figure reached its 6th epoch in its 28 minutes), the best dev-BLEU checkpoint decoded on test2016
-# with beam 5 and greedily.
+# Every system of the seeds on Multi30K En->De at the GRU budget of docs/training.md (`make systems-m30k`;
+# docs/systems.md, "Every system of the seeds"): model=small-size models, Adam 1e-3, dev BLEU after every epoch,
+# 6 epochs (the docs' model=small figure reached its 6th epoch in its 28 minutes), the best dev-BLEU checkpoint
+# decoded on test2016 with beam 5 and greedily.
 #
 # Resumable: a run's folder is outputs/systems-m30k/<name>; an interrupted run restarts from its last.ckpt
 # (rewritten every 3 minutes); a finished system (its greedy record written) is skipped. Records (eval.test.json,
