@@ -35,7 +35,7 @@ The paper's analysis (§8) over your checkpoints; every file is written under ou
 
 {analyses}
 
-Example on the toy corpus (README, "Analysis"):
+Example on the toy corpus (docs/analysis.md):
   python -m sarnmt.analyze toy_gold
   python -m sarnmt.analyze trees ckpts=[run/checkpoints/last.ckpt] source=outputs/analysis/toy/test.src \\
       target=outputs/analysis/toy/test.ref gold=outputs/analysis/toy/test.trees
