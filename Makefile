@@ -39,6 +39,9 @@ lint:  ## ruff: the rules, and the layout is the formatter's
 	$(PY) -m ruff check sarnmt tests benchmarks
 	$(PY) -m ruff format --check sarnmt tests benchmarks
 
+hooks:  ## pre-commit's local hooks on every file: ruff check and format, whitespace and file ends (those two fixed)
+	$(PY) -m pre_commit run --all-files --show-diff-on-failure
+
 docs:  ## the documentation site into site/ (mkdocs build --strict: a broken link or a missing page fails; CI runs it)
 	$(PY) -m mkdocs build --strict -d site/
 
@@ -101,5 +104,5 @@ human-eval-screenshot:  ## the picture of the ranking page (docs/human-eval.png)
 clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
-.PHONY: help install browser test test-full faults lint train params bench gpu-wheels gpu-check peers reproduce-table1 \
+.PHONY: help install browser test test-full faults lint hooks train params bench gpu-wheels gpu-check peers reproduce-table1 \
 	reproduce-table2 reproduce-table3 reproduce-table4 reproduce-table6 reproduce-tables systems-m30k tables human-eval-screenshot clean-logs
