@@ -155,10 +155,11 @@ def train(workdir: str, seconds: float, overrides: list[str]) -> dict[str, Any]:
 
     from sarnmt import train as train_module
     from sarnmt.optim import adadelta_update
+    from sarnmt.utils.compose import config_dir
 
     minutes, secs = divmod(int(seconds), 60)
     overrides = [f"trainer.max_time=00:00:{minutes:02d}:{secs:02d}", *overrides]
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
     with open_dict(cfg):
         cfg.paths.output_dir = workdir

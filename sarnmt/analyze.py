@@ -1,7 +1,8 @@
 """The paper's analysis (§8) as commands: ``python -m sarnmt.analyze <analysis> [key=value ...]``.
 
-Each analysis is a config, ``conf/analyze/<analysis>.yaml`` (Hydra overrides as for every sarnmt command), and a pure
-function of it in :mod:`sarnmt.analysis.commands`. Bad input (a file, a line, a key) is one ``error:`` line, exit 1.
+Each analysis is a config, ``sarnmt/conf/analyze/<analysis>.yaml`` (Hydra overrides as for every sarnmt command), and a
+pure function of it in :mod:`sarnmt.analysis.commands`. Bad input (a file, a line, a key) is one ``error:`` line,
+exit 1.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from sarnmt.analysis import AnalysisError, commands
 from sarnmt.errors import UserError
-from sarnmt.utils.compose import CONF_DIR, compose
+from sarnmt.utils.compose import compose, config_dir
 
 ANALYSES: dict[str, tuple[Callable[[DictConfig], dict[str, Any]], str]] = {
     "figure2": (commands.figure2, "Figure 2: relative position of the self-attention's peak, one curve per model"),
@@ -29,7 +30,7 @@ ANALYSES: dict[str, tuple[Callable[[DictConfig], dict[str, Any]], str]] = {
 }
 
 USAGE = """usage: python -m sarnmt.analyze <analysis> [key=value ...]
-       python -m sarnmt.analyze <analysis> --help     (its settings: conf/analyze/<analysis>.yaml)
+       python -m sarnmt.analyze <analysis> --help     (its settings: sarnmt/conf/analyze/<analysis>.yaml)
 
 The paper's analysis (§8) over your checkpoints; every file is written under out_dir (outputs/analysis/<analysis>).
 
@@ -48,14 +49,14 @@ def usage() -> str:
 
 def settings(name: str) -> str:
     """The analysis's config file, as its documentation (the package line left out)."""
-    text = (CONF_DIR / "analyze" / f"{name}.yaml").read_text(encoding="utf-8")
+    text = (config_dir() / "analyze" / f"{name}.yaml").read_text(encoding="utf-8")
     if "  - _runs\n" in text:  # the settings it shares with the other analyses of attention
-        text += "\n" + (CONF_DIR / "analyze" / "_runs.yaml").read_text(encoding="utf-8")
+        text += "\n" + (config_dir() / "analyze" / "_runs.yaml").read_text(encoding="utf-8")
     return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# @package"))
 
 
 def run(name: str, overrides: list[str]) -> dict[str, Any]:
-    """Compose ``conf/analyze/<name>.yaml`` with ``overrides`` and run the analysis.
+    """Compose ``sarnmt/conf/analyze/<name>.yaml`` with ``overrides`` and run the analysis.
 
     :raises AnalysisError: for an unknown analysis or a missing setting (and whatever the analysis raises)."""
     if name not in ANALYSES:

@@ -18,7 +18,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import hydra
 import torch
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
@@ -27,6 +26,7 @@ from sarnmt.checkpoint import CheckpointError, read_checkpoint
 from sarnmt.errors import InputError, reported
 from sarnmt.identity import TRAINING_STATE, sha256
 from sarnmt.utils.atomic import atomic_open
+from sarnmt.utils.compose import hydra_main
 
 log = logging.getLogger("sarnmt")
 DROPPED = ("optimizer_states", "lr_schedulers", "callbacks", "loops")
@@ -138,7 +138,7 @@ def average(cfg: DictConfig) -> Path:
     return output
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="average")
+@hydra_main("average")
 def main(cfg: DictConfig) -> None:
     with reported():
         print(average(cfg), flush=True)

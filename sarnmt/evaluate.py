@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import hydra
 import torch
 from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
@@ -44,6 +43,7 @@ from sarnmt.errors import InputError, check_range, reported
 from sarnmt.evaluation.bleu import Score, corpus_bleu, corpus_chrf
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import atomic_files, check_folder
+from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.device import pick_device
 from sarnmt.utils.precision import check_precision, precision_context
 
@@ -210,7 +210,7 @@ def summary(record: dict[str, Any]) -> str:
     )
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")
+@hydra_main("evaluate")
 def main(cfg: DictConfig) -> None:
     with reported():
         print(summary(evaluate(cfg)), flush=True)

@@ -1,7 +1,8 @@
 """Fault injection, for the fault tests (``make faults``) only: a training run that kills itself, signals itself or
 meets a NaN at a chosen update, so the tests can interrupt it at exact points.
 
-Off unless selected: ``python -m sarnmt.train faults=inject faults.kill_at_step=7`` (``conf/faults/inject.yaml``).
+Off unless selected: ``python -m sarnmt.train faults=inject faults.kill_at_step=7``
+(``sarnmt/conf/faults/inject.yaml``).
 Steps count updates: "at step k" means after k updates, when update k + 1 is about to start.
 
 - ``kill_at_step``: SIGKILL the process itself (nothing is saved, as when the machine dies). With ``k`` a multiple

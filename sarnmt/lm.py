@@ -11,7 +11,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import hydra
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Timer
@@ -23,6 +22,7 @@ from sarnmt.lm_module import LanguageModelModule
 from sarnmt.models.factory import build_language_model, count_parameters, plain_config
 from sarnmt.run_lock import run_lock
 from sarnmt.train import fit, output_dir
+from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
 
@@ -96,7 +96,7 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="lm")
+@hydra_main("lm")
 def main(cfg: DictConfig) -> float | None:
     with reported():
         result = train_lm(cfg)

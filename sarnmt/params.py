@@ -8,7 +8,6 @@ The model is built on PyTorch's ``meta`` device, so counting a 110M-parameter mo
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import torch
 from hydra import compose, initialize_config_dir
@@ -17,8 +16,7 @@ from omegaconf import DictConfig
 
 from sarnmt.errors import reported
 from sarnmt.models.factory import PAPER_MODEL, build_language_model, build_model, count_parameters, valid_decoders
-
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+from sarnmt.utils.compose import check_user_configs, config_dir
 
 # Table 1's |Θ| column, by decoder config (the paper reports millions truncated to one decimal).
 TABLE1 = {
@@ -57,7 +55,7 @@ TABLE6 = {
 
 def decoder_names() -> list[str]:
     """The options of the ``decoder`` config group."""
-    return sorted(path.stem for path in (CONF_DIR / "decoder").glob("*.yaml"))
+    return sorted(path.stem for path in (config_dir() / "decoder").glob("*.yaml"))
 
 
 def count(cfg: DictConfig) -> int:
@@ -67,7 +65,7 @@ def count(cfg: DictConfig) -> int:
 
 
 def compose_params(overrides: list[str]) -> DictConfig:
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         return compose(config_name="params", overrides=overrides)
 
 
@@ -119,7 +117,7 @@ def lm_table(argv: list[str]) -> str:
 
 
 def compose_lm(overrides: list[str]) -> DictConfig:
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         return compose(config_name="lm", overrides=overrides)
 
 
@@ -129,9 +127,10 @@ def main(argv: list[str]) -> int:
 
 
 def _run(argv: list[str]) -> int:
+    check_user_configs(argv)  # hydra.searchpath=[file://DIR]: configs of your own, beside the packaged ones
     if any(arg in ("-h", "--help") for arg in argv):
-        models = ", ".join(sorted(path.stem for path in (CONF_DIR / "model").glob("*.yaml")))
-        lm_models = ", ".join(sorted(path.stem for path in (CONF_DIR / "lm_model").glob("*.yaml")))
+        models = ", ".join(sorted(path.stem for path in (config_dir() / "model").glob("*.yaml")))
+        lm_models = ", ".join(sorted(path.stem for path in (config_dir() / "lm_model").glob("*.yaml")))
         print(USAGE.format(decoders=", ".join(decoder_names()), models=models, lm_models=lm_models))
         return 0
     if any(arg.startswith("lm_model=") for arg in argv):

@@ -2,7 +2,8 @@
 the next step boundary and exits with a status that says so, ready to be resumed.
 
 Schedulers warn before they kill: SLURM sends ``--signal`` (submitit's launcher asks for SIGUSR2, ``signal_delay_s``
-before the end, see ``conf/hydra/launcher/slurm.yaml``) and then SIGTERM; Kubernetes and preemptible VMs send SIGTERM.
+before the end, see ``sarnmt/conf/hydra/launcher/slurm.yaml``) and then SIGTERM; Kubernetes and preemptible VMs send
+SIGTERM.
 :class:`Preemption` (``callbacks.preemption``) catches the signals it is given while the model trains. Its handler
 only notes the signal; after the update in progress (and the validation that follows it, if one is due, which is
 never cut short) the run stops through Lightning's own SIGTERM path (``Trainer.received_sigterm`` →

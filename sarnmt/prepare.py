@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from sarnmt.errors import InputError, reported
+from sarnmt.utils.compose import hydra_main
 
 log = logging.getLogger("sarnmt")
 
@@ -48,7 +48,7 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="prepare")
+@hydra_main("prepare")
 def main(cfg: DictConfig) -> None:
     with reported():
         print(format_report(prepare(cfg)), flush=True)

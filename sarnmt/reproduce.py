@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import hydra
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
@@ -34,6 +33,7 @@ from sarnmt.sweep.launch import (
 from sarnmt.sweep.plan import plan_jobs
 from sarnmt.sweep.spec import available_tables, load_scale, load_table
 from sarnmt.utils.choices import group_choice
+from sarnmt.utils.compose import hydra_main
 
 log = logging.getLogger("sarnmt")
 
@@ -137,7 +137,7 @@ def reproduce(cfg: DictConfig, out=sys.stdout) -> dict[str, Any]:
     return result
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="reproduce")
+@hydra_main("reproduce")
 def main(cfg: DictConfig) -> None:
     with reported():
         result = reproduce(cfg)

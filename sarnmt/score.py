@@ -21,7 +21,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import hydra
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
@@ -30,6 +29,7 @@ from sarnmt.errors import InputError, reported
 from sarnmt.evaluation.bleu import TOKENIZERS, check_parallel
 from sarnmt.evaluation.significance import check_samples, compare_systems, markdown_table
 from sarnmt.utils.atomic import atomic_files, check_output
+from sarnmt.utils.compose import hydra_main
 
 
 def system_names(paths: list[str]) -> list[str]:
@@ -102,7 +102,7 @@ def score(cfg: DictConfig) -> dict[str, Any]:
     return record
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="score")
+@hydra_main("score")
 def main(cfg: DictConfig) -> None:
     os.environ.setdefault("SACREBLEU_SEED", "12345")
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-test progress lines

@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import to_absolute_path
@@ -24,6 +23,7 @@ from sarnmt.sweep.plan import job_from_id
 from sarnmt.sweep.spec import load_scale
 from sarnmt.utils.allocation import cpus_per_task
 from sarnmt.utils.choices import group_choice
+from sarnmt.utils.compose import hydra_main
 
 log = logging.getLogger("sarnmt")
 
@@ -55,7 +55,7 @@ def sweep_job(cfg: DictConfig) -> dict[str, Any] | None:
     return run_job(job, settings)
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="sweep_job")
+@hydra_main("sweep_job")
 def main(cfg: DictConfig) -> None:
     with reported():
         record = sweep_job(cfg)

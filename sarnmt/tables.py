@@ -16,7 +16,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import hydra
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
@@ -26,6 +25,7 @@ from sarnmt.sweep.cells import TableSettings, collect
 from sarnmt.sweep.records import write_atomic
 from sarnmt.sweep.seed_tests import Resampling
 from sarnmt.sweep.spec import available_tables, load_scale, load_table
+from sarnmt.utils.compose import hydra_main
 
 
 def render_tables(
@@ -84,7 +84,7 @@ def log_wandb(number: int, scale: str, csv_text: str, markdown: str, settings: d
     run.finish()
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="tables")
+@hydra_main("tables")
 def main(cfg: DictConfig) -> None:
     with reported():
         numbers = available_tables() if str(cfg.table) == "all" else [load_table(cfg.table).number]

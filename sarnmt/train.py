@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import hydra
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Timer
@@ -24,6 +23,7 @@ from sarnmt.lit_module import TranslationModule
 from sarnmt.models.factory import build_model, check_combination, count_parameters, net_config
 from sarnmt.preemption import Preemption
 from sarnmt.run_lock import run_lock
+from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
 
@@ -163,7 +163,7 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+@hydra_main("train")
 def main(cfg: DictConfig) -> float | None:
     with reported():  # bad input, a model= / decoder= pair that does not go together, a stop: one line, no traceback
         result = train(cfg)

@@ -19,7 +19,7 @@ further GiB (``/dev/zero``, a binary file) is cut and ends the input (:mod:`sarn
 character device (``/dev/null``, ``/dev/stdout``) is written through, never replaced. ``output`` or ``attention`` equal
 to ``input``, ``output`` equal to ``attention``, or both on stdout are refused before anything is decoded, as are a
 closed stdin or stdout, a batch size below 1 and a ``device`` the machine lacks. Warnings (a truncated line) go to
-stderr, one line each (``conf/hydra/job_logging/stderr.yaml``).
+stderr, one line each (``sarnmt/conf/hydra/job_logging/stderr.yaml``).
 
 **Attention file** (``attention=PATH``), JSON Lines, one record per input line, in order::
 
@@ -51,7 +51,6 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import IO, Any, TextIO
 
-import hydra
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 from tqdm import tqdm
@@ -65,6 +64,7 @@ from sarnmt.decoding.stream import Translation, decode_stream
 from sarnmt.errors import InputError, check_range, reported
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import AtomicFiles, atomic_files, check_output
+from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.device import pick_device
 from sarnmt.utils.precision import check_precision, precision_context
 
@@ -238,7 +238,7 @@ def translate(cfg: DictConfig, stdin: IO[Any] | None = None, stdout: TextIO | No
     return count
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="translate")
+@hydra_main("translate")
 def main(cfg: DictConfig) -> None:
     with reported():
         count = translate(cfg)

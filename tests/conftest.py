@@ -11,11 +11,12 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, open_dict
 
 from sarnmt.models.factory import valid_decoders
+from sarnmt.utils.compose import config_dir
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 
 ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = ROOT / "conf"
+CONF_DIR = config_dir()  # sarnmt/conf, the packaged configs
 SHARED_DATA = ROOT.parent / "shared" / "data"
 # the alternative forms of a decoder's switches
 FORMS = {
@@ -44,7 +45,7 @@ SYSTEM_IDS = [f"{m}:{n}{'+' + o.split('=')[1] if o else ''}" for m, n, o in SYST
 
 
 def compose_train(overrides: list[str], output_dir: Path | None = None) -> DictConfig:
-    """Compose ``conf/train.yaml`` as the command line would, with outputs in ``output_dir``."""
+    """Compose ``sarnmt/conf/train.yaml`` as the command line would, with outputs in ``output_dir``."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides, return_hydra_config=False)
     if output_dir is not None:

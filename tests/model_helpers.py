@@ -12,8 +12,9 @@ VOCAB = 23
 
 
 def build(decoder, emb_dim: int = 6, hidden_dim: int = 8, seed: int = 0, scale: float = 1.0, model: str = "cgru"):
-    """A tiny float64 model in eval mode (``model``: a key of ``tests.conftest.MODELS``) with one ``conf/decoder``
-    node; weights scaled up so that the equivalence tests are not trivially satisfied by near-zero activations."""
+    """A tiny float64 model in eval mode (``model``: a key of ``tests.conftest.MODELS``) with one
+    ``sarnmt/conf/decoder`` node; weights scaled up so that the equivalence tests are not trivially satisfied by
+    near-zero activations."""
     torch.manual_seed(seed)
     node = {"_target_": MODELS[model], "emb_dim": emb_dim, "hidden_dim": hidden_dim}
     net = build_model(node, decoder, VOCAB, VOCAB).double().eval()

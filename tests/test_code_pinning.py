@@ -17,6 +17,7 @@ from sarnmt.sweep.folders import claim_folder, folder_code
 from sarnmt.sweep.job import JobSettings, run_job
 from sarnmt.sweep.plan import job_from_id
 from sarnmt.sweep.spec import load_scale
+from sarnmt.utils.compose import config_dir
 
 
 def git(repo: Path, *args: str) -> None:
@@ -104,4 +105,6 @@ def test_a_folder_from_before_pinning_is_resumed():
 
 
 def test_code_paths_cover_the_package_and_configs():
-    assert {"sarnmt", "conf", "pyproject.toml"} <= set(code_module.CODE_PATHS)
+    assert {"sarnmt", "pyproject.toml"} <= set(code_module.CODE_PATHS)
+    assert "conf" not in code_module.CODE_PATHS  # the configs ship inside the package: sarnmt/conf
+    assert config_dir().is_relative_to(code_module.PACKAGE_DIR)  # so the package's source hash covers them too

@@ -20,9 +20,8 @@ import sarnmt.data.corpora.fetch as fetch
 from sarnmt.data.corpora.catalog import CORPORA
 from sarnmt.data.corpora.fetch import FetchError, extract
 from sarnmt.prepare import format_report, prepare
-from tests.conftest import compose_train
+from tests.conftest import CONF_DIR, compose_train
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
 WORDS = 'the house of a new re-election vote is not what "they" said , but it\'s fine'.split()
 WORDS_XX = "la casa del nuevo voto de re-elección no es lo que dijeron pero está bien".split()
 
@@ -155,7 +154,7 @@ def cfg_for(data: str, tmp_path: Path, mirror: Mirror | None, checksums: dict[st
     if mirror is not None:
         overrides.append(f"data.url_base={mirror.url}")
     overrides += [f"+data.checksums.{k}='{v}'" for k, v in checksums.items()]
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="prepare", overrides=overrides)
 
 

@@ -19,7 +19,7 @@ from sarnmt.evaluate import evaluate, summary
 from sarnmt.lit_module import TranslationModule
 from sarnmt.train import train
 from sarnmt.translate import translate
-from tests.conftest import CONF_DIR, compose_train
+from tests.conftest import CONF_DIR, ROOT, compose_train
 
 TOY = ["data.n_train=300", "data.n_dev=30", "data.n_test=30", "data.max_tokens=600"]
 TINY = ["model.emb_dim=16", "model.hidden_dim=32"]
@@ -220,7 +220,7 @@ def test_a_checkpoint_written_by_the_first_release_still_loads_and_decodes_the_s
     from sarnmt.decoding.beam import beam_decode
     from sarnmt.decoding.greedy import greedy_decode
 
-    fixtures = CONF_DIR.parent / "tests" / "fixtures"
+    fixtures = ROOT / "tests" / "fixtures"
     expected = json.loads((fixtures / "release-0ee4d47.json").read_text())
     loaded = load_model(fixtures / "release-0ee4d47.ckpt")
     src, src_mask = pad_sequences(expected["sources"])

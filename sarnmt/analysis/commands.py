@@ -1,4 +1,4 @@
-"""The analyses as pure functions of their configs (``conf/analyze/<name>.yaml``): files in, files out, a report
+"""The analyses as pure functions of their configs (``sarnmt/conf/analyze/<name>.yaml``): files in, files out, a report
 returned. :mod:`sarnmt.analyze` is the command line over them; the tests call them directly.
 
 Each returns ``{"report": str (printed by the command), "files": [paths written], ...}``.

@@ -14,10 +14,11 @@ from sarnmt.bench.reference import REFERENCE_MODEL
 from sarnmt.bench.report import markdown, write
 from sarnmt.bench.run import System, bench
 from sarnmt.models.factory import ModelConfigError, check_combination
-from sarnmt.params import CONF_DIR, decoder_names
+from sarnmt.params import decoder_names
+from sarnmt.utils.compose import check_user_configs, config_dir
 from sarnmt.utils.runtime import quiet_known_warnings
 
-USAGE = """usage: python -m sarnmt.bench [key=value ...]        (conf/bench.yaml has every option)
+USAGE = """usage: python -m sarnmt.bench [key=value ...]        (sarnmt/conf/bench.yaml has every option)
 
 Times every decoder variant in one process, on each workload (a set of sentence lengths): training target tokens/s
 (forward, loss, backward, clipping, optimizer step), matrix-product FLOPs and activation memory, and greedy / beam
@@ -44,12 +45,12 @@ Decoders: {decoders}
 def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, System]]:
     """The bench config and what it times: each of ``decoders`` on ``model``, then each model of ``systems`` with its
     own default decoder."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         cfg = compose(config_name="bench", overrides=overrides)
         unknown = [name for name in cfg.decoders if name not in decoder_names()]
         if unknown:
             raise ValueError(f"bench: unknown decoders {unknown}; choose from {decoder_names()}")
-        models = sorted(path.stem for path in (CONF_DIR / "model").glob("*.yaml"))
+        models = sorted(path.stem for path in (config_dir() / "model").glob("*.yaml"))
         unknown = [name for name in cfg.profile if name not in [*cfg.decoders, *cfg.systems]]
         if unknown:
             raise ValueError(
@@ -81,6 +82,7 @@ def main(argv: list[str]) -> int:
         return 0
     quiet_known_warnings()
     try:
+        check_user_configs(argv)
         cfg, systems = compose_bench(argv)
         record = bench(cfg, systems)
     except (HydraException, ModelConfigError, ValueError) as err:

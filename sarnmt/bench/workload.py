@@ -1,11 +1,11 @@
 """What the benchmark runs on: length-sorted batches of sentence pairs, one set per workload.
 
-A workload (``lengths.<name>`` in ``conf/bench.yaml``) names a parallel corpus (``src`` / ``tgt``, plain or ``.gz``:
-Multi30K's training set, or the WMT news sample with sentences up to 50 tokens, under ``../shared/data``). When its
-files are there the sentences are real: their lengths and word repetitions are the corpus's, with every whitespace token
-hashed to an id in [2, V) (speed depends on lengths and vocabulary size, not on which words they are). Otherwise, or
-with ``src: null``, the pairs are synthetic, of random lengths drawn from ``synthetic`` (a triangular distribution over
-[low, high] with the given mean), and the record says so. Batches are built the way training builds them
+A workload (``lengths.<name>`` in ``sarnmt/conf/bench.yaml``) names a parallel corpus (``src`` / ``tgt``, plain or
+``.gz``: Multi30K's training set, or the WMT news sample with sentences up to 50 tokens, under ``../shared/data``). When
+its files are there the sentences are real: their lengths and word repetitions are the corpus's, with every whitespace
+token hashed to an id in [2, V) (speed depends on lengths and vocabulary size, not on which words they are). Otherwise,
+or with ``src: null``, the pairs are synthetic, of random lengths drawn from ``synthetic`` (a triangular distribution
+over [low, high] with the given mean), and the record says so. Batches are built the way training builds them
 (:mod:`sarnmt.data.loading.sampler`): the whole set sorted by ``max(source length, target length)`` and cut into batches
 of ``batch_size`` sentences, so that padding stays as small as in training; the timed batches are spread evenly over
 that sorted list (short, middle and long ones).

@@ -1,4 +1,4 @@
 """Search over :meth:`sarnmt.models.seq2seq.Seq2Seq.step`: greedy (:mod:`.greedy`) and batched beam search
-(:mod:`.beam`), both behind the :class:`~sarnmt.decoding.search.Search` interface that ``conf/decoding/*.yaml``
+(:mod:`.beam`), both behind the :class:`~sarnmt.decoding.search.Search` interface that ``sarnmt/conf/decoding/*.yaml``
 instantiate; length penalty and maximum-length rule in :mod:`.penalties`; streaming over many sentences in
 :mod:`.stream`."""

@@ -178,7 +178,7 @@ def check_search(beam_size: int, nbest: int, min_len: int) -> None:
 
 
 def check_settings(beam_size: int, max_len_a: float, max_len_b: int, min_len: int) -> None:
-    """Validate a search's settings where they are read (the keys of ``conf/decoding/*.yaml``).
+    """Validate a search's settings where they are read (the keys of ``sarnmt/conf/decoding/*.yaml``).
 
     :raises InputError: naming the key: ``beam_size`` < 1, ``max_len_a``, ``max_len_b`` or ``min_len`` < 0, or a
         ``min_len`` above a maximum output length that does not grow with the source (``max_len_a=0``): no output
@@ -197,7 +197,7 @@ def check_settings(beam_size: int, max_len_a: float, max_len_b: int, min_len: in
 
 
 class BeamSearch:
-    """Beam search as a configured object (``conf/decoding/beam.yaml``).
+    """Beam search as a configured object (``sarnmt/conf/decoding/beam.yaml``).
 
     :param beam_size: k.  :param length_penalty: how finished hypotheses are ranked (dl4mt: alpha=1, offset=0).
     :param max_len_a: output length limit ``a·|src| + b``.  :param max_len_b: see ``max_len_a``.

@@ -31,7 +31,8 @@ def greedy_decode(
 
 
 class GreedySearch(BeamSearch):
-    """Greedy search as a configured object (``conf/decoding/greedy.yaml``, ``conf/val_decoding/greedy.yaml``).
+    """Greedy search as a configured object (``sarnmt/conf/decoding/greedy.yaml``,
+    ``sarnmt/conf/val_decoding/greedy.yaml``).
 
     :param max_len_a: output length limit ``a·|src| + b``.  :param max_len_b: see ``max_len_a``.
     :param min_len: no EOS before this many tokens (0: none).

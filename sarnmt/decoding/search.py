@@ -1,7 +1,7 @@
 """What every search returns (:class:`Hypotheses`) and what every search object looks like (:class:`Search`).
 
-Search objects are built by Hydra from ``conf/decoding/*.yaml`` and ``conf/val_decoding/*.yaml`` (``_target_`` is
-the registry): greedy (:class:`~sarnmt.decoding.greedy.GreedySearch`) and beam
+Search objects are built by Hydra from ``sarnmt/conf/decoding/*.yaml`` and ``sarnmt/conf/val_decoding/*.yaml``
+(``_target_`` is the registry): greedy (:class:`~sarnmt.decoding.greedy.GreedySearch`) and beam
 (:class:`~sarnmt.decoding.beam.BeamSearch`), one loop (greedy is k = 1). Training's
 final test, ``sarnmt.translate`` and ``sarnmt.evaluate`` all decode through them.
 """

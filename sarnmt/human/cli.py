@@ -1,6 +1,7 @@
-"""``python -m sarnmt.human COMMAND [key=value ...]``: one Hydra entry point per command (``conf/human_<command>.yaml``)
-over the pure functions of the package; a user's mistake ends in one ``error: ...`` line and exit status 2, through
-:func:`sarnmt.errors.reported` (every error of the package's own is a :class:`~sarnmt.errors.UserError`).
+"""``python -m sarnmt.human COMMAND [key=value ...]``: one Hydra entry point per command
+(``sarnmt/conf/human_<command>.yaml``) over the pure functions of the package; a user's mistake ends in one
+``error: ...`` line and exit status 2, through :func:`sarnmt.errors.reported` (every error of the package's own is a
+:class:`~sarnmt.errors.UserError`).
 """
 
 from __future__ import annotations
@@ -8,9 +9,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
-import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.errors import reported
@@ -18,6 +17,7 @@ from sarnmt.human import store
 from sarnmt.human.app import RankingServer
 from sarnmt.human.export import export
 from sarnmt.human.task import FIXED_SEED_WARNING, TaskError, TaskSpec, create_task, new_token
+from sarnmt.utils.compose import hydra_main
 
 USAGE = """\
 usage: python -m sarnmt.human COMMAND [key=value ...]      (python -m sarnmt.human COMMAND --help: its keys)
@@ -37,7 +37,6 @@ example:
   python -m sarnmt.human serve db=human.sqlite
   python -m sarnmt.human export db=human.sqlite output_dir=human-eval
 """
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"  # absolute: the commands live in this module, not __main__
 KNOWN_SEED_WARNING = (
     "warning: task {task} was created with seed 1234, the former default: anyone who has its system outputs can "
     "recompute every item's hidden order; create it again (without seed=) before annotating, if you can"
@@ -199,5 +198,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     sys.argv = [f"python -m sarnmt.human {command}", *rest]
-    hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=f"human_{command}")(COMMANDS[command])()
+    hydra_main(f"human_{command}")(COMMANDS[command])()
     return 0

@@ -12,7 +12,6 @@ naming the ``decoder=`` options that do fit the model.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from hydra.utils import get_class, instantiate
@@ -20,8 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from sarnmt.errors import UserError
+from sarnmt.utils.compose import config_dir
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 PAPER_MODEL = "sarnmt.models.seq2seq.Seq2Seq"  # the paper's cGRU: counted by Table 1, reimplemented by the bench
 LEGACY_DECODER_KEYS = ("emb_dim", "hidden_dim")  # early checkpoints stored the variant's config resolved
 
@@ -50,9 +49,10 @@ def _class(node: Mapping[str, Any], group: str) -> type:
 
 
 def decoder_options() -> dict[str, str]:
-    """The ``decoder=`` options of ``conf/decoder``: name → ``_target_``."""
+    """The ``decoder=`` options of ``sarnmt/conf/decoder``: name → ``_target_``."""
     return {
-        path.stem: str(OmegaConf.load(path).get("_target_")) for path in sorted((CONF_DIR / "decoder").glob("*.yaml"))
+        path.stem: str(OmegaConf.load(path).get("_target_"))
+        for path in sorted((config_dir() / "decoder").glob("*.yaml"))
     }
 
 
@@ -116,7 +116,7 @@ def build_language_model(model: Mapping[str, Any] | DictConfig, vocab_size: int)
     except Exception as err:  # Hydra wraps import errors in its own types
         raise ModelConfigError(f"model: _target_ {target!r} is not a class this installation has") from err
     if getattr(cls, "task", None) != "lm":
-        options = sorted(path.stem for path in (CONF_DIR / "lm_model").glob("*.yaml"))
+        options = sorted(path.stem for path in (config_dir() / "lm_model").glob("*.yaml"))
         raise ModelConfigError(f"model: {target} is not a language model; lm_model= options: {', '.join(options)}")
     return instantiate(model, vocab_size=vocab_size)
 

@@ -6,9 +6,9 @@ config hash (:func:`sarnmt.sweep.records.config_hash`) covers the config, not th
 
 - ``commit``: ``git rev-parse HEAD`` of the checkout the package runs from (None outside a git checkout, e.g. an
   installed wheel);
-- ``dirty``: whether the files that decide what a job computes (:data:`CODE_PATHS`: the package, its configs, the
-  sweep's table and scale files, ``pyproject.toml``) differ from that commit, untracked files included (None outside
-  a checkout). Records, hypotheses and run folders do not count;
+- ``dirty``: whether the files that decide what a job computes (:data:`CODE_PATHS`: the package with its configs,
+  ``sarnmt/conf``, the sweep's table and scale files, ``pyproject.toml``) differ from that commit, untracked files
+  included (None outside a checkout). Records, hypotheses and run folders do not count;
 - ``source_hash``: 16 hex digits of the SHA-256 over the package's source and config files (:func:`source_hash`),
   which also pins code that is not in git.
 
@@ -28,7 +28,7 @@ import sarnmt
 from sarnmt.errors import UserError
 
 PACKAGE_DIR = Path(sarnmt.__file__).resolve().parent
-CODE_PATHS = ("sarnmt", "conf", "sweeps/scales", ":(glob)sweeps/*.yaml", "pyproject.toml")
+CODE_PATHS = ("sarnmt", "sweeps/scales", ":(glob)sweeps/*.yaml", "pyproject.toml")
 SOURCE_SUFFIXES = (".py", ".yaml", ".yml", ".sql", ".html", ".js", ".css")
 
 
@@ -36,17 +36,11 @@ class CodeError(UserError, RuntimeError):
     """A job that would run on unpinned or changed code; the message says what to commit or move."""
 
 
-def _config_dir() -> Path:
-    from sarnmt.utils.compose import CONF_DIR  # the one place that knows where the configs are
-
-    return Path(CONF_DIR).resolve()
-
-
 def source_hash(dirs: tuple[Path, ...] | None = None) -> str:
     """16 hex digits of the SHA-256 over every source file (:data:`SOURCE_SUFFIXES`) under ``dirs`` (default: the
-    package and its config folder), each as its path relative to its folder and its bytes, in sorted order; caches
-    (``__pycache__``) left out."""
-    dirs = dirs or (PACKAGE_DIR, _config_dir())
+    package, which holds its configs: :func:`sarnmt.utils.compose.config_dir`), each as its path relative to its
+    folder and its bytes, in sorted order; caches (``__pycache__``) left out."""
+    dirs = dirs or (PACKAGE_DIR,)
     digest = hashlib.sha256()
     for root in dirs:
         files = sorted(

@@ -261,7 +261,7 @@ def finish_job(
 
 @dataclass(frozen=True)
 class Runner:
-    """What a task's jobs compose (``conf/<config>.yaml``), how they train, and how they are evaluated."""
+    """What a task's jobs compose (``sarnmt/conf/<config>.yaml``), how they train, and how they are evaluated."""
 
     config: str
     train: Callable[..., dict[str, Any]]

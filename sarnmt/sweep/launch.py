@@ -8,7 +8,7 @@ Launchers (``launcher=``):
   k mod #GPUs; on a machine without GPUs, ``n_jobs`` CPU jobs with cores / ``n_jobs`` threads each);
 - ``slurm``: submitit (:mod:`sarnmt.sweep.slurm`): one SLURM job per sweep job, named after its cell,
   ``trainer=slurm`` inside it (DDP over the SLURM tasks, no relaunch; GPUs or CPUs as allocated), requeued on
-  preemption and time-outs. ``slurm.profile``: ``gpu`` (``conf/hydra/launcher/slurm.yaml``) or ``cpu``
+  preemption and time-outs. ``slurm.profile``: ``gpu`` (``sarnmt/conf/hydra/launcher/slurm.yaml``) or ``cpu``
   (``slurm_cpu.yaml``); ``slurm.partition``, ``slurm.cpus_per_task``, ... are plain overrides of its request
   (:data:`SLURM_SETTINGS`), ``slurm.setup_file`` a shell file sourced before each job starts.
 """
@@ -35,7 +35,7 @@ from sarnmt.sweep.spec import Job
 from sarnmt.utils.compose import compose
 
 LAUNCHERS = ("local", "joblib", "slurm")
-SLURM_PROFILES = {"gpu": "slurm", "cpu": "slurm_cpu"}  # slurm.profile -> conf/hydra/launcher/<name>.yaml
+SLURM_PROFILES = {"gpu": "slurm", "cpu": "slurm_cpu"}  # slurm.profile -> sarnmt/conf/hydra/launcher/<name>.yaml
 # reproduce's plain slurm.<key> settings -> the launcher's (hydra.launcher.<key>); null keeps the profile's
 SLURM_SETTINGS = {
     "partition": "partition",

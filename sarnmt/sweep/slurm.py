@@ -1,7 +1,8 @@
 """The table sweeps on SLURM (``launcher=slurm``): the launcher, and the checks ``reproduce`` makes before any job.
 
 :class:`SweepSlurmLauncher` is hydra-submitit-launcher's ``SlurmLauncher`` (profiles:
-``conf/hydra/launcher/slurm.yaml``, GPUs, one task per GPU; ``slurm_cpu.yaml``, CPUs only) with what a sweep needs:
+``sarnmt/conf/hydra/launcher/slurm.yaml``, GPUs, one task per GPU; ``slurm_cpu.yaml``, CPUs only) with what a sweep
+needs:
 
 - one ``sbatch`` per job, named after its cell, so that ``squeue`` and ``sacct`` say which cell is which (submitit's
   own ``map_array`` makes one array whose tasks all have one name);

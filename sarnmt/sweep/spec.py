@@ -29,7 +29,7 @@ METRICS = {
     "bleu": "NIST BLEU (mteval-v13a tokenisation) on detokenised, de-truecased text, cased",
     "ppl": "perplexity (exp of the mean NLL per word, every word of the test text once; lower is better)",
 }
-# what a table's jobs are: the config they compose (conf/<name>.yaml) and train; the job runner of each is in
+# what a table's jobs are: the config they compose (sarnmt/conf/<name>.yaml) and train; the job runner of each is in
 # sarnmt/sweep/job.py
 TASKS = ("translation", "lm")
 

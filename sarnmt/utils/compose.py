@@ -1,25 +1,125 @@
-"""Composing a config of ``conf/`` from code, inside a Hydra app (the sweep job) or outside it (tests, tools)."""
+"""Where the configs are (:func:`config_dir`, the one place that locates them), how every command's Hydra entry point
+finds them (:func:`hydra_main`), and composing a config from code, inside a Hydra app (the sweep job) or outside it
+(tests, tools)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+from sarnmt.errors import InputError, reported
+
+SEARCHPATH_KEYS = ("hydra.searchpath=", "+hydra.searchpath=", "++hydra.searchpath=")
+
+
+@functools.cache
+def config_dir() -> Path:
+    """The folder of the packaged Hydra configs, ``sarnmt/conf``: the one place that says where they are; every
+    command, :func:`compose`, the model factory and ``python -m sarnmt.human`` ask it.
+
+    It is ``importlib.resources.files("sarnmt") / "conf"``, the configs as package data of the package that is
+    imported: the checkout's ``sarnmt/conf`` in an editable install, ``site-packages/sarnmt/conf`` in an installed
+    wheel (pyproject.toml declares every YAML file under it package data). pip unpacks a wheel into files, so this is
+    a real folder, which Hydra takes as an absolute ``config_path`` of ``@hydra.main`` (:func:`hydra_main`) and as
+    ``initialize_config_dir``'s folder. Hydra 1.3 would also take ``pkg://sarnmt.conf`` there, but a file path keeps
+    the files Hydra names in its messages and ``hydra.runtime.config_sources`` openable; a relative ``config_path``
+    would be relative to each decorated function's module, which differs between ``sarnmt/train.py`` and
+    ``sarnmt/human/cli.py``.
+
+    Configs of one's own are added, not edited in here: ``--config-dir DIR`` or ``hydra.searchpath=[file://DIR]``.
+    Hydra searches those folders after this one, so a packaged config of the same group and name wins
+    (:func:`check_user_configs` says so).
+    """
+    return Path(str(resources.files("sarnmt") / "conf")).resolve()
+
+
+def _user_dirs(argv: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """``(how it was given, folder)`` of each config folder a command line adds: ``--config-dir``/``-cd`` and the
+    ``file://`` (or scheme-less) entries of ``hydra.searchpath=[...]``; ``pkg://`` entries are Hydra's to check."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args = list(argv)
+    for k, arg in enumerate(args):
+        for flag in ("--config-dir", "-cd"):
+            if arg == flag and k + 1 < len(args):
+                yield flag, args[k + 1]
+            elif arg.startswith(f"{flag}="):
+                yield flag, arg.split("=", 1)[1]
+        if arg.startswith(SEARCHPATH_KEYS):
+            try:
+                value = OverridesParser.create().parse_overrides([arg])[0].value()
+            except Exception:  # a malformed override: Hydra's own message says what is wrong with it
+                continue
+            for entry in value if isinstance(value, list) else [value]:
+                entry = str(entry)
+                if entry.startswith("file://") or "://" not in entry:
+                    yield "hydra.searchpath", entry.removeprefix("file://")
+
+
+def check_user_configs(argv: Sequence[str]) -> list[str]:
+    """Check the config folders a command line adds (:func:`_user_dirs`) before Hydra reads them.
+
+    :returns: one warning line for each config of a user folder that has the group and name of a packaged one
+        (Hydra takes the packaged one, which comes first in its search path), also printed on stderr.
+    :raises InputError: naming a folder that does not exist (Hydra would stop with its own message for
+        ``--config-dir``, and only warn for ``hydra.searchpath``).
+    """
+    packaged = config_dir()
+    warnings = []
+    for how, folder in _user_dirs(argv):
+        path = Path(folder).expanduser()
+        if not path.is_dir():
+            what = "is not a folder" if path.exists() else "no such folder"
+            raise InputError(f"{how} {folder}: {what} (a folder of configs of your own, laid out as {packaged})")
+        for user_file in sorted(path.rglob("*.yaml")):
+            name = user_file.relative_to(path)
+            if (packaged / name).is_file():
+                warnings.append(
+                    f"warning: {user_file} has the group and name of the packaged config {packaged / name}, which "
+                    f"Hydra uses instead: give yours another name ({name.with_suffix('').as_posix()})"
+                )
+    for line in warnings:
+        print(line, file=sys.stderr, flush=True)
+    return warnings
+
+
+def hydra_main(config_name: str) -> Callable[[Callable[[DictConfig], Any]], Callable[..., Any]]:
+    """``@hydra.main`` on the packaged configs (:func:`config_dir`) with ``config_name`` as the primary config, the
+    config folders of the command line checked first (:func:`check_user_configs`): how every command starts."""
+    import hydra
+
+    def decorate(task: Callable[[DictConfig], Any]) -> Callable[..., Any]:
+        hydra_task = hydra.main(version_base="1.3", config_path=os.fspath(config_dir()), config_name=config_name)(task)
+
+        @functools.wraps(task)
+        def main(cfg_passthrough: DictConfig | None = None) -> Any:
+            if cfg_passthrough is None:
+                with reported():
+                    check_user_configs(sys.argv[1:])
+            return hydra_task(cfg_passthrough)
+
+        return main
+
+    return decorate
 
 
 def compose(config_name: str, overrides: Sequence[str] = (), return_hydra_config: bool = False) -> DictConfig:
-    """``conf/<config_name>.yaml`` with ``overrides``, as ``python -m sarnmt.<name> <overrides>`` would see it.
+    """``sarnmt/conf/<config_name>.yaml`` with ``overrides``, as ``python -m sarnmt.<name> <overrides>`` would see it.
 
-    Inside a running Hydra app (whose search path is ``conf/``) the app's Hydra composes it; elsewhere a Hydra is
-    initialised on ``conf/`` for the call.
+    Inside a running Hydra app (whose search path starts at :func:`config_dir`) the app's Hydra composes it; elsewhere
+    a Hydra is initialised on :func:`config_dir` for the call.
     """
     if GlobalHydra.instance().is_initialized():
         return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=return_hydra_config)
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+    with initialize_config_dir(str(config_dir()), version_base="1.3"):
         return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=return_hydra_config)

@@ -1,6 +1,6 @@
-"""How log messages reach the user of a command (``conf/hydra/job_logging/stderr.yaml``): one line each on stderr,
-``warning: <message>`` (``error:``, ``critical:``) from a warning up, the message alone for information, in the style
-of the ``error:`` lines of :mod:`sarnmt.errors`."""
+"""How log messages reach the user of a command (``sarnmt/conf/hydra/job_logging/stderr.yaml``): one line each on
+stderr, ``warning: <message>`` (``error:``, ``critical:``) from a warning up, the message alone for information, in
+the style of the ``error:`` lines of :mod:`sarnmt.errors`."""
 
 from __future__ import annotations
 

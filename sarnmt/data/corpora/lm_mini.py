@@ -81,7 +81,8 @@ MINI_TRAIN = (
 )
 # the es-en copies of valid and test (byte-identical to the en-de ones): their lines are kept out of train too
 MINI_HELD_OUT_COPIES = (Source("es-en/newstest2010.en.gz"), Source("es-en/newstest2011.en.gz"))
-# every set a translation config (conf/data/*.yaml, sarnmt/data/corpora.py) validates or tests on, or the paper does
+# every set a translation config (sarnmt/conf/data/*.yaml, sarnmt/data/corpora.py) validates or tests on, or the
+# paper does
 MINI_EVAL_SETS = tuple(
     Source(p)
     for p in (
