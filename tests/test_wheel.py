@@ -1,0 +1,143 @@
+"""The wheel works without the checkout: built from it, installed into a fresh virtual environment and run from a folder
+outside it, ``sarnmt.params`` prints Table 1 and ``sarnmt.train`` trains a toy model for one epoch, both with the
+configs the wheel holds (``sarnmt/conf``, package data: :func:`sarnmt.utils.compose.config_dir`).
+
+What the fresh environment shares with this one: its third-party dependencies only. It is made with
+``python -m venv --without-pip``, the wheel goes in with ``pip --python <fresh> install --no-deps --no-index``, and a
+``.pth`` file in its site-packages appends this interpreter's site-packages folders to ``sys.path`` for torch,
+Lightning, Hydra and the rest. Appended as folders, not as site dirs: the ``.pth`` files in them are not run, so the
+editable install's finder (``__editable__.sarnmt-*.pth``, which maps ``sarnmt`` to the checkout) stays off, and
+``sarnmt`` and ``hydra_plugins.sarnmt_slurm_launcher`` import from the wheel alone (asserted, with no ``sys.path``
+entry in the checkout but those dependency folders). Installing the dependencies for real (``pip install <wheel> -c
+constraints-cpu.txt``) resolves about 90 packages, more than a GB with torch: minutes and downloads on every run.
+
+The wheel is built with ``--no-build-isolation`` (this environment's setuptools, no download) from a copy of the
+checkout, so that no ``build/`` or ``*.egg-info`` folder is written into it. ``SARNMT_TEST_WHEEL=<path.whl>`` tests a
+wheel built elsewhere instead (e.g. one built without the configs, which this test must refuse).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from sarnmt.utils.compose import config_dir
+from tests.conftest import ROOT
+
+TABLE1 = ("108,725,885", "108,976,885", "109,775,485", "110,287,485", "108.7M", "110.2M")  # tests/test_entrypoints.py
+EPOCH = [  # the fault tests' toy run of one epoch (tests/test_faults_runs.py): 3 updates
+    "data.n_train=200",
+    "data.n_dev=20",
+    "data.n_test=20",
+    "model.emb_dim=16",
+    "model.hidden_dim=32",
+    "test=false",
+    "validation=cost",
+    "val_bleu=false",
+    "trainer.enable_progress_bar=false",
+    "~callbacks.progress_bar",
+    "~callbacks.model_summary",
+    "trainer.max_epochs=1",
+]
+# this interpreter's site-packages: the fresh environment's third-party dependencies
+SHARED = list(dict.fromkeys([*site.getsitepackages(), *(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))]))
+NOT_COPIED = [".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".whl", ".gl", "outputs"]
+NOT_COPIED += ["multirun", "logs", "wandb", "lightning_logs", "tests", "docs", "sweeps", "benchmarks", "shared"]
+
+
+def _run(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "HYDRA_FULL_ERROR")}
+    env.update(WANDB_MODE="disabled", PYTHONNOUSERSITE="1", SARNMT_CACHE=str(cwd / "cache"))
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def build_wheel(folder: Path) -> Path:
+    """The checkout's wheel, built from a copy of it, in ``folder``."""
+    given = os.environ.get("SARNMT_TEST_WHEEL")
+    if given:
+        return Path(given).resolve()
+    source = folder / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_COPIED))
+    args = [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q"]
+    out = _run([*args, "-w", str(folder / "dist")], cwd=folder)
+    assert out.returncode == 0, out.stderr
+    (wheel,) = (folder / "dist").glob("sarnmt-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory, wheel) -> Path:
+    """A fresh virtual environment with the wheel installed (and this one's dependencies, see the module docstring);
+    its python."""
+    venv = tmp_path_factory.mktemp("fresh") / "venv"
+    elsewhere = venv.parent
+    out = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=elsewhere)
+    assert out.returncode == 0, out.stderr
+    python = venv / "bin" / "python"
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q"]
+    out = _run([*install, str(wheel)], cwd=elsewhere)
+    assert out.returncode == 0, out.stderr
+    purelib = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=elsewhere)
+    Path(purelib.stdout.strip(), "_sarnmt_test_dependencies.pth").write_text("".join(f"{p}\n" for p in SHARED))
+    return python
+
+
+def test_the_wheel_holds_every_config(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    packaged = {f"sarnmt/conf/{p.relative_to(config_dir()).as_posix()}" for p in config_dir().rglob("*.yaml")}
+    assert len(packaged) > 50 and not packaged - names, f"missing from the wheel: {sorted(packaged - names)[:5]}"
+
+
+def test_nothing_of_the_checkout_is_on_the_fresh_path(fresh, tmp_path):
+    probe = (
+        "import json, sys, sarnmt, hydra_plugins.sarnmt_slurm_launcher as launcher\n"
+        "from sarnmt.utils.compose import config_dir\n"
+        "print(json.dumps({'sarnmt': sarnmt.__file__, 'launcher': launcher.__file__, 'conf': str(config_dir()), "
+        "'path': sys.path, 'prefix': sys.prefix}))"
+    )
+    out = _run([str(fresh), "-c", probe], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    prefix = Path(seen["prefix"]).resolve()
+    assert prefix == fresh.parent.parent.resolve()
+    for key in ("sarnmt", "launcher", "conf"):
+        assert Path(seen[key]).resolve().is_relative_to(prefix), (key, seen[key])
+    assert (Path(seen["conf"]) / "train.yaml").is_file()
+    shared = {Path(p).resolve() for p in SHARED}
+    in_checkout = [p for p in seen["path"] if p and Path(p).resolve().is_relative_to(ROOT)]
+    assert {Path(p).resolve() for p in in_checkout} <= shared, in_checkout  # the dependencies' folders only
+    assert not any((Path(p) / "sarnmt").exists() for p in in_checkout)
+
+
+def _command(fresh: Path, name: str) -> list[str]:
+    """``sarnmt <name>`` where the wheel has that console script, else ``python -m sarnmt.<name>``."""
+    script = fresh.parent / "sarnmt"
+    return [str(script), name] if script.exists() else [str(fresh), "-m", f"sarnmt.{name}"]
+
+
+def test_params_prints_table1_from_the_wheel(fresh, tmp_path):
+    out = _run([*_command(fresh, "params"), "model=paper", "decoder=all"], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    for figure in TABLE1:
+        assert figure in out.stdout
+
+
+def test_train_runs_one_toy_epoch_from_the_wheel(fresh, tmp_path):
+    run = tmp_path / "run"
+    out = _run([*_command(fresh, "train"), *EPOCH, f"hydra.run.dir={run}"], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "best checkpoint:" in out.stdout and list(run.rglob("*.ckpt")), out.stdout
