@@ -81,6 +81,16 @@ def test_a_user_config_that_shadows_a_packaged_one_is_one_warning_and_the_packag
     ]
 
 
+@pytest.mark.faults
+def test_an_installation_without_the_packaged_configs_is_one_error_line(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr("sarnmt.utils.compose.config_dir", lambda: tmp_path / "conf")
+    code, out, err = _params(capsys, ["model=paper"])
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        f"error: sarnmt's configs are missing from {tmp_path / 'conf'}: this installation lacks its package data"
+    ]
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -67,14 +67,17 @@ def _user_dirs(argv: Sequence[str]) -> Iterator[tuple[str, str]]:
 
 
 def check_user_configs(argv: Sequence[str]) -> list[str]:
-    """Check the config folders a command line adds (:func:`_user_dirs`) before Hydra reads them.
+    """Check the config folders a command line adds (:func:`_user_dirs`) before Hydra reads them, and the packaged one.
 
     :returns: one warning line for each config of a user folder that has the group and name of a packaged one
         (Hydra takes the packaged one, which comes first in its search path), also printed on stderr.
     :raises InputError: naming a folder that does not exist (Hydra would stop with its own message for
-        ``--config-dir``, and only warn for ``hydra.searchpath``).
+        ``--config-dir``, and only warn for ``hydra.searchpath``), or the packaged folder, where an installation lacks
+        it (a wheel built without its package data).
     """
     packaged = config_dir()
+    if not (packaged / "train.yaml").is_file():
+        raise InputError(f"sarnmt's configs are missing from {packaged}: this installation lacks its package data")
     warnings = []
     for how, folder in _user_dirs(argv):
         path = Path(folder).expanduser()
