@@ -80,7 +80,7 @@ def check_user_configs(argv: Sequence[str]) -> list[str]:
         raise InputError(f"sarnmt's configs are missing from {packaged}: this installation lacks its package data")
     warnings = []
     for how, folder in _user_dirs(argv):
-        path = Path(folder).expanduser()
+        path = Path(folder)
         if not path.is_dir():
             what = "is not a folder" if path.exists() else "no such folder"
             raise InputError(f"{how} {folder}: {what} (a folder of configs of your own, laid out as {packaged})")
