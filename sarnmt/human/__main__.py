@@ -1,8 +1,7 @@
-"""``python -m sarnmt.human COMMAND [key=value ...]``: see :mod:`sarnmt.human.cli`."""
+"""``python -m sarnmt.human COMMAND [key=value ...]``, an alias of ``sarnmt human``: see :mod:`sarnmt.human.cli`."""
 
-import sys
-
+from sarnmt.cli import alias
 from sarnmt.human.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    alias("human", main)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from sarnmt.cli import run_hydra
 from sarnmt.errors import reported
 from sarnmt.human import store
 from sarnmt.human.app import RankingServer
@@ -183,8 +184,8 @@ def flags_to_overrides(args: list[str]) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def main(argv: list[str], prog: str = "python -m sarnmt.human") -> int:
+    """``sarnmt human COMMAND args`` (``prog``: how it was run): the command's Hydra application on ``args``."""
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE, end="", file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
@@ -197,6 +198,4 @@ def main(argv: list[str] | None = None) -> int:
     except TaskError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    sys.argv = [f"python -m sarnmt.human {command}", *rest]
-    hydra_main(f"human_{command}")(COMMANDS[command])()
-    return 0
+    return run_hydra(f"{prog} {command}", rest, hydra_main(f"human_{command}")(COMMANDS[command]))

@@ -1,0 +1,114 @@
+"""``sarnmt <command> [overrides]``: every command of the package behind one entry point (``[project.scripts]``).
+
+``sarnmt`` or ``sarnmt --help`` lists the commands; ``sarnmt <command> --help`` shows the command's config groups, its
+settings and two examples; ``sarnmt <command> args...`` runs the command's entry point with ``args``, which this
+module hands on unparsed: to Hydra for the Hydra applications, as a list to the few commands that are not Hydra
+applications (each says why in its docstring). ``python -m sarnmt.<module>`` is a thin alias of ``sarnmt <command>``
+(:func:`alias`), so that no published command breaks.
+
+This module is the one place that reads or sets ``sys.argv`` (tests/test_cli.py checks it): Hydra reads the command
+line from ``sys.argv``, so running a Hydra application under another program name (``sarnmt train``,
+``sarnmt human serve``) means setting ``sys.argv`` to ``[program, *args]`` for the call (:func:`run_hydra`).
+Every error a user can cause is one ``error: ...`` line and exit status 2 (:func:`sarnmt.errors.reported`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from sarnmt.errors import USER_ERROR_STATUS
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command: ``sarnmt.<module>``'s ``main``, a Hydra application (``hydra``: it reads its arguments through
+    Hydra) or a function of the argument list returning the exit status."""
+
+    module: str
+    summary: str
+    hydra: bool = True
+
+
+COMMANDS: dict[str, Command] = {
+    "train": Command("train", "train a translation model (data=, model=, decoder=, optim=, trainer=, ...)"),
+    "translate": Command("translate", "translate plain text with a trained checkpoint"),
+    "evaluate": Command("evaluate", "a checkpoint's BLEU on a corpus split (greedy or beam search)"),
+    "score": Command("score", "BLEU of existing system outputs, with confidence intervals and p-values"),
+    "average": Command("average", "average the weights of several checkpoints"),
+    "params": Command("params", "parameter counts of the models, beside Table 1 and Table 6", hydra=False),
+    "prepare": Command("prepare", "fetch, preprocess and cache a corpus"),
+    "reproduce": Command("reproduce", "run a table's sweep (local, joblib or SLURM) and render the table"),
+    "tables": Command("tables", "render the paper's tables from the sweep's records"),
+    "analyze": Command("analyze", "the paper's analysis (section 8): figures, trees, Table 7", hydra=False),
+    "lm": Command("lm", "train a word-level language model (Table 6)"),
+    "human": Command("human.cli", "the human evaluation (Table 5): create, serve, export, annotators", hydra=False),
+    "bench": Command("bench.__main__", "the speed benchmark of every decoder beside its peers", hydra=False),
+    "bench-peers": Command("bench.peers", "sarnmt beside fairseq's recipe on one corpus (train/decode)", hydra=False),
+    "bench-lm": Command("bench.lm", "training speed of Table 6's language models", hydra=False),
+    "sweep-job": Command("sweep_job", "one job of a table's sweep (what reproduce launches)"),
+    "sweep-systems": Command("sweep.systems", "the table of every system of a seeds sweep", hydra=False),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {command.summary}" for name, command in COMMANDS.items()]
+    return (
+        "usage: sarnmt <command> [group=option ...] [key=value ...]\n"
+        "       sarnmt <command> --help     (its config groups, settings and examples)\n\n"
+        "Commands:\n" + "\n".join(lines) + "\n\n"
+        "Examples:\n"
+        "  sarnmt train decoder=baseline model=small trainer.max_epochs=20\n"
+        "  sarnmt params model=paper decoder=all\n\n"
+        "python -m sarnmt.<module> runs the same commands (python -m sarnmt.train is sarnmt train).\n"
+    )
+
+
+def run_hydra(prog: str, args: Sequence[str], app: Callable[[], Any]) -> int:
+    """Run the Hydra application ``app`` on ``args`` under the program name ``prog``: Hydra parses ``sys.argv``, so
+    it is set for the call (and restored after), the dispatcher's job and the one place it is done."""
+    saved = sys.argv
+    sys.argv = [prog, *args]
+    try:
+        app()
+    finally:
+        sys.argv = saved
+    return 0
+
+
+def run(name: str, args: Sequence[str], prog: str | None = None, entry: Callable[..., Any] | None = None) -> int:
+    """Run command ``name`` on ``args`` (unparsed) and return its exit status; ``entry``: its ``main``, where the
+    caller has it (``python -m``: the module run as ``__main__``)."""
+    command = COMMANDS[name]
+    if entry is None:
+        entry = importlib.import_module(f"sarnmt.{command.module}").main
+    prog = prog or f"sarnmt {name}"
+    if command.hydra:
+        return run_hydra(prog, args, entry)
+    if name == "human":
+        return entry(list(args), prog=prog)
+    return entry(list(args))
+
+
+def alias(name: str, entry: Callable[..., Any]) -> NoReturn:
+    """``python -m sarnmt.<module> args``: the same as ``sarnmt <name> args``."""
+    sys.exit(
+        run(name, sys.argv[1:], prog=f"python -m sarnmt.{COMMANDS[name].module.removesuffix('.__main__')}", entry=entry)
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``sarnmt`` console script."""
+    args = list(sys.argv[1:] if argv is None else argv)  # the dispatcher: the one reader of sys.argv
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(usage(), end="", file=sys.stdout if args else sys.stderr)
+        return 0 if args else USER_ERROR_STATUS
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"error: unknown command {name!r}; commands: {', '.join(COMMANDS)}", file=sys.stderr, flush=True)
+        return USER_ERROR_STATUS
+    return run(name, rest)

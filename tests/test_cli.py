@@ -1,0 +1,56 @@
+"""The ``sarnmt`` command (sarnmt/cli): one entry point listing every command and running each of them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sarnmt import cli
+from tests.conftest import ROOT
+
+TABLE1 = ("108,725,885", "108,976,885", "109,775,485", "110,287,485", "110,824,061", "111,336,061")
+
+
+def sarnmt(*args: str) -> subprocess.CompletedProcess:
+    """The console script, as installed by ``pip install -e .`` ([project.scripts])."""
+    script = Path(sys.executable).parent / "sarnmt"
+    if not script.is_file():
+        pytest.skip(f"{script}: the console script is not installed (pip install -e . --no-deps)")
+    return subprocess.run([str(script), *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_help_lists_every_command(capsys):
+    out = sarnmt("--help")
+    assert out.returncode == 0, out.stderr
+    for name, command in cli.COMMANDS.items():
+        assert f"  {name} " in out.stdout and command.summary in out.stdout
+    assert cli.main(["--help"]) == 0
+    assert capsys.readouterr().out == out.stdout
+    assert cli.main([]) == 2 and "Commands:" in capsys.readouterr().err  # no command: the list, as a usage error
+
+
+def test_unknown_command_lists_the_commands(capsys):
+    out = sarnmt("trian", "decoder=baseline")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == f"error: unknown command 'trian'; commands: {', '.join(cli.COMMANDS)}"
+    assert cli.main(["nope"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [out.stderr.strip().replace("'trian'", "'nope'")]
+
+
+def test_params_prints_table1(capsys):
+    out = sarnmt("params", "model=paper", "decoder=all")
+    assert out.returncode == 0, out.stderr
+    assert all(figure in out.stdout for figure in TABLE1)
+    assert cli.main(["params", "model=paper", "decoder=all"]) == 0
+    printed = capsys.readouterr().out
+    assert all(figure in printed for figure in TABLE1)
+
+
+def test_every_command_names_an_entry_point():
+    import importlib
+
+    for name, command in cli.COMMANDS.items():
+        assert callable(importlib.import_module(f"sarnmt.{command.module}").main), name
