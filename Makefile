@@ -53,8 +53,11 @@ train:  ## the main job: self-attentive residual decoder on the toy corpus
 params:  ## Table 1 parameter counts at paper size
 	$(PY) -m sarnmt.params model=paper decoder=all
 
-bench:  ## speed of every decoder beside the textbook reference (ARGS="plot=true device=cuda ...")
+bench:  ## ~5 min: the six decoders at Multi30K lengths, each one's ratios to the plain peer (ARGS="device=cuda ...")
 	$(PY) -m sarnmt.bench $(ARGS)
+
+bench-full:  ## ~30 min: both workloads, LSTM systems, plain + textbook peers, 5 repeats, plots (bench_preset=full)
+	$(PY) -m sarnmt.bench bench_preset=full $(ARGS)
 
 gpu-wheels:  ## wheels of what an air-gapped GPU node lacks (hydra, omegaconf, ...) into .whl/ (PY_VERSION, PLATFORM)
 	$(PY) benchmarks/gpu_check.py wheels --python-version $(PY_VERSION) $(addprefix --platform ,$(PLATFORM))
@@ -62,7 +65,7 @@ gpu-wheels:  ## wheels of what an air-gapped GPU node lacks (hydra, omegaconf, .
 gpu-check:  ## ~5 min on one GPU: gpu tests, paper bf16 bench, trainer=gpu; sweeps/results/gpu/ (ARGS=--dry-run: CPU)
 	$(GPU_PY) benchmarks/gpu_check.py $(ARGS)
 
-peers:  ## sarnmt beside fairseq's LSTM and the plain loop, same corpus and batches (ARGS="--corpus synthetic ...")
+peers:  ## sarnmt beside fairseq's LSTM and the plain loop: same batches, decoding sentences/s at equal output lengths
 	@test -x outputs/peers/fairseq/bin/fairseq-train || benchmarks/peers/install_fairseq.sh outputs/peers/fairseq
 	$(PY) benchmarks/peers/side_by_side.py $(ARGS)
 
@@ -104,5 +107,5 @@ human-eval-screenshot:  ## the picture of the ranking page (docs/human-eval.png)
 clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
-.PHONY: help install browser test test-full faults lint hooks train params bench gpu-wheels gpu-check peers reproduce-table1 \
-	reproduce-table2 reproduce-table3 reproduce-table4 reproduce-table6 reproduce-tables systems-m30k tables human-eval-screenshot clean-logs
+.PHONY: help install browser test test-full faults lint hooks train params bench bench-full gpu-wheels gpu-check peers \
+	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 reproduce-table6 reproduce-tables systems-m30k tables human-eval-screenshot clean-logs

@@ -36,6 +36,7 @@ PEERS = ("plain", "reference")
 def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
     cfg, systems = compose_bench(
         [
+            "bench_preset=full",  # the textbook reference and the plots too
             *TINY,
             "decoders=[baseline,self_attentive_rnn]",
             "plot=true",
@@ -105,9 +106,15 @@ def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
     assert all(len(s["length"]) == 2 and len(s["batch"]) == 2 for s in record["series"].values())
     table = markdown(record)
     assert "workload **multi30k**" in table and "workload **wmt**" in table
-    assert table.count("| self_attentive_rnn | ") == 2 and table.count("| lstm_input_feeding_tiny | ") == 2
+    # a row in each workload's table and in its ratios to the plain peer (which the LSTM system has not)
+    assert table.count("| self_attentive_rnn | ") == 4 and table.count("| lstm_input_feeding_tiny | ") == 2
     assert "as the plain peer (target ≥ 1.5×)" in table and "as the textbook reference (target ≥ 2.0×)" in table
     assert "the matrix-product work" in table and "without the optimizer step" in table
+    # each workload's ratios to the plain peer, measured in the same run
+    assert table.count("sarnmt ÷ the plain peer on ") == 2
+    assert "| decoder | training × plain | greedy × plain | beam5 × plain |" in table
+    v = short["variants"][0]
+    assert f"| baseline | {v['train_tok_s'] / v['plain_train_tok_s']:.2f}× | " in table
     # sarnmt steps with its fused Adadelta, the peers with PyTorch's, both with the paper's settings
     assert cfg.optim._target_ == "sarnmt.optim.Adadelta" and cfg.reference_optim._target_ == "torch.optim.Adadelta"
     assert cfg.reference_optim.rho == cfg.optim.rho == 0.95
@@ -173,6 +180,27 @@ def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys)
         assert main([*TINY, "precision=bf16"]) == 2
         assert "precision=bf16 but this cpu has no AVX-512 BF16 or AMX" in capsys.readouterr().err
     assert main(["--help"]) == 0 and "workloads=[multi30k,wmt]" in capsys.readouterr().out
+
+
+def test_quick_preset_is_the_default_and_full_is_bench_yaml_as_written():
+    """`make bench`: one workload, the six decoders beside the plain peer, nothing else; `make bench-full`: all."""
+    cfg, systems = compose_bench([])
+    assert list(cfg.workloads) == ["multi30k"] and list(systems) == [
+        "baseline",
+        "mean_residual",
+        "self_attentive_content",
+        "self_attentive_content_scope",
+        "memory_rnn",
+        "self_attentive_rnn",
+    ]
+    assert cfg.plain and not cfg.reference and not cfg.plot and list(cfg.systems) == [] and cfg.repeats >= 3
+    assert cfg.train_batches == 1 and cfg.decode.single == 4 and cfg.decode.beam_size == 5  # the median-length batch
+    assert all(system.reference for system in systems.values())  # the plain peer implements each of them
+    cfg, systems = compose_bench(["bench_preset=full"])
+    assert list(cfg.workloads) == ["multi30k", "wmt"] and cfg.plain and cfg.reference and cfg.plot
+    assert cfg.repeats == 5 and cfg.train_batches == 3 and cfg.decode.single == 16 and len(systems) == 6 + 3
+    cfg, _ = compose_bench(["repeats=4", "reference=true"])  # key=value overrides win over the preset
+    assert cfg.repeats == 4 and cfg.reference and list(cfg.workloads) == ["multi30k"]
 
 
 def test_single_sentences_are_spread_over_the_batch():

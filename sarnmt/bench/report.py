@@ -78,6 +78,29 @@ def table(record: dict[str, Any], run: dict[str, Any]) -> list[str]:
     return lines
 
 
+def ratios(record: dict[str, Any], run: dict[str, Any]) -> list[str]:
+    """One workload's ratios of sarnmt to the plain peer, measured in the same run on the same batches and weights:
+    training tokens/s and batched decoding sentences/s (above 1: sarnmt is faster). Empty without the plain peer."""
+    beam = f"beam{record['config']['decode']['beam_size']}"
+    rows = [v for v in run["variants"] if v.get("plain_train_tok_s") is not None]
+    if not rows:
+        return []
+    lines = [
+        f"sarnmt ÷ the plain peer on {run['workload']['name']} (this run, same batches and weights; above 1× "
+        "sarnmt is faster): training target tokens/s, batched decoding sentences/s",
+        "",
+        f"| decoder | training × plain | greedy × plain | {beam} × plain |",
+        "|---|---:|---:|---:|",
+    ]
+    for v in rows:
+        lines.append(
+            f"| {v['decoder']} | {_ratio(v['train_tok_s'], v['plain_train_tok_s'])} "
+            f"| {_ratio(v['greedy_batched'], v.get('plain_greedy_batched'))} "
+            f"| {_ratio(v[beam + '_batched'], v.get('plain_' + beam + '_batched'))} |"
+        )
+    return lines
+
+
 def _share(v: dict[str, Any]) -> str:
     return f", {100 * v['share_of_peak']:.0f}% of peak" if "share_of_peak" in v else ""
 
@@ -85,7 +108,8 @@ def _share(v: dict[str, Any]) -> str:
 def markdown(record: dict[str, Any]) -> str:
     lines = [header(record)]
     for run in record["runs"]:
-        lines += ["", *table(record, run), "", *checks(record, run)]
+        summary = ratios(record, run)
+        lines += ["", *table(record, run), *(["", *summary] if summary else []), "", *checks(record, run)]
         if "profiles" in run:
             lines += [
                 "",
