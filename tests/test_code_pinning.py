@@ -13,7 +13,7 @@ import pytest
 from sarnmt.errors import UserError
 from sarnmt.sweep import code as code_module
 from sarnmt.sweep.code import CodeError, check_clean, check_resume, git_state, source_hash
-from sarnmt.sweep.folders import claim_folder, folder_code
+from sarnmt.sweep.folders import claim_folder, folder_code, take_folder
 from sarnmt.sweep.job import JobSettings, run_job
 from sarnmt.sweep.plan import job_from_id
 from sarnmt.sweep.spec import load_scale
@@ -98,6 +98,18 @@ def test_a_run_folder_remembers_its_code_and_refuses_other_code(tmp_path):
     with pytest.raises(CodeError, match=r"started by commit aaaaaaaaaa, source 1111; this checkout is commit bbbb"):
         claim_folder(folder, "en_de.baseline.s1", "hash", other)
     assert json.loads((folder / "job.json").read_text())["code"] == first  # untouched
+
+
+def test_every_ddp_rank_refuses_a_folder_started_by_other_code(tmp_path, monkeypatch):
+    """A requeued DDP job on changed code: rank 0 refuses; rank 1 must refuse too, not wait in the rendezvous for a
+    rank 0 that has exited (seen under SLURM: the job hung until its time limit)."""
+    folder = tmp_path / "en_de.baseline.s1"
+    first = {"commit": "a" * 40, "dirty": False, "source_hash": "1111", "allow_dirty": False}
+    claim_folder(folder, "en_de.baseline.s1", "hash", first)
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    take_folder(folder, "en_de.baseline.s1", "hash", dict(first), timeout=1.0)  # same code: goes on
+    with pytest.raises(CodeError, match="started by commit aaaaaaaaaa"):
+        take_folder(folder, "en_de.baseline.s1", "hash", {**first, "source_hash": "2222"}, timeout=1.0)
 
 
 def test_a_folder_from_before_pinning_is_resumed():

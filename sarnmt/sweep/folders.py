@@ -85,7 +85,8 @@ def rank() -> int:
 
 
 def take_folder(folder: Path, job_id: str, digest: str, code: dict | None = None, timeout: float = 600.0) -> None:
-    """Rank 0 claims ``folder``; the other ranks (one process per SLURM task) wait until it has."""
+    """Rank 0 claims ``folder``; the other ranks (one process per SLURM task) wait until it has, then refuse other
+    code as rank 0 does (a rank left waiting for a rank 0 that refused would hang in DDP's rendezvous)."""
     if rank() == 0:
         claim_folder(folder, job_id, digest, code)
         return
@@ -94,6 +95,8 @@ def take_folder(folder: Path, job_id: str, digest: str, code: dict | None = None
         if time.monotonic() > deadline:
             raise TimeoutError(f"{folder}: rank 0 did not claim the job folder within {timeout:.0f} s")
         time.sleep(2.0)
+    if code is not None:
+        check_resume(folder_code(folder), code, folder)
 
 
 # --- one job at a time in a run folder -----------------------------------------------------------------------------
