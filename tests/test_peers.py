@@ -87,8 +87,16 @@ def test_driver_trains_and_decodes_on_the_same_batches(tmp_path, capsys, impl):
         == 0
     )
     decoded = json.loads(capsys.readouterr().out)
-    assert decoded["sentences"] == 5 and 1 <= decoded["mean_output_len"] <= 5
+    assert decoded["sentences"] == 5 and 1 <= decoded["mean_output_len"] <= 4
     assert len((run / f"test.{impl}.beam3.txt").read_text().splitlines()) == 5
+    # equal work (make peers): no EOS before 3 words, at most 4 tokens: every output 3 words and EOS (or 4 words cut
+    # at the limit): 4 beam steps and 4 output tokens per sentence
+    common = ["--data", str(data), "--ckpt", str(run / "model.pt"), "--beam", "3", "--threads", "1"]
+    assert main(["decode", "--impl", impl, *common, "--min-len", "3", "--max-len", "4"]) == 0
+    decoded = json.loads(capsys.readouterr().out)
+    assert decoded["mean_output_len"] == 4 and (decoded["min_len"], decoded["max_len"]) == (3, 4)
+    lengths = {len(line.split()) for line in (run / f"test.{impl}.beam3.txt").read_text().splitlines()}
+    assert lengths <= {3, 4} and len(lengths) >= 1
     assert main(["decode", "--data", str(tmp_path / "none"), "--ckpt", str(run / "model.pt")]) == 2
     assert "error:" in capsys.readouterr().err
 
@@ -113,8 +121,19 @@ def test_side_by_side_reads_fairseq_logs_and_tabulates(tmp_path, monkeypatch):
             900.0,
         ),
     )
-    decoded = script.fairseq_decode(Path("v"), Path("b"), Path("c"), {}, tmp_path / "log")
-    assert decoded == {"sentences_s": 25.77, "output_tokens_s": 561.23, "peak_rss_mib": 900.0}
+    decoded = script.fairseq_decode(Path("v"), Path("b"), Path("c"), 30, {}, tmp_path / "log")
+    assert decoded == {
+        "sentences_s": 25.77,
+        "output_tokens_s": 561.23,
+        "mean_output_len": 21.78,
+        "peak_rss_mib": 900.0,
+    }
+    # equal work: fairseq forbids EOS before step N and forces it at step N (0-based); sarnmt forbids it before N
+    # tokens and stops at N + 1 with EOS: N words and EOS, N + 1 beam steps, for every system
+    fairseq, ours = script.length_args(30)
+    assert fairseq == ["--min-len", "30", "--max-len-a", "0", "--max-len-b", "30"]
+    assert ours == ["--min-len", "30", "--max-len", "31"]
+    assert script.length_args(0) == (["--max-len-a", "0", "--max-len-b", "100"], ["--max-len", "101"])
     results = {
         "fairseq": {"train": [got], "decode": [decoded]},
         "sarnmt-baseline": {
@@ -122,6 +141,7 @@ def test_side_by_side_reads_fairseq_logs_and_tabulates(tmp_path, monkeypatch):
             "decode": [{"sentences_s": 30.0, "output_tokens_s": 1122.46}],
         },
     }
-    md = script.table(results, "toy", "2 CPUs")
-    assert "| train sentences/s | 72.3 | 144.6 |" in md
-    assert "sarnmt-baseline: trains 2.00× fairseq's sentences/s, decodes 2.00× its beam-5 output tokens/s" in md
+    md = script.table(results, "toy", "2 CPUs", 30)
+    assert "| train sentences/s | 72.3 | 144.6 |" in md and "every output 30 words and EOS" in md
+    assert "| beam-5 sentences/s | 25.8 | 30.0 |" in md
+    assert "sarnmt-baseline: trains 2.00× fairseq's sentences/s, decodes 1.16× its beam-5 sentences/s (at equal" in md

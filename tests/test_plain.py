@@ -38,3 +38,7 @@ def test_plain_search_finds_sarnmt_hypotheses(name):
     assert plain_greedy(model, src, src_mask, 0.5, 4) == greedy_decode(model, src, src_mask, 0.5, 4).tokens
     sarnmt = beam_decode(model, src, src_mask, 3, LengthPenalty(), 0.5, 4)
     assert any(sarnmt.tokens) and plain_beam(model, src, src_mask, 3, 0.5, 4) == sarnmt.tokens
+    # equal lengths (make peers): no EOS before 5 tokens, at most 6: the same hypotheses, 5 or 6 tokens each
+    sarnmt = beam_decode(model, src, src_mask, 3, LengthPenalty(), 0.0, 6, min_len=5)
+    assert plain_beam(model, src, src_mask, 3, 0.0, 6, min_len=5) == sarnmt.tokens
+    assert {len(tokens) for tokens in sarnmt.tokens} <= {5, 6}

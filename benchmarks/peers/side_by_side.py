@@ -4,7 +4,10 @@
 Every system trains on the same word-level corpus with batches of 64 sentences (fairseq's ``--batch-size 64``; sarnmt
 and the plain loop form the same batches the same way: ``sarnmt/bench/peers.py``), Adam at 1e-3, gradient norm
 clipped at 1, dropout as configured, for ``--warmup`` + ``--steps`` updates; the figures are over the last
-``--steps``. Then each decodes the first 500 test sentences with beam 5, batches of 64, at most 100 output tokens.
+``--steps``. Then each decodes the first 500 test sentences with beam 5, batches of 64, at equal work: every system's
+every output is exactly ``--length`` words and EOS (default 30: EOS is forbidden before, and forced after, as
+fairseq-generate's ``--min-len N --max-len-a 0 --max-len-b N`` does; ``--length 0``: free lengths up to 100 tokens),
+so that decoding sentences/s, the headline decoding figure, compares the same number of beam steps per sentence.
 The systems run one after another and the whole round ``--runs`` times (alternating, so that a slow moment of a shared
 machine does not fall on one system only); the table gives every run. Peak RSS is each process's own (``wait4``).
 
@@ -194,7 +197,18 @@ def fairseq_train(venv: Path, binary: Path, ckpt: Path, args, env, log: Path) ->
     return {"sentences_s": sentences / seconds, "peak_rss_mib": rss}
 
 
-def fairseq_decode(venv: Path, binary: Path, ckpt: Path, env, log: Path) -> dict:
+def length_args(length: int) -> tuple[list[str], list[str]]:
+    """fairseq-generate's and sarnmt.bench.peers decode's length options: every output ``length`` words and EOS (the
+    same beam steps for every system), or with ``length`` 0 free lengths up to 100 tokens."""
+    if length <= 0:
+        return ["--max-len-a", "0", "--max-len-b", "100"], ["--max-len", "101"]
+    # fairseq: no EOS at steps < --min-len, EOS forced at step --max-len-b (0-based); sarnmt: no EOS before
+    # --min-len tokens, at most --max-len tokens with EOS
+    n = str(length)
+    return ["--min-len", n, "--max-len-a", "0", "--max-len-b", n], ["--min-len", n, "--max-len", str(length + 1)]
+
+
+def fairseq_decode(venv: Path, binary: Path, ckpt: Path, length: int, env, log: Path) -> dict:
     cmd = [
         str(venv / "bin/fairseq-generate"),
         str(binary),
@@ -210,10 +224,7 @@ def fairseq_decode(venv: Path, binary: Path, ckpt: Path, env, log: Path) -> dict
         "5",
         "--batch-size",
         "64",
-        "--max-len-a",
-        "0",
-        "--max-len-b",
-        "100",
+        *length_args(length)[0],
         "--cpu",
         "--num-workers",
         "0",
@@ -226,14 +237,20 @@ def fairseq_decode(venv: Path, binary: Path, ckpt: Path, env, log: Path) -> dict
     )
     if not m:
         raise SystemExit(f"side_by_side: no 'Translated ... sentences' line in {log}")
-    return {"sentences_s": float(m.group(3)), "output_tokens_s": float(m.group(4)), "peak_rss_mib": rss}
+    sentences, tokens = (int(m.group(i).replace(",", "")) for i in (1, 2))
+    return {
+        "sentences_s": float(m.group(3)),
+        "output_tokens_s": float(m.group(4)),
+        "mean_output_len": tokens / sentences,
+        "peak_rss_mib": rss,
+    }
 
 
 def sarnmt_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "sarnmt.bench.peers", *args]
 
 
-def table(results: dict, description: str, machine: str) -> str:
+def table(results: dict, description: str, machine: str, length: int = 0) -> str:
     systems = list(results)
     runs = max(len(r["train"]) for r in results.values())
 
@@ -241,16 +258,19 @@ def table(results: dict, description: str, machine: str) -> str:
         values = [r.get(key) for r in results[system][phase]]
         return " / ".join("–" if v is None else format(v, spec) for v in values) or "–"
 
+    outputs = f"every output {length} words and EOS" if length > 0 else "free output lengths up to 100 tokens"
     lines = [
-        f"{machine}; corpus: {description}; batches of 64 sentences; {runs} run(s) each, alternating",
+        f"{machine}; corpus: {description}; batches of 64 sentences; {runs} run(s) each, alternating; beam-5 "
+        f"decoding of 500 test sentences, {outputs}",
         "",
         "| | " + " | ".join(systems) + " |",
         "|---|" + "---:|" * len(systems),
     ]
     rows = [
         ("train sentences/s", "train", "sentences_s"),
-        ("beam-5 output tokens/s", "decode", "output_tokens_s"),
         ("beam-5 sentences/s", "decode", "sentences_s"),
+        ("beam-5 output tokens/s", "decode", "output_tokens_s"),
+        ("mean output tokens (EOS included)", "decode", "mean_output_len"),
         ("peak RSS training, MiB", "train", "peak_rss_mib"),
     ]
     for label, phase, key in rows:
@@ -259,15 +279,16 @@ def table(results: dict, description: str, machine: str) -> str:
         lines.append("")
         base = {
             phase: median(results["fairseq"][phase], key)
-            for phase, key in (("train", "sentences_s"), ("decode", "output_tokens_s"))
+            for phase, key in (("train", "sentences_s"), ("decode", "sentences_s"))
         }
         for s in systems:
             if s != "fairseq":
                 train = median(results[s]["train"], "sentences_s") / base["train"]
-                decode = median(results[s]["decode"], "output_tokens_s") / base["decode"]
+                decode = median(results[s]["decode"], "sentences_s") / base["decode"]
                 lines.append(
                     f"- {s}: trains {train:.2f}× fairseq's sentences/s, decodes {decode:.2f}× its beam-5 "
-                    "output tokens/s (medians over runs)"
+                    f"sentences/s ({'at equal output lengths' if length > 0 else 'at free output lengths'}; "
+                    "medians over runs)"
                 )
     return "\n".join(lines)
 
@@ -290,6 +311,12 @@ def main() -> int:
     p.add_argument("--dropout", type=float, default=0.2, help="fairseq's --dropout (sarnmt: model=small's own)")
     p.add_argument("--decoders", nargs="*", default=["baseline"], help="sarnmt decoders to time (model=small)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--length",
+        type=int,
+        default=30,
+        help="every decoded output this many words and EOS, for every system (equal work); 0: free lengths",
+    )
     args = p.parse_args()
     work = args.work.resolve()
     venv = (args.fairseq or work / "fairseq").resolve()
@@ -351,14 +378,14 @@ def main() -> int:
                 trained = fairseq_train(venv, binary, run_dir, args, env, logs / f"{tag}.train.log")
                 results[system]["train"].append(trained)
                 print(f"[{time.strftime('%H:%M:%S')}] {tag}: decode", file=sys.stderr, flush=True)
-                decoded = fairseq_decode(venv, binary, run_dir, env, logs / f"{tag}.decode.log")
+                decoded = fairseq_decode(venv, binary, run_dir, args.length, env, logs / f"{tag}.decode.log")
                 results[system]["decode"].append(decoded)
                 continue
             impl = "plain" if system == "plain" else "sarnmt"
             model = ["model=small", f"decoder={'baseline' if system == 'plain' else system.split('-', 1)[1]}"]
             for phase, extra in (
                 ("train", ["--out", str(run_dir), "--steps", str(args.steps), "--warmup", str(args.warmup), *model]),
-                ("decode", ["--ckpt", str(run_dir / "model.pt")]),
+                ("decode", ["--ckpt", str(run_dir / "model.pt"), *length_args(args.length)[1]]),
             ):
                 if phase == "decode":
                     print(f"[{time.strftime('%H:%M:%S')}] {tag}: decode", file=sys.stderr, flush=True)
@@ -370,7 +397,7 @@ def main() -> int:
                 record = json.loads(text.strip().splitlines()[-1])
                 results[system][phase].append({**record, "peak_rss_mib": rss})
     machine = f"{os.cpu_count()} CPUs ({platform_cpu()}), {args.threads} threads"
-    md = table(results, description, machine)
+    md = table(results, description, machine, args.length)
     (work / "side_by_side.json").write_text(
         json.dumps(
             {

@@ -3,7 +3,8 @@ side-by-side with fairseq (``benchmarks/peers/side_by_side.py``, docs/performanc
 
 ``python -m sarnmt.bench.peers train --impl sarnmt|plain --data DIR --out RUN`` trains ``model`` (default
 ``model=small decoder=baseline``: e = 256, d = 512) with Adam on ``DIR/train.{src,tgt}`` and times steps
-``warmup+1 .. warmup+steps``; ``decode --ckpt RUN/model.pt`` decodes ``DIR/test.src`` with beam search. Each prints
+``warmup+1 .. warmup+steps``; ``decode --ckpt RUN/model.pt`` decodes ``DIR/test.src`` with beam search
+(``--min-len N --max-len N+1``: every output N words and EOS, the same work as fairseq's at equal lengths). Each prints
 one JSON line (sentences/s, tokens/s, peak RSS) that the side-by-side script collects.
 
 The batches are fairseq's with ``--batch-size N`` and no token limit: the training pairs in a seeded random order,
@@ -134,16 +135,19 @@ def decode(args: argparse.Namespace) -> dict:
         ids = order[k : k + args.batch_size]
         src, src_mask = pad_sequences([sources[i] for i in ids])
         if args.impl == "plain":
-            out = plain_beam(model, src, src_mask, args.beam, 0.0, args.max_len)
+            out = plain_beam(model, src, src_mask, args.beam, 0.0, args.max_len, args.min_len)
         else:
-            out = beam_decode(model, src, src_mask, args.beam, LengthPenalty(), 0.0, args.max_len).tokens
+            out = beam_decode(
+                model, src, src_mask, args.beam, LengthPenalty(), 0.0, args.max_len, min_len=args.min_len
+            ).tokens
         for i, tokens in zip(ids, out, strict=True):
             hyps[i] = tokens
     seconds = time.perf_counter() - start
     (args.out or args.ckpt.parent).joinpath(f"test.{args.impl}.beam{args.beam}.txt").write_text(
         "".join(" ".join(words[t] for t in h if t != EOS) + "\n" for h in hyps), encoding="utf-8"
     )
-    output_tokens = sum(len(h) + 1 for h in hyps)  # EOS included, as fairseq-generate counts
+    # EOS included, as fairseq-generate counts; a hypothesis cut at the limit has no EOS: one token per step
+    output_tokens = sum(min(len(h) + 1, args.max_len) for h in hyps)
     return {
         "system": f"sarnmt-{args.impl}",
         "mode": "decode",
@@ -152,6 +156,8 @@ def decode(args: argparse.Namespace) -> dict:
         "sentences_s": len(hyps) / seconds,
         "output_tokens_s": output_tokens / seconds,
         "mean_output_len": output_tokens / len(hyps),
+        "min_len": args.min_len,
+        "max_len": args.max_len,
         "peak_rss_mib": peak_rss_mib(),
     }
 
@@ -183,7 +189,14 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--out", type=Path, default=None, help="where the hypotheses go (default: beside the checkpoint)")
     d.add_argument("--beam", type=int, default=5)
     d.add_argument("--batch-size", type=int, default=64)
-    d.add_argument("--max-len", type=int, default=100)
+    d.add_argument("--max-len", type=int, default=100, help="at most this many output tokens, EOS included")
+    d.add_argument(
+        "--min-len",
+        type=int,
+        default=0,
+        help="no EOS before this many tokens (fairseq's --min-len); --min-len N --max-len N+1: every sentence N "
+        "words and EOS, as fairseq-generate --min-len N --max-len-a 0 --max-len-b N",
+    )
     d.add_argument("--sentences", type=int, default=500)
     return p
 

@@ -195,12 +195,13 @@ def plain_greedy(model: Seq2Seq, src: Tensor, src_mask: Tensor, max_len_a: float
 
 @torch.no_grad()
 def plain_beam(
-    model: Seq2Seq, src: Tensor, src_mask: Tensor, beam_size: int, max_len_a: float, max_len_b: int
+    model: Seq2Seq, src: Tensor, src_mask: Tensor, beam_size: int, max_len_a: float, max_len_b: int, min_len: int = 0
 ) -> list[list[int]]:
     """Batched beam search with sarnmt's rule, written plainly: B·K rows step together; the best 2K candidates of
     each sentence are walked in Python, an EOS among them finishes a hypothesis (score / length, EOS included), the
     first K others form the next beam; a sentence is done with K finished hypotheses or at its length limit (its
-    live hypotheses then finish as they are). :returns: the best hypothesis of each sentence, without EOS."""
+    live hypotheses then finish as they are); no EOS before a hypothesis has ``min_len`` tokens.
+    :returns: the best hypothesis of each sentence, without EOS."""
     k = beam_size
     source, state = encode(model, src, src_mask)
     batch = src.size(0)
@@ -215,6 +216,8 @@ def plain_beam(
     prev = None
     for t in range(max(limits)):
         log_probs = torch.log_softmax(step(model, prev, state, source).float(), dim=-1).view(batch, k, -1)
+        if t < min_len:  # the hypotheses have t tokens: too few to end
+            log_probs[..., EOS] = float("-inf")
         vocab = log_probs.size(-1)
         top, index = (scores.unsqueeze(-1) + log_probs).view(batch, -1).topk(min(2 * k, k * vocab), dim=-1)
         top_l, index_l = top.tolist(), index.tolist()
