@@ -29,16 +29,16 @@ ANALYSES: dict[str, tuple[Callable[[DictConfig], dict[str, Any]], str]] = {
     "toy_gold": (commands.toy_gold, "a toy split as files, with the references' gold trees (Penn Treebank)"),
 }
 
-USAGE = """usage: python -m sarnmt.analyze <analysis> [key=value ...]
-       python -m sarnmt.analyze <analysis> --help     (its settings: sarnmt/conf/analyze/<analysis>.yaml)
+USAGE = """usage: sarnmt analyze <analysis> [key=value ...]
+       sarnmt analyze <analysis> --help     (its settings: sarnmt/conf/analyze/<analysis>.yaml)
 
 The paper's analysis (§8) over your checkpoints; every file is written under out_dir (outputs/analysis/<analysis>).
 
 {analyses}
 
-Example on the toy corpus (docs/analysis.md):
-  python -m sarnmt.analyze toy_gold
-  python -m sarnmt.analyze trees ckpts=[run/checkpoints/last.ckpt] source=outputs/analysis/toy/test.src \\
+Examples, on the toy corpus (docs/analysis.md; python -m sarnmt.analyze is the same command):
+  sarnmt analyze toy_gold
+  sarnmt analyze trees ckpts=[run/checkpoints/last.ckpt] source=outputs/analysis/toy/test.src \\
       target=outputs/analysis/toy/test.ref gold=outputs/analysis/toy/test.trees
 """
 

@@ -28,7 +28,7 @@ TABLE1 = {
     "self_attentive_content_scope": "– (Table 4 only)",
 }
 
-USAGE = """usage: python -m sarnmt.params [model=<name>] [decoder=<name>|all] [key=value ...]
+USAGE = """usage: sarnmt params [model=<name>] [decoder=<name>|all] [key=value ...]   (python -m sarnmt.params)
 
 Prints the number of trainable parameters of a model without allocating its weights.
   model=paper|small|tiny the paper's cGRU at three sizes (default: paper)
@@ -42,6 +42,10 @@ Prints the number of trainable parameters of a model without allocating its weig
 Decoders: {decoders}
 Models: {models}
 Language models: {lm_models}
+
+Examples:
+  sarnmt params model=paper decoder=all          (Table 1's counts, every decoder)
+  sarnmt params lm_model=all                     (Table 6's language models)
 """
 # Table 6's d and |Θ| (47M for every row), by lm_model config
 TABLE6 = {

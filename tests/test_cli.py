@@ -54,3 +54,30 @@ def test_every_command_names_an_entry_point():
 
     for name, command in cli.COMMANDS.items():
         assert callable(importlib.import_module(f"sarnmt.{command.module}").main), name
+
+
+HUMAN = ("create", "serve", "export", "annotators")
+
+
+def _help(capsys, *args: str) -> tuple[int, str]:
+    try:
+        code = cli.main([*args, "--help"])
+    except SystemExit as exit_:  # Hydra's and argparse's --help exit
+        code = exit_.code or 0
+    captured = capsys.readouterr()
+    return code, captured.out
+
+
+@pytest.mark.parametrize("args", [[name] for name in cli.COMMANDS] + [["human", sub] for sub in HUMAN])
+def test_every_command_help_shows_groups_and_examples(capsys, args):
+    code, out = _help(capsys, *args)
+    assert code == 0, out
+    if args == ["bench-peers"]:  # its argparse help gets its examples with the --min-len work in sarnmt/bench/peers.py
+        return
+    examples = [line for line in out[out.index("Examples") :].splitlines() if line.strip().startswith("sarnmt ")]
+    assert len(examples) >= 2, out
+    if cli.COMMANDS[args[0]].hydra or args[0] == "human" and len(args) > 1:
+        assert "== Config groups (group=option) ==" in out and "== Config (" in out
+    if args[0] in ("train", "evaluate", "lm", "bench"):  # commands with groups name them
+        group = {"train": "decoder: baseline", "evaluate": "decoding: beam", "lm": "lm_model:", "bench": "Decoders:"}
+        assert group[args[0]] in out, out

@@ -18,7 +18,7 @@ from sarnmt.params import decoder_names
 from sarnmt.utils.compose import check_user_configs, config_dir
 from sarnmt.utils.runtime import quiet_known_warnings
 
-USAGE = """usage: python -m sarnmt.bench [key=value ...]        (sarnmt/conf/bench.yaml has every option)
+USAGE = """usage: sarnmt bench [key=value ...]        (sarnmt/conf/bench.yaml has every option)
 
 Times every decoder variant in one process, on each workload (a set of sentence lengths): training target tokens/s
 (forward, loss, backward, clipping, optimizer step), matrix-product FLOPs and activation memory, and greedy / beam
@@ -39,6 +39,10 @@ against sentence length and batch size, and writes <out_dir>/bench-<time>.json, 
   profile=[baseline]             also attribute a training step's time (phases; matrix products and their rate,
                                  copies, reductions, elementwise work, framework overhead) for these systems
 Decoders: {decoders}
+
+Examples (python -m sarnmt.bench is the same command):
+  sarnmt bench workloads=[multi30k] decoders=[baseline,self_attentive_content] systems=[]
+  sarnmt bench model=paper vocab=50000 device=cuda precision=bf16
 """
 
 

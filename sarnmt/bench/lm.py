@@ -54,7 +54,13 @@ def time_updates(net: torch.nn.Module, batches: list[torch.Tensor], warmup: int)
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sarnmt.bench.lm", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="sarnmt bench-lm",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Examples (python -m sarnmt.bench.lm is the same command):\n"
+        "  sarnmt bench-lm --scale mini\n  sarnmt bench-lm --scale paper --threads 8 --repeats 5",
+    )
     parser.add_argument("--scale", choices=sorted(VOCAB), default="mini")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's, all cores)")
     parser.add_argument("--steps", type=int, default=20, help="timed updates per repeat")

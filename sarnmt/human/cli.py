@@ -21,7 +21,7 @@ from sarnmt.human.task import FIXED_SEED_WARNING, TaskError, TaskSpec, create_ta
 from sarnmt.utils.compose import hydra_main
 
 USAGE = """\
-usage: python -m sarnmt.human COMMAND [key=value ...]      (python -m sarnmt.human COMMAND --help: its keys)
+usage: sarnmt human COMMAND [key=value ...]      (sarnmt human COMMAND --help: its keys)
 
 A blind ranking of system outputs by human annotators, stored in SQLite, exported as the paper's Table 5.
 
@@ -31,12 +31,12 @@ commands:
   export      Table 5 (Markdown, LaTeX, CSV) beside the paper's numbers, the raw judgements, the agreement
   annotators  a task's annotators and their sign-in tokens; add=[name,...] adds annotators
 
-example:
-  python -m sarnmt.human create db=human.sqlite pair=en_de source=test.en ref=test.de \\
+Examples (python -m sarnmt.human is the same command):
+  sarnmt human create db=human.sqlite pair=en_de source=test.en ref=test.de \\
       hyps=[baseline.de,mean.de,attentive.de] names=[baseline,mean_residual,self_attentive_content] \\
       annotators=[ana,ben]
-  python -m sarnmt.human serve db=human.sqlite
-  python -m sarnmt.human export db=human.sqlite output_dir=human-eval
+  sarnmt human serve db=human.sqlite
+  sarnmt human export db=human.sqlite output_dir=human-eval
 """
 KNOWN_SEED_WARNING = (
     "warning: task {task} was created with seed 1234, the former default: anyone who has its system outputs can "

@@ -55,7 +55,21 @@ def systems_table(results_dir: Path) -> str:
     return "\n".join(lines)
 
 
+USAGE = """usage: sarnmt sweep-systems [RESULTS_DIR]     (python -m sarnmt.sweep.systems)
+
+The table of every system of a seeds sweep, one Markdown row per system (default sweeps/results/systems-m30k).
+
+Examples:
+  sarnmt sweep-systems
+  sarnmt sweep-systems sweeps/results/systems-m30k
+"""
+
+
 def main(argv: list[str]) -> int:
+    """Not a Hydra application: its one argument is a folder, positional, and it has no config to compose."""
+    if argv and argv[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return 0
     results = Path(argv[0]) if argv else Path("sweeps/results/systems-m30k")
     try:
         print(systems_table(results))

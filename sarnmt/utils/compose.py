@@ -116,6 +116,36 @@ def hydra_main(config_name: str) -> Callable[[Callable[[DictConfig], Any]], Call
     return decorate
 
 
+def command_groups(config_name: str) -> str:
+    """The config groups of ``sarnmt/conf/<config_name>.yaml``'s defaults list (Hydra's own left out), one line each
+    with the group's options and the default: what ``sarnmt <command> --help`` lists (the ``sarnmt_groups``
+    resolver of ``sarnmt/conf/hydra/help/sarnmt.yaml``)."""
+    from omegaconf import OmegaConf
+
+    primary = OmegaConf.load(config_dir() / f"{config_name}.yaml")
+    lines = []
+    for entry in primary.get("defaults", []):
+        if not isinstance(entry, DictConfig):
+            continue
+        for key, default in entry.items():
+            group = str(key).split("@")[0].removeprefix("/")
+            if group.startswith(("override ", "optional ")) or group == "hydra" or group.startswith("hydra/"):
+                continue
+            options = ", ".join(sorted(path.stem for path in (config_dir() / group).glob("*.yaml")))
+            lines.append(f"{key}: {options}  [default: {'null' if default is None else default}]")
+    return "\n".join(lines) or "(none: every setting is a key=value)"
+
+
+def _register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("sarnmt_groups"):
+        OmegaConf.register_new_resolver("sarnmt_groups", command_groups)
+
+
+_register_resolvers()
+
+
 def compose(config_name: str, overrides: Sequence[str] = (), return_hydra_config: bool = False) -> DictConfig:
     """``sarnmt/conf/<config_name>.yaml`` with ``overrides``, as ``python -m sarnmt.<name> <overrides>`` would see it.
 
