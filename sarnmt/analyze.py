@@ -2,7 +2,10 @@
 
 Each analysis is a config, ``sarnmt/conf/analyze/<analysis>.yaml`` (Hydra overrides as for every sarnmt command), and a
 pure function of it in :mod:`sarnmt.analysis.commands`. Bad input (a file, a line, a key) is one ``error:`` line,
-exit 1.
+exit 2, as for every command (:func:`sarnmt.errors.reported`).
+
+Not a Hydra application: the analysis named first picks the primary config, a positional argument that Hydra's
+command line has no place for; its overrides are composed by Hydra (:func:`sarnmt.utils.compose.compose`).
 """
 
 from __future__ import annotations
@@ -12,12 +15,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 from sarnmt.analysis import AnalysisError, commands
-from sarnmt.errors import UserError
+from sarnmt.errors import InputError, reported
 from sarnmt.utils.compose import compose, config_dir
 
 ANALYSES: dict[str, tuple[Callable[[DictConfig], dict[str, Any]], str]] = {
@@ -81,14 +83,21 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="[%(levelname)s] %(message)s")
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)
     try:
-        result = run(name, overrides)
-    except (AnalysisError, UserError, HydraException, OmegaConfBaseException) as err:
-        print(f"error: {str(err).strip().splitlines()[0] if isinstance(err, HydraException) else err}", file=sys.stderr)
-        return 1
+        with reported():  # one error: line, exit status 2
+            try:
+                result = run(name, overrides)
+            except (AnalysisError, OmegaConfBaseException) as err:
+                if isinstance(err, MissingMandatoryValue):
+                    raise
+                raise InputError(str(err)) from err
+    except SystemExit as exit_:
+        return int(exit_.code)
     print(result["report"])
     print("wrote: " + ", ".join(str(path) for path in result["files"]), file=sys.stderr)
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":  # python -m sarnmt.analyze: an alias of sarnmt analyze
+    from sarnmt.cli import alias
+
+    alias("analyze", main)

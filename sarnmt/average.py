@@ -144,5 +144,7 @@ def main(cfg: DictConfig) -> None:
         print(average(cfg), flush=True)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m sarnmt.average: an alias of sarnmt average
+    from sarnmt.cli import alias
+
+    alias("average", main)

@@ -216,5 +216,7 @@ def main(cfg: DictConfig) -> None:
         print(summary(evaluate(cfg)), flush=True)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m sarnmt.evaluate: an alias of sarnmt evaluate
+    from sarnmt.cli import alias
+
+    alias("evaluate", main)

@@ -104,5 +104,7 @@ def main(cfg: DictConfig) -> float | None:
     return result.get("val/ppl")
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m sarnmt.lm: an alias of sarnmt lm
+    from sarnmt.cli import alias
+
+    alias("lm", main)

@@ -7,8 +7,6 @@ The model is built on PyTorch's ``meta`` device, so counting a 110M-parameter mo
 
 from __future__ import annotations
 
-import sys
-
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import get_class
@@ -148,5 +146,7 @@ def _run(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":  # python -m sarnmt.params: an alias of sarnmt params
+    from sarnmt.cli import alias
+
+    alias("params", main)

@@ -54,5 +54,7 @@ def main(cfg: DictConfig) -> None:
         print(format_report(prepare(cfg)), flush=True)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m sarnmt.prepare: an alias of sarnmt prepare
+    from sarnmt.cli import alias
+
+    alias("prepare", main)

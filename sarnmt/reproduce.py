@@ -145,5 +145,7 @@ def main(cfg: DictConfig) -> None:
         sys.exit(result["returncode"])
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m sarnmt.reproduce: an alias of sarnmt reproduce
+    from sarnmt.cli import alias
+
+    alias("reproduce", main)

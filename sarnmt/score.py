@@ -110,5 +110,7 @@ def main(cfg: DictConfig) -> None:
         print(score(cfg)["table"], flush=True)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m sarnmt.score: an alias of sarnmt score
+    from sarnmt.cli import alias
+
+    alias("score", main)

@@ -69,5 +69,7 @@ def main(cfg: DictConfig) -> None:
         print(f"{record['job']}: {scores}", flush=True)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m sarnmt.sweep_job: an alias of sarnmt sweep-job
+    from sarnmt.cli import alias
+
+    alias("sweep-job", main)

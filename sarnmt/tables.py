@@ -105,5 +105,7 @@ def main(cfg: DictConfig) -> None:
         )
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m sarnmt.tables: an alias of sarnmt tables
+    from sarnmt.cli import alias
+
+    alias("tables", main)

@@ -171,5 +171,7 @@ def main(cfg: DictConfig) -> float | None:
     return result.get("val/bleu")
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m sarnmt.train: an alias of sarnmt train
+    from sarnmt.cli import alias
+
+    alias("train", main)

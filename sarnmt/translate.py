@@ -245,5 +245,7 @@ def main(cfg: DictConfig) -> None:
     log.info("wrote %d lines", count)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python -m sarnmt.translate: an alias of sarnmt translate
+    from sarnmt.cli import alias
+
+    alias("translate", main)

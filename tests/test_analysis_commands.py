@@ -155,11 +155,11 @@ def test_models_without_self_attention_and_mismatched_files_are_named(models, tm
 
 
 def test_the_command_line_prints_one_error_line_and_its_help(models, tmp_path, capsys):
-    assert main(["trees", f"ckpts=[{models['base']}]", f"source={models['src']}", f"out_dir={tmp_path}"]) == 1
+    assert main(["trees", f"ckpts=[{models['base']}]", f"source={models['src']}", f"out_dir={tmp_path}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: Algorithm 1's trees needs a target self-attention") and "Traceback" not in err
-    assert main(["figure2", "source=x"]) == 1 and "error: figure2 needs ckpts=..." in capsys.readouterr().err
-    assert main(["figure9"]) == 1 and "unknown analysis 'figure9'" in capsys.readouterr().err
+    assert main(["figure2", "source=x"]) == 2 and "error: figure2 needs ckpts=..." in capsys.readouterr().err
+    assert main(["figure9"]) == 2 and "unknown analysis 'figure9'" in capsys.readouterr().err
     assert main(["trees", "--help"]) == 0 and "gold: null" in capsys.readouterr().out
     # as a user runs it: a missing checkpoint is one line on stderr, no traceback
     proc = subprocess.run(
@@ -178,5 +178,5 @@ def test_the_command_line_prints_one_error_line_and_its_help(models, tmp_path, c
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 1 and proc.stderr.strip().startswith("error: Could not override 'typo_key'")
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("error: Could not override 'typo_key'")
     assert len(proc.stderr.strip().splitlines()) == 1

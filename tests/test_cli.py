@@ -72,8 +72,6 @@ def _help(capsys, *args: str) -> tuple[int, str]:
 def test_every_command_help_shows_groups_and_examples(capsys, args):
     code, out = _help(capsys, *args)
     assert code == 0, out
-    if args == ["bench-peers"]:  # its argparse help gets its examples with the --min-len work in sarnmt/bench/peers.py
-        return
     examples = [line for line in out[out.index("Examples") :].splitlines() if line.strip().startswith("sarnmt ")]
     assert len(examples) >= 2, out
     if cli.COMMANDS[args[0]].hydra or args[0] == "human" and len(args) > 1:
@@ -81,3 +79,30 @@ def test_every_command_help_shows_groups_and_examples(capsys, args):
     if args[0] in ("train", "evaluate", "lm", "bench"):  # commands with groups name them
         group = {"train": "decoder: baseline", "evaluate": "decoding: beam", "lm": "lm_model:", "bench": "Decoders:"}
         assert group[args[0]] in out, out
+
+
+def test_only_the_dispatcher_takes_arguments_from_sys_argv():
+    """No command parses the command line by hand: ``sys.argv`` is indexed or assigned in sarnmt/cli only
+    (sarnmt/run_lock.py records it, unparsed, in the run folder's lock)."""
+    import re
+
+    pattern = re.compile(r"sys\.argv\s*(\[|=(?!=))")
+    found = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "sarnmt").rglob("*.py")
+        if path.parent.name != "cli" and pattern.search(path.read_text(encoding="utf-8"))
+    }
+    assert found == set()
+
+
+def test_one_place_locates_the_configs():
+    """sarnmt.utils.compose.config_dir is the only code that says where sarnmt/conf is."""
+    import re
+
+    pattern = re.compile(r"resources\.files\(|__file__.*conf|[\"']conf[\"']")
+    found = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "sarnmt").rglob("*.py")
+        if pattern.search(path.read_text(encoding="utf-8"))
+    }
+    assert found == {"sarnmt/utils/compose.py"}

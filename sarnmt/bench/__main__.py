@@ -1,19 +1,23 @@
-"""``python -m sarnmt.bench [key=value ...]``: the speed benchmark (see :mod:`sarnmt.bench.run`)."""
+"""``sarnmt bench [key=value ...]`` (``python -m sarnmt.bench``): the speed benchmark (see :mod:`sarnmt.bench.run`).
+
+Not a Hydra application: each system it times is a composition of its own (the ``train`` config with that decoder or
+model), and one benchmark run is one process timing them all, not a job per config; ``sarnmt/conf/bench.yaml`` is
+composed by Hydra (overrides as for every command) and errors are reported as every command's
+(:func:`sarnmt.errors.reported`: one ``error:`` line, exit status 2)."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from hydra.errors import HydraException
 from omegaconf import DictConfig
 
 from sarnmt.bench.reference import REFERENCE_MODEL
 from sarnmt.bench.report import markdown, write
 from sarnmt.bench.run import System, bench
-from sarnmt.models.factory import ModelConfigError, check_combination
+from sarnmt.errors import InputError, UserError, reported
+from sarnmt.models.factory import check_combination
 from sarnmt.params import decoder_names
 from sarnmt.utils.compose import check_user_configs, config_dir
 from sarnmt.utils.runtime import quiet_known_warnings
@@ -86,17 +90,24 @@ def main(argv: list[str]) -> int:
         return 0
     quiet_known_warnings()
     try:
-        check_user_configs(argv)
-        cfg, systems = compose_bench(argv)
-        record = bench(cfg, systems)
-    except (HydraException, ModelConfigError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        with reported():  # one error: line, exit status 2, as for every command
+            try:
+                check_user_configs(argv)
+                cfg, systems = compose_bench(argv)
+                record = bench(cfg, systems)
+            except ValueError as err:  # compose_bench's refusals; ModelConfigError and InputError are UserErrors
+                if isinstance(err, UserError):
+                    raise
+                raise InputError(str(err)) from err
+    except SystemExit as exit_:
+        return int(exit_.code)
     paths = write(record, Path(cfg.out_dir) / time.strftime("bench-%Y%m%d-%H%M%S"))
     print(markdown(record))
     print("\nwrote " + ", ".join(str(p) for p in paths))
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":  # python -m sarnmt.bench: an alias of sarnmt bench
+    from sarnmt.cli import alias
+
+    alias("bench", main)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 
 import torch
@@ -95,5 +94,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":  # python -m sarnmt.bench.lm: an alias of sarnmt bench-lm
+    from sarnmt.cli import alias
+
+    alias("bench-lm", main)

@@ -163,7 +163,14 @@ def decode(args: argparse.Namespace) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m sarnmt.bench.peers", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="sarnmt bench-peers",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Examples (python -m sarnmt.bench.peers is the same command):\n"
+        "  sarnmt bench-peers train --impl sarnmt --data peers/data --out peers/sarnmt model=small decoder=baseline\n"
+        "  sarnmt bench-peers decode --impl plain --data peers/data --ckpt peers/plain/model.pt --min-len 20",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train and time steps warmup+1 .. warmup+steps")
     d = sub.add_parser("decode", help="decode DATA/test.src with beam search")
@@ -213,5 +220,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":  # python -m sarnmt.bench.peers: an alias of sarnmt bench-peers
+    from sarnmt.cli import alias
+
+    alias("bench-peers", main)

@@ -6,9 +6,11 @@ module hands on unparsed: to Hydra for the Hydra applications, as a list to the 
 applications (each says why in its docstring). ``python -m sarnmt.<module>`` is a thin alias of ``sarnmt <command>``
 (:func:`alias`), so that no published command breaks.
 
-This module is the one place that reads or sets ``sys.argv`` (tests/test_cli.py checks it): Hydra reads the command
-line from ``sys.argv``, so running a Hydra application under another program name (``sarnmt train``,
-``sarnmt human serve``) means setting ``sys.argv`` to ``[program, *args]`` for the call (:func:`run_hydra`).
+This module is the one place that takes arguments from ``sys.argv`` or sets it (tests/test_cli.py checks it):
+Hydra reads the command line from ``sys.argv``, so running a Hydra application under another program name
+(``sarnmt train``, ``sarnmt human serve``) means setting ``sys.argv`` to ``[program, *args]`` for the call
+(:func:`run_hydra`), which first checks the config folders the command line adds (``--config-dir``,
+``hydra.searchpath``: :func:`sarnmt.utils.compose.check_user_configs`).
 Every error a user can cause is one ``error: ...`` line and exit status 2 (:func:`sarnmt.errors.reported`).
 """
 
@@ -71,6 +73,11 @@ def usage() -> str:
 def run_hydra(prog: str, args: Sequence[str], app: Callable[[], Any]) -> int:
     """Run the Hydra application ``app`` on ``args`` under the program name ``prog``: Hydra parses ``sys.argv``, so
     it is set for the call (and restored after), the dispatcher's job and the one place it is done."""
+    from sarnmt.errors import reported
+    from sarnmt.utils.compose import check_user_configs
+
+    with reported():  # --config-dir / hydra.searchpath folders that do not exist, configs that shadow packaged ones
+        check_user_configs(args)
     saved = sys.argv
     sys.argv = [prog, *args]
     try:

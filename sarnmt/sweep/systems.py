@@ -79,5 +79,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":  # python -m sarnmt.sweep.systems: an alias of sarnmt sweep-systems
+    from sarnmt.cli import alias
+
+    alias("sweep-systems", main)

@@ -17,7 +17,7 @@ from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
-from sarnmt.errors import InputError, reported
+from sarnmt.errors import InputError
 
 SEARCHPATH_KEYS = ("hydra.searchpath=", "+hydra.searchpath=", "++hydra.searchpath=")
 
@@ -97,8 +97,9 @@ def check_user_configs(argv: Sequence[str]) -> list[str]:
 
 
 def hydra_main(config_name: str) -> Callable[[Callable[[DictConfig], Any]], Callable[..., Any]]:
-    """``@hydra.main`` on the packaged configs (:func:`config_dir`) with ``config_name`` as the primary config, the
-    config folders of the command line checked first (:func:`check_user_configs`): how every command starts."""
+    """``@hydra.main`` on the packaged configs (:func:`config_dir`) with ``config_name`` as the primary config: how
+    every command starts. :func:`sarnmt.cli.run_hydra`, which runs it on a command line, checks the config folders
+    that command line adds first (:func:`check_user_configs`)."""
     import hydra
 
     def decorate(task: Callable[[DictConfig], Any]) -> Callable[..., Any]:
@@ -106,9 +107,6 @@ def hydra_main(config_name: str) -> Callable[[Callable[[DictConfig], Any]], Call
 
         @functools.wraps(task)
         def main(cfg_passthrough: DictConfig | None = None) -> Any:
-            if cfg_passthrough is None:
-                with reported():
-                    check_user_configs(sys.argv[1:])
             return hydra_task(cfg_passthrough)
 
         return main
