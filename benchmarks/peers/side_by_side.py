@@ -34,6 +34,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -374,6 +375,7 @@ def main() -> int:
             tag = f"{system}.run{round_}"
             print(f"[{time.strftime('%H:%M:%S')}] {tag}: train", file=sys.stderr, flush=True)
             run_dir = work / "runs" / args.corpus / tag
+            shutil.rmtree(run_dir, ignore_errors=True)  # fairseq-train would resume from an earlier run's checkpoint
             if system == "fairseq":
                 trained = fairseq_train(venv, binary, run_dir, args, env, logs / f"{tag}.train.log")
                 results[system]["train"].append(trained)
