@@ -7,11 +7,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from hydra.core.hydra_config import HydraConfig
 
 from sarnmt import cli
 from tests.conftest import ROOT
 
 TABLE1 = ("108,725,885", "108,976,885", "109,775,485", "110,287,485", "110,824,061", "111,336,061")
+
+
+@pytest.fixture(autouse=True)
+def no_hydra_left_behind():
+    """Hydra's ``--help`` leaves its config set in this process (a command's process ends there); later tests
+    would take Hydra as running and resolve relative paths against the first working folder."""
+    yield
+    HydraConfig.instance().cfg = None
 
 
 def sarnmt(*args: str) -> subprocess.CompletedProcess:
