@@ -57,24 +57,27 @@ def one_error(outcome: Outcome) -> str:
     return lines[0]
 
 
+# the toy run of the fault and wheel tests: a 43K-parameter model, 200 pairs (3 updates an epoch), no test decoding
+TINY = [
+    "data.n_train=200",
+    "data.n_dev=20",
+    "data.n_test=20",
+    "model.emb_dim=16",
+    "model.hidden_dim=32",
+    "test=false",
+    "validation=cost",
+    "val_bleu=false",
+    "trainer.enable_progress_bar=false",
+    "~callbacks.progress_bar",
+    "~callbacks.model_summary",
+]
+
+
 def train_tiny(out: Path) -> Path:
     """A 43K-parameter model trained 3 updates on the toy corpus; its checkpoint."""
     train(
         compose_train(
-            [
-                "data.n_train=200",
-                "data.n_dev=20",
-                "data.n_test=20",
-                "model.emb_dim=16",
-                "model.hidden_dim=32",
-                "trainer.max_steps=3",
-                "test=false",
-                "validation=cost",
-                "val_bleu=false",
-                "trainer.enable_progress_bar=false",
-                "~callbacks.progress_bar",
-                "~callbacks.model_summary",
-            ],
+            [*TINY, "trainer.max_steps=3"],
             output_dir=out,
         )
     )

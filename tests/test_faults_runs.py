@@ -20,24 +20,11 @@ import torch
 
 from sarnmt.run_lock import LOCK_NAME, RunFolderLocked, run_lock
 from sarnmt.train import train
-from tests.cli_helpers import one_error, run_cli
+from tests.cli_helpers import TINY, one_error, run_cli
 from tests.conftest import ROOT, compose_train
 
 pytestmark = pytest.mark.faults
 
-TINY = [
-    "data.n_train=200",
-    "data.n_dev=20",
-    "data.n_test=20",
-    "model.emb_dim=16",
-    "model.hidden_dim=32",
-    "test=false",
-    "validation=cost",
-    "val_bleu=false",
-    "trainer.enable_progress_bar=false",
-    "~callbacks.progress_bar",
-    "~callbacks.model_summary",
-]
 EPOCH = [*TINY, "trainer.max_epochs=1"]  # 3 updates
 
 

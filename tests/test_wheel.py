@@ -31,23 +31,11 @@ from pathlib import Path
 import pytest
 
 from sarnmt.utils.compose import config_dir
+from tests.cli_helpers import TINY
 from tests.conftest import ROOT
 
 TABLE1 = ("108,725,885", "108,976,885", "109,775,485", "110,287,485", "108.7M", "110.2M")  # tests/test_entrypoints.py
-EPOCH = [  # the fault tests' toy run of one epoch (tests/test_faults_runs.py): 3 updates
-    "data.n_train=200",
-    "data.n_dev=20",
-    "data.n_test=20",
-    "model.emb_dim=16",
-    "model.hidden_dim=32",
-    "test=false",
-    "validation=cost",
-    "val_bleu=false",
-    "trainer.enable_progress_bar=false",
-    "~callbacks.progress_bar",
-    "~callbacks.model_summary",
-    "trainer.max_epochs=1",
-]
+EPOCH = [*TINY, "trainer.max_epochs=1"]  # the fault tests' toy run of one epoch: 3 updates
 # this interpreter's site-packages: the fresh environment's third-party dependencies
 SHARED = list(dict.fromkeys([*site.getsitepackages(), *(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))]))
 NOT_COPIED = [".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".whl", ".gl", "outputs"]
