@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +18,16 @@ TABLE1 = ("108,725,885", "108,976,885", "109,775,485", "110,287,485", "110,824,0
 
 @pytest.fixture(autouse=True)
 def no_hydra_left_behind():
-    """Hydra's ``--help`` leaves its config set in this process (a command's process ends there); later tests
-    would take Hydra as running and resolve relative paths against the first working folder."""
+    """A command run in this process leaves Hydra's config set and its logging handlers on the stream this test
+    captured (a command's own process ends there): later tests would take Hydra as running, resolving relative
+    paths against the first working folder, and log into a closed stream."""
+    loggers = [logging.getLogger(name) for name in (None, "sarnmt", "hydra")]
+    saved = [(logger, logger.handlers[:], logger.level) for logger in loggers]
     yield
     HydraConfig.instance().cfg = None
+    for logger, handlers, level in saved:
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
 
 
 def sarnmt(*args: str) -> subprocess.CompletedProcess:
