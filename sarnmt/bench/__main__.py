@@ -57,7 +57,7 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, System]]:
         cfg = compose(config_name="bench", overrides=overrides)
         unknown = [name for name in cfg.decoders if name not in decoder_names()]
         if unknown:
-            raise ValueError(f"bench: unknown decoders {unknown}; choose from {decoder_names()}")
+            raise InputError(f"bench: unknown decoders {unknown}; choose from {decoder_names()}")
         models = sorted(path.stem for path in (config_dir() / "model").glob("*.yaml"))
         unknown = [name for name in cfg.profile if name not in [*cfg.decoders, *cfg.systems]]
         if unknown:
