@@ -9,13 +9,14 @@ the domain errors are too (:class:`~sarnmt.checkpoint.CheckpointError`,
 :func:`reported`, the one place that turns them, and operating-system errors on the user's paths (a missing file, a
 directory where a file is expected, a full disk), into ``error: <message>`` and a non-zero exit status instead of a
 traceback. A bug (any other exception) still shows its traceback. ``HYDRA_FULL_ERROR=1`` shows the traceback of
-every error, these included.
+every error, these included, before the same ``error:`` line and exit status.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -96,8 +97,8 @@ def reported() -> Iterator[None]:
     try:
         yield
     except (UserError, OSError, MissingMandatoryValue, HydraException) as err:
-        if verbose():
-            raise
+        if verbose():  # the traceback too, but still a user error's status: a caller tells refusals from bugs by it
+            traceback.print_exc(file=sys.stderr)
         message = _missing_value(err) if isinstance(err, MissingMandatoryValue) else describe(err)
         print(f"{getattr(err, 'prefix', 'error')}: {message}", file=sys.stderr, flush=True)
         raise SystemExit(getattr(err, "status", USER_ERROR_STATUS)) from None
