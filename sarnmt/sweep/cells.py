@@ -132,8 +132,9 @@ def _sentences_path(record_path: Path) -> Path:
     return record_path.with_name(record_path.name.removesuffix(".json") + ".sentences.json.gz")
 
 
-def _checked_score(status: RecordStatus, name: str, metric: str) -> None:
-    """A record's own score for the cell must be a number (a NaN run is an error, never a silent gap)."""
+def _checked_score(status: RecordStatus, name: str, metric: str) -> float | None:
+    """The score a record states for the cell (None: it states none), which must be a number (a NaN run is an error,
+    never a silent gap)."""
     scores = status.record["tests"][name].get("scores")
     score = scores.get(metric) if isinstance(scores, dict) else None
     value = score.get("score") if isinstance(score, dict) else score
@@ -142,6 +143,7 @@ def _checked_score(status: RecordStatus, name: str, metric: str) -> None:
             f"{status.path}: its {metric} score on test set {name!r} is {value!r}, not a number; train the job "
             "again or move the record away"
         )
+    return value
 
 
 def _sentence_stats(status: RecordStatus, name: str, metric: str, width: int) -> np.ndarray | str:
@@ -167,15 +169,14 @@ def _sentence_stats(status: RecordStatus, name: str, metric: str, width: int) ->
     return sentence
 
 
-def corruption(status: RecordStatus, name: str, metric: str, sentence: np.ndarray) -> str | None:
+def corruption(
+    status: RecordStatus, name: str, metric: str, sentence: np.ndarray, recorded: float | None
+) -> str | None:
     """Why a record's per-sentence statistics cannot be its run's (None when they can): a negative count, or a
-    corpus score from them more than :data:`SCORE_TOLERANCE` from the score the record states."""
+    corpus score from them more than :data:`SCORE_TOLERANCE` from ``recorded``, the score the record states."""
     negative = int((sentence < 0).sum())
     if negative:
         return f"{status.path}: corrupt: {negative} negative counts in its per-sentence {metric} statistics on {name!r}"
-    scores = status.record["tests"][name].get("scores")
-    score = scores.get(metric) if isinstance(scores, dict) else None
-    recorded = score.get("score") if isinstance(score, dict) else score
     if recorded is None:
         return None
     computed = stats.corpus_score(sentence, metric)
@@ -264,12 +265,12 @@ def _add_run(cell: Cell, status: RecordStatus, digest: str, scale: Scale) -> Non
         if name not in status.record["tests"]:
             cell.broken.append(f"{status.path} has no test set {name!r}")
             return
-        _checked_score(status, name, column.metric)
+        recorded = _checked_score(status, name, column.metric)
         sentence = _sentence_stats(status, name, column.metric, stats.METRIC_SCORERS[column.metric].width)
         if isinstance(sentence, str):
             cell.broken.append(sentence)
             return
-        corrupt = corruption(status, name, column.metric, sentence)
+        corrupt = corruption(status, name, column.metric, sentence, recorded)
         if corrupt is not None:
             log.warning("%s", corrupt)
             cell.corrupt.append(corrupt)
