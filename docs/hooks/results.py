@@ -40,6 +40,15 @@ def _json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _record(path: Path, parts: list[str]) -> dict | None:
+    """A JSON record's content, or None after noting in ``parts`` that it is unreadable."""
+    try:
+        return _json(path)
+    except (OSError, ValueError) as err:
+        parts.append(f"`{_rel(path)}`: unreadable ({err}).\n")
+        return None
+
+
 def _fmt(value: Any, digits: int = 1) -> str:
     if isinstance(value, bool) or value is None:
         return str(value)
@@ -153,10 +162,8 @@ def _gpu_page(folder: Path) -> None:
     ]
     for run in reversed(runs):
         parts.append(f"## {run.name}\n")
-        try:
-            summary = _json(run / "summary.json")
-        except (OSError, ValueError) as err:
-            parts.append(f"`{_rel(run / 'summary.json')}`: unreadable ({err}).\n")
+        summary = _record(run / "summary.json", parts)
+        if summary is None:
             continue
         parts.append(
             f"Device **{summary.get('device')}**, torch {summary.get('torch')}, CUDA {summary.get('cuda')}; "
@@ -179,22 +186,16 @@ def _gpu_page(folder: Path) -> None:
                 parts.append(f"| `{name}` | {_fmt(t.get('value'))} | {_fmt(t.get('target'))} | {t.get('met')} |")
             parts.append("")
         for bench in sorted(run.glob("bench-*.json")):
-            try:
-                result = _json(bench).get("result") or {}
-            except (OSError, ValueError) as err:
-                parts.append(f"`{_rel(bench)}`: unreadable ({err}).\n")
+            record = _record(bench, parts)
+            if record is None:
                 continue
-            md = result.get("markdown")
+            md = (record.get("result") or {}).get("markdown")
             if md:
                 parts.append(f"### {bench.stem}\n")
                 parts.append(_cell(md).rstrip() + "\n")
         train = run / "train.json"
         if train.exists():
-            try:
-                result = _json(train).get("result") or {}
-            except (OSError, ValueError) as err:
-                result = {}
-                parts.append(f"`{_rel(train)}`: unreadable ({err}).\n")
+            result = (_record(train, parts) or {}).get("result") or {}
             if result:
                 parts.append("### train\n")
                 parts.append("| figure | value |")
@@ -251,11 +252,7 @@ def _pilot_page(folder: Path) -> None:
     parts = [_source_note([folder]), text]
     data = folder / "dropout.json"
     if data.exists():
-        try:
-            runs = _json(data).get("runs", {})
-        except (OSError, ValueError) as err:
-            runs = {}
-            parts.append(f"`{_rel(data)}`: unreadable ({err}).\n")
+        runs = (_record(data, parts) or {}).get("runs", {})
         if runs:
             parts.append("## The curves, from `dropout.json`\n")
             parts.append("| rate | update | dev cost | greedy dev BLEU |")
