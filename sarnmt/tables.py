@@ -20,7 +20,7 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
 from sarnmt.errors import reported
-from sarnmt.sweep import render
+from sarnmt.sweep import figure, render
 from sarnmt.sweep.cells import TableSettings, collect
 from sarnmt.sweep.records import write_atomic
 from sarnmt.sweep.seed_tests import Resampling
@@ -54,7 +54,7 @@ def render_tables(
             write_atomic(folder / f"table{number}.tex", render.latex(table, scale, cells, settings).encode())
             write_atomic(folder / f"table{number}.csv", render.csv_text(table, scale, cells, settings).encode())
             if plot:
-                render.plot(table, scale, cells, folder / f"table{number}.png")
+                figure.plot(table, scale, cells, folder / f"table{number}.png")
             print(f"written: {folder}/table{number}.{{md,tex,csv{',png' if plot else ''}}}", file=out)
         if wandb_settings is not None:
             log_wandb(table.number, scale.name, render.csv_text(table, scale, cells, settings), text, wandb_settings)
