@@ -102,16 +102,7 @@ def hydra_main(config_name: str) -> Callable[[Callable[[DictConfig], Any]], Call
     that command line adds first (:func:`check_user_configs`)."""
     import hydra
 
-    def decorate(task: Callable[[DictConfig], Any]) -> Callable[..., Any]:
-        hydra_task = hydra.main(version_base="1.3", config_path=os.fspath(config_dir()), config_name=config_name)(task)
-
-        @functools.wraps(task)
-        def main(cfg_passthrough: DictConfig | None = None) -> Any:
-            return hydra_task(cfg_passthrough)
-
-        return main
-
-    return decorate
+    return hydra.main(version_base="1.3", config_path=os.fspath(config_dir()), config_name=config_name)
 
 
 def command_groups(config_name: str) -> str:
