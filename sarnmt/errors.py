@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 USER_ERROR_STATUS = 2
+FULL_ERROR = "HYDRA_FULL_ERROR"
+USER_FULL_ERROR = "SARNMT_FULL_ERROR"  # the user's HYDRA_FULL_ERROR where a command sets it (sarnmt.cli.run_hydra)
 
 
 class UserError(Exception):
@@ -63,8 +65,8 @@ def check_range(key: str, value: object, minimum: float, maximum: float | None =
 
 
 def verbose() -> bool:
-    """Whether errors should keep their traceback (``HYDRA_FULL_ERROR=1``)."""
-    return os.environ.get("HYDRA_FULL_ERROR") == "1"
+    """Whether errors should keep their traceback: the user set ``HYDRA_FULL_ERROR=1``."""
+    return os.environ.get(USER_FULL_ERROR, os.environ.get(FULL_ERROR)) == "1"
 
 
 def describe(err: BaseException) -> str:
@@ -74,9 +76,22 @@ def describe(err: BaseException) -> str:
         hint = {IsADirectoryError: "expected a file", NotADirectoryError: "expected a folder"}.get(type(err), "")
         return f"{err.filename}: {what}" + (f" ({hint})" if hint else "")
     text = str(err).split("\nConfig search path:")[0]  # Hydra's list of config folders: noise for the user
-    message = ""
-    for part in (line.strip() for line in text.splitlines() if line.strip()):
-        message += part if not message else (" " if message.endswith(":") else "; ") + part
+    cause = err.__cause__
+    if cause is not None and type(err).__module__.startswith("hydra") and str(cause).strip():
+        text += "\n" + str(cause).splitlines()[0]  # e.g. "Key 'x' is not in struct" under "Could not override 'x'"
+    message, listing = "", False
+    for line in text.splitlines():
+        part = line.strip()
+        if not part:
+            continue
+        item = line[:1].isspace() and (listing or message.endswith(":"))  # an indented entry of a list (options)
+        if not message:
+            message = part
+        elif item:
+            message += (", " if listing else " ") + part
+        else:
+            message += (" " if message.endswith((":", ".")) else "; ") + part
+        listing = item
     return message or type(err).__name__
 
 

@@ -35,6 +35,21 @@ def test_params_unknown_decoder_lists_choices():
     assert "Could not find 'decoder/nope'" in out.stderr and "self_attentive_content" in out.stderr
 
 
+def test_a_group_option_or_key_the_config_lacks_is_one_error_line_in_every_hydra_command():
+    """Hydra prints its composition errors on several lines and exits 1; sarnmt says each in one line, exit 2."""
+    cases = [
+        (["sarnmt.train", "decoder=nope"], "error: In 'train': Could not find 'decoder/nope'; Available options in"),
+        (["sarnmt.translate", "nogroup=x"], "error: Could not override 'nogroup'. To append to your config use"),
+    ]
+    for args, start in cases:
+        out = _run(args, env={"HYDRA_FULL_ERROR": ""})
+        assert out.returncode == 2 and out.stderr.startswith(start), out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1 and "--help lists the groups" in out.stderr
+    out = _run(cases[0][0], env={"HYDRA_FULL_ERROR": "1"})  # the traceback too, the same last line and status
+    assert out.returncode == 2 and "Traceback" in out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith(cases[0][1])
+
+
 def test_train_and_params_refuse_a_pair_that_does_not_go_together_in_one_line():
     out = _run(["sarnmt.train", "model=lstm_input_feeding_tiny", "decoder=mean_residual"])
     assert out.returncode == 2 and "Traceback" not in out.stderr

@@ -17,6 +17,7 @@ Every error a user can cause is one ``error: ...`` line and exit status 2 (:func
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,9 +51,9 @@ COMMANDS: dict[str, Command] = {
     "human": Command("human.cli", "the human evaluation (Table 5): create, serve, export, annotators", hydra=False),
     "bench": Command("bench.__main__", "the speed benchmark of every decoder beside its peers", hydra=False),
     "bench-peers": Command("bench.peers", "sarnmt beside fairseq's recipe on one corpus (train/decode)", hydra=False),
-    "bench-lm": Command("bench.lm", "training speed of Table 6's language models", hydra=False),
+    "bench-lm": Command("bench.lm", "training speed of Table 6's language models"),
     "sweep-job": Command("sweep_job", "one job of a table's sweep (what reproduce launches)"),
-    "sweep-systems": Command("sweep.systems", "the table of every system of a seeds sweep", hydra=False),
+    "sweep-systems": Command("sweep.systems", "the table of every system of a seeds sweep"),
 }
 
 
@@ -72,18 +73,38 @@ def usage() -> str:
 
 def run_hydra(prog: str, args: Sequence[str], app: Callable[[], Any]) -> int:
     """Run the Hydra application ``app`` on ``args`` under the program name ``prog``: Hydra parses ``sys.argv``, so
-    it is set for the call (and restored after), the dispatcher's job and the one place it is done."""
-    from sarnmt.errors import reported
+    it is set for the call (and restored after), the dispatcher's job and the one place it is done.
+
+    Hydra prints its own config errors (an option or a group that does not exist, a key not in the config) as several
+    lines and exits 1; for the call, ``HYDRA_FULL_ERROR=1`` makes it raise them instead, so that
+    :func:`~sarnmt.errors.reported` says each in one ``error:`` line with exit status 2, as for every other error. The
+    user's own ``HYDRA_FULL_ERROR`` (tracebacks wanted or not) is kept in ``SARNMT_FULL_ERROR``, which
+    :func:`~sarnmt.errors.verbose` reads first, for this process and the jobs it starts.
+    """
+    from hydra.errors import ConfigCompositionException
+
+    from sarnmt.errors import FULL_ERROR, USER_FULL_ERROR, InputError, describe, reported
     from sarnmt.utils.compose import check_user_configs
 
     with reported():  # --config-dir / hydra.searchpath folders that do not exist, configs that shadow packaged ones
         check_user_configs(args)
-    saved = sys.argv
+    saved_argv, saved_env = sys.argv, {key: os.environ.get(key) for key in (FULL_ERROR, USER_FULL_ERROR)}
+    os.environ.setdefault(USER_FULL_ERROR, os.environ.get(FULL_ERROR, ""))
+    os.environ[FULL_ERROR] = "1"
     sys.argv = [prog, *args]
     try:
-        app()
+        with reported():
+            try:
+                app()
+            except ConfigCompositionException as err:  # a group, option or key the config does not have
+                raise InputError(f"{describe(err)} ({prog} --help lists the groups and settings)") from err
     finally:
-        sys.argv = saved
+        sys.argv = saved_argv
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     return 0
 
 
