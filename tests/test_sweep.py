@@ -546,8 +546,9 @@ def test_smoke_scale_yaml_is_valid_omegaconf():
     assert OmegaConf.load(ROOT / "sweeps" / "scales" / "smoke.yaml").pairs.en_de.tests.nt16 == "test"
 
 
-def test_systems_table_reads_evaluate_records_and_lists_unfinished_systems(tmp_path, capsys):
-    from sarnmt.sweep.systems import main, systems_table
+def test_systems_table_reads_evaluate_records_and_lists_unfinished_systems(tmp_path):
+    from sarnmt.errors import InputError
+    from sarnmt.sweep.systems import systems_table
 
     def record(folder, search, bleu):
         path = tmp_path / folder / search / "eval.test.json"
@@ -576,4 +577,5 @@ def test_systems_table_reads_evaluate_records_and_lists_unfinished_systems(tmp_p
     assert (
         "| lstm_input_feeding | InputFeedingLSTM | NoTargetContext | 1,234,567 | 678 | 30.25 | 29.00 | 30.75 | 60.00 |"
     ) in table
-    assert main([str(tmp_path / "nothing")]) == 2 and "no system folders" in capsys.readouterr().err
+    with pytest.raises(InputError, match="nothing: no system folders"):
+        systems_table(tmp_path / "nothing")

@@ -1,26 +1,28 @@
 """Training speed of Table 6's language models, in one run on the same batches:
-``python -m sarnmt.bench.lm [--scale mini|paper|smoke] [--threads N] [--steps K]``.
+``sarnmt bench-lm [scale=mini|paper|smoke] [threads=N] [steps=K] [warmup=K] [repeats=R]``
+(``sarnmt/conf/bench_lm.yaml``).
 
 Each model of ``sweeps/table6.yaml`` is built at the scale's sizes (``by_scale``; the paper's from its
 ``lm_model=`` config) with the scale's vocabulary size, and trained with Adam on the same random segments (B streams
-of T words, the state carried from segment to segment as in training, dropout as configured); after ``--warmup``
-untimed updates, ``--steps`` updates are timed, ``--repeats`` times with the models interleaved, and the median is
+of T words, the state carried from segment to segment as in training, dropout as configured); after ``warmup``
+untimed updates, ``steps`` updates are timed, ``repeats`` times with the models interleaved, and the median is
 reported as words/s beside the parameter count. Figures compare models measured in the same run (docs/reproducing.md,
 Table 6).
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import torch
+from omegaconf import DictConfig
 
+from sarnmt.errors import InputError, check_range, reported
 from sarnmt.models.factory import build_language_model, count_parameters
 from sarnmt.sweep.plan import plan_jobs
 from sarnmt.sweep.spec import load_scale, load_table
-from sarnmt.utils.compose import compose
+from sarnmt.utils.compose import compose, hydra_main
 
 VOCAB = {"smoke": 231, "mini": 10_000, "paper": 77_000}  # the scales' vocabulary sizes (corpus reports, Daniluk)
 
@@ -52,46 +54,43 @@ def time_updates(net: torch.nn.Module, batches: list[torch.Tensor], warmup: int)
     return time.perf_counter() - start
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="sarnmt bench-lm",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Examples (python -m sarnmt.bench.lm is the same command):\n"
-        "  sarnmt bench-lm --scale mini\n  sarnmt bench-lm --scale paper --threads 8 --repeats 5",
-    )
-    parser.add_argument("--scale", choices=sorted(VOCAB), default="mini")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's, all cores)")
-    parser.add_argument("--steps", type=int, default=20, help="timed updates per repeat")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    vocab_size = VOCAB[args.scale]
-    built = models(args.scale, vocab_size)
+def bench_lm(scale: str, threads: int | None = None, steps: int = 20, warmup: int = 3, repeats: int = 3) -> str:
+    """:returns: the Markdown table of words/s per row of Table 6 (with its heading), measured as the module says."""
+    if scale not in VOCAB:
+        raise InputError(f"scale={scale}: not one of {', '.join(sorted(VOCAB))}")
+    for key, value, minimum in (("steps", steps, 1), ("warmup", warmup, 0), ("repeats", repeats, 1)):
+        check_range(key, value, minimum)
+    if threads is not None:
+        check_range("threads", threads, 1)
+        torch.set_num_threads(threads)
+    vocab_size = VOCAB[scale]
+    built = models(scale, vocab_size)
     data = next(iter(built.values()))[1]
     batch, bptt = int(data["batch_size"]), int(data["bptt"])
     generator = torch.Generator().manual_seed(0)
-    batches = [
-        torch.randint(0, vocab_size, (batch, bptt + 1), generator=generator) for _ in range(args.warmup + args.steps)
-    ]
+    batches = [torch.randint(0, vocab_size, (batch, bptt + 1), generator=generator) for _ in range(warmup + steps)]
     seconds: dict[str, list[float]] = {name: [] for name in built}
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         for name, (net, _) in built.items():
-            seconds[name].append(time_updates(net.train(), batches, args.warmup))
-    words = args.steps * batch * bptt
-    print(
-        f"Table 6 language models, scale {args.scale}: V = {vocab_size:,}, {batch} streams x {bptt} words, Adam, "
-        f"{torch.get_num_threads()} threads; median of {args.repeats} x {args.steps} updates\n"
-    )
-    print("| row | parameters | d | train words/s | vs LSTM |\n|---|---:|---:|---:|---:|")
+            seconds[name].append(time_updates(net.train(), batches, warmup))
+    words = steps * batch * bptt
+    lines = [
+        f"Table 6 language models, scale {scale}: V = {vocab_size:,}, {batch} streams x {bptt} words, Adam, "
+        f"{torch.get_num_threads()} threads; median of {repeats} x {steps} updates\n",
+        "| row | parameters | d | train words/s | vs LSTM |\n|---|---:|---:|---:|---:|",
+    ]
     base = None
     for name, (net, _) in built.items():
         rate = words / statistics.median(seconds[name])
         base = base or rate
-        print(f"| {name} | {count_parameters(net):,} | {net.hidden_dim} | {rate:,.0f} | {rate / base:.2f}x |")
-    return 0
+        lines.append(f"| {name} | {count_parameters(net):,} | {net.hidden_dim} | {rate:,.0f} | {rate / base:.2f}x |")
+    return "\n".join(lines)
+
+
+@hydra_main("bench_lm")
+def main(cfg: DictConfig) -> None:
+    with reported():
+        print(bench_lm(cfg.scale, cfg.threads, cfg.steps, cfg.warmup, cfg.repeats), flush=True)
 
 
 if __name__ == "__main__":  # python -m sarnmt.bench.lm: an alias of sarnmt bench-lm

@@ -2,15 +2,21 @@
 one Markdown row per system, read from its ``sarnmt.evaluate`` records ``<results>/<system>/{beam5,greedy}/
 eval.test.json``. A system whose records are not both there is listed as not finished, never left out.
 
-``python -m sarnmt.sweep.systems [RESULTS_DIR]`` prints the table (default ``sweeps/results/systems-m30k``).
+``sarnmt sweep-systems [results_dir=DIR]`` prints the table (default ``sweeps/results/systems-m30k``;
+``sarnmt/conf/sweep_systems.yaml``).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
+
+from hydra.utils import to_absolute_path
+from omegaconf import DictConfig
+
+from sarnmt.errors import InputError, reported
+from sarnmt.utils.compose import hydra_main
 
 SEARCHES = ("beam5", "greedy")
 
@@ -21,7 +27,7 @@ def _read(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not a JSON record ({err})") from err
+        raise InputError(f"{path}: not a JSON record ({err})") from err
 
 
 def _name(target: str | None) -> str:
@@ -32,7 +38,7 @@ def systems_table(results_dir: Path) -> str:
     """:param results_dir: one folder per system.  :returns: the Markdown table (header and one row per system)."""
     folders = sorted(p for p in Path(results_dir).iterdir() if p.is_dir()) if Path(results_dir).is_dir() else []
     if not folders:
-        raise ValueError(f"{results_dir}: no system folders (run sweeps/systems/run.sh first)")
+        raise InputError(f"{results_dir}: no system folders (run sweeps/systems/run.sh first)")
     lines = [
         "| system | model | decoder | parameters | updates | BLEU beam 5 | BLEU greedy | tokenised BLEU beam 5 "
         "| chrF beam 5 |",
@@ -55,28 +61,10 @@ def systems_table(results_dir: Path) -> str:
     return "\n".join(lines)
 
 
-USAGE = """usage: sarnmt sweep-systems [RESULTS_DIR]     (python -m sarnmt.sweep.systems)
-
-The table of every system of a seeds sweep, one Markdown row per system (default sweeps/results/systems-m30k).
-
-Examples:
-  sarnmt sweep-systems
-  sarnmt sweep-systems sweeps/results/systems-m30k
-"""
-
-
-def main(argv: list[str]) -> int:
-    """Not a Hydra application: its one argument is a folder, positional, and it has no config to compose."""
-    if argv and argv[0] in ("-h", "--help"):
-        print(USAGE, end="")
-        return 0
-    results = Path(argv[0]) if argv else Path("sweeps/results/systems-m30k")
-    try:
-        print(systems_table(results))
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+@hydra_main("sweep_systems")
+def main(cfg: DictConfig) -> None:
+    with reported():
+        print(systems_table(Path(to_absolute_path(cfg.results_dir))), flush=True)
 
 
 if __name__ == "__main__":  # python -m sarnmt.sweep.systems: an alias of sarnmt sweep-systems

@@ -50,7 +50,7 @@ for name in "${names[@]}"; do
       progress=false output_dir="$out/$search"
   done
 done
-$PY -m sarnmt.sweep.systems sweeps/results/systems-m30k | tee sweeps/results/systems-m30k/table.md
+$PY -m sarnmt.sweep.systems results_dir=sweeps/results/systems-m30k | tee sweeps/results/systems-m30k/table.md
 
 # significance on test2016 (beam 5), the first system being the baseline; skipped until every system has finished
 significance() {
