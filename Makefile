@@ -54,8 +54,9 @@ params:  ## Table 1 parameter counts at paper size
 	$(PY) -m sarnmt.params model=paper decoder=all
 
 # the checkout's bench peers (benchmarks/conf/peers/: the plain peer, the textbook model); `python -m` from here imports
-# their modules (benchmarks/peers/, tests/oracle.py) from this folder
-BENCH_PEERS := hydra.searchpath=[file://$(CURDIR)/benchmarks/conf]
+# their modules (benchmarks/peers/, tests/oracle.py) from this folder. A folder of one's own goes into the same list:
+# make bench BENCH_PEERS="hydra.searchpath=[file://$PWD/benchmarks/conf,file://DIR]" ARGS="decoders=[mine]"
+BENCH_PEERS ?= hydra.searchpath=[file://$(CURDIR)/benchmarks/conf]
 
 bench:  ## ~5 min: the six decoders at Multi30K lengths, each one's ratios to the plain peer (ARGS="device=cuda ...")
 	$(PY) -m sarnmt.bench $(BENCH_PEERS) $(ARGS)
