@@ -12,7 +12,7 @@ from sarnmt.decoding.greedy import greedy_decode
 from sarnmt.models.factory import build_model
 from sarnmt.models.seq2seq import Seq2Seq
 from tests.conftest import DECODER_FORMS, compose_train
-from tests.oracle import textbook_greedy, textbook_logits
+from tests.oracle import STATED, textbook_greedy, textbook_logits
 
 IDS = [f"{name}{'+' + override.split('=')[1] if override else ''}" for name, override in DECODER_FORMS]
 VOCAB = 20
@@ -66,6 +66,13 @@ def test_oracle_equals_model(name, override):
         torch.testing.assert_close(g, w, atol=1e-9, rtol=0, msg=lambda m, n=param_name: f"{n}: {m}")
     reached = {n for n, g in zip(names, got, strict=True) if g.abs().max() > 1e-6}
     assert set(names) - reached == {"decoder.attention.score_bias"}  # c cancels in the softmax
+
+
+def test_the_oracle_writes_out_every_variant_of_the_paper():
+    """Table 1's decoders are checked against the textbook's own statement of their equations, not their hooks."""
+    paper = ["baseline", "mean_residual", "self_attentive_content", "self_attentive_content_scope", "memory_rnn"]
+    for name in [*paper, "self_attentive_rnn"]:
+        assert compose_train([f"decoder={name}"]).decoder._target_ in STATED, name
 
 
 @pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
