@@ -53,11 +53,16 @@ train:  ## the main job: self-attentive residual decoder on the toy corpus
 params:  ## Table 1 parameter counts at paper size
 	$(PY) -m sarnmt.params model=paper decoder=all
 
+# the checkout's bench peers (benchmarks/conf/peers/: the plain peer, the textbook model); `python -m` from here imports
+# their modules (benchmarks/peers/, tests/oracle.py) from this folder. A folder of one's own goes into the same list:
+# make bench BENCH_PEERS="hydra.searchpath=[file://$PWD/benchmarks/conf,file://DIR]" ARGS="decoders=[mine]"
+BENCH_PEERS ?= hydra.searchpath=[file://$(CURDIR)/benchmarks/conf]
+
 bench:  ## ~5 min: the six decoders at Multi30K lengths, each one's ratios to the plain peer (ARGS="device=cuda ...")
-	$(PY) -m sarnmt.bench $(ARGS)
+	$(PY) -m sarnmt.bench $(BENCH_PEERS) $(ARGS)
 
 bench-full:  ## ~30 min: both workloads, LSTM systems, plain + textbook peers, 5 repeats, plots (bench_preset=full)
-	$(PY) -m sarnmt.bench bench_preset=full $(ARGS)
+	$(PY) -m sarnmt.bench bench_preset=full $(BENCH_PEERS) $(ARGS)
 
 gpu-wheels:  ## wheels of what an air-gapped GPU node lacks (hydra, omegaconf, ...) into .whl/ (PY_VERSION, PLATFORM)
 	$(PY) benchmarks/gpu_check.py wheels --python-version $(PY_VERSION) $(addprefix --platform ,$(PLATFORM))

@@ -15,6 +15,7 @@ from sarnmt.bench.run import bench
 from sarnmt.bench.workload import corpus_workload, hashed_ids, sorted_batches, synthetic_workload
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.precision import native_bf16
+from tests.conftest import ROOT
 
 TINY = [
     "model=tiny",
@@ -31,12 +32,14 @@ TINY = [
     "plot=false",
 ]
 PEERS = ("plain", "reference")
+CHECKOUT_PEERS = f"hydra.searchpath=[file://{ROOT / 'benchmarks' / 'conf'}]"  # what make bench adds
 
 
 def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
     cfg, systems = compose_bench(
         [
             "bench_preset=full",  # the textbook reference and the plots too
+            CHECKOUT_PEERS,
             *TINY,
             "decoders=[baseline,self_attentive_rnn]",
             "plot=true",
@@ -147,8 +150,6 @@ def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys)
                 *TINY,
                 "decoders=[baseline]",
                 "systems=[]",
-                "reference=false",
-                "plain=false",
                 "peak_gflop_s=1000",
                 f"out_dir={tmp_path}",
             ]
@@ -173,6 +174,10 @@ def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys)
     assert main(["workloads=[multi30k,europarl]"]) == 2
     assert "unknown workloads ['europarl']; choose from ['multi30k', 'wmt', 'peers']" in capsys.readouterr().err
     assert main(["nosuchkey=1"]) == 2
+    assert main(["decoders=[baseline]", "+peers.mine._target_=nowhere.Peer"]) == 2  # not importable from here
+    assert "bench: peers.mine: 'nowhere.Peer' cannot be built (Error locating target 'nowhere.Peer')" in (
+        capsys.readouterr().err
+    )
     if not torch.cuda.is_available():
         assert main([*TINY, "device=cuda"]) == 2
         assert "device=cuda but no CUDA device is available" in capsys.readouterr().err
@@ -184,7 +189,7 @@ def test_bench_command_writes_json_markdown_and_reports_errors(tmp_path, capsys)
 
 def test_quick_preset_is_the_default_and_full_is_bench_yaml_as_written():
     """`make bench`: one workload, the six decoders beside the plain peer, nothing else; `make bench-full`: all."""
-    cfg, systems = compose_bench([])
+    cfg, systems = compose_bench([CHECKOUT_PEERS])
     assert list(cfg.workloads) == ["multi30k"] and list(systems) == [
         "baseline",
         "mean_residual",
@@ -193,14 +198,17 @@ def test_quick_preset_is_the_default_and_full_is_bench_yaml_as_written():
         "memory_rnn",
         "self_attentive_rnn",
     ]
-    assert cfg.plain and not cfg.reference and not cfg.plot and list(cfg.systems) == [] and cfg.repeats >= 3
+    assert list(cfg.peers) == ["plain"] and not cfg.plot and list(cfg.systems) == [] and cfg.repeats >= 3
     assert cfg.train_batches == 1 and cfg.decode.single == 4 and cfg.decode.beam_size == 5  # the median-length batch
-    assert all(system.reference for system in systems.values())  # the plain peer implements each of them
-    cfg, systems = compose_bench(["bench_preset=full"])
-    assert list(cfg.workloads) == ["multi30k", "wmt"] and cfg.plain and cfg.reference and cfg.plot
+    assert all(list(system.peers) == ["plain"] for system in systems.values())  # it implements each of them
+    cfg, systems = compose_bench(["bench_preset=full", CHECKOUT_PEERS])
+    assert list(cfg.workloads) == ["multi30k", "wmt"] and list(cfg.peers) == ["plain", "reference"] and cfg.plot
     assert cfg.repeats == 5 and cfg.train_batches == 3 and cfg.decode.single == 16 and len(systems) == 6 + 3
-    cfg, _ = compose_bench(["repeats=4", "reference=true"])  # key=value overrides win over the preset
-    assert cfg.repeats == 4 and cfg.reference and list(cfg.workloads) == ["multi30k"]
+    assert [list(system.peers) for system in systems.values()] == [["plain", "reference"]] * 6 + [[]] * 3  # no LSTM
+    cfg, _ = compose_bench(["repeats=4", "peers=full", CHECKOUT_PEERS])  # key=value overrides win over the preset
+    assert cfg.repeats == 4 and list(cfg.peers) == ["plain", "reference"] and list(cfg.workloads) == ["multi30k"]
+    cfg, systems = compose_bench(["bench_preset=full"])  # the package alone (a wheel): sarnmt without peers
+    assert dict(cfg.peers) == {} and all(system.peers == {} for system in systems.values())
 
 
 def test_single_sentences_are_spread_over_the_batch():

@@ -1,4 +1,5 @@
-"""The side-by-side with fairseq: sarnmt's driver (sarnmt.bench.peers) and the script's reading of fairseq's logs."""
+"""The side-by-side with fairseq: sarnmt's driver (benchmarks/peers/driver.py) and the script's reading of fairseq's
+logs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sarnmt.bench.peers import build_vocab, fairseq_batches, main
+from benchmarks.peers.driver import build_vocab, fairseq_batches, main
 
 ROOT = Path(__file__).resolve().parent.parent
 

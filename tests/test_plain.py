@@ -1,22 +1,23 @@
-"""The benchmark's plain peer (sarnmt.bench.plain) computes exactly sarnmt's model, and searches as sarnmt does."""
+"""The benchmark's plain peer (benchmarks/peers/plain.py) computes exactly sarnmt's model, and searches as sarnmt
+does."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from sarnmt.bench.plain import plain_beam, plain_greedy, plain_logits, plain_nll
+from benchmarks.peers.plain import plain_beam, plain_greedy, plain_logits, plain_nll
 from sarnmt.decoding.beam import beam_decode
 from sarnmt.decoding.greedy import greedy_decode
 from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.loss import token_nll
 from tests.conftest import DECODER_FORMS
-from tests.test_reference import IDS, VOCAB, _batch, _model
+from tests.test_oracle import IDS, VOCAB, _batch, _model
 
 
 @pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=IDS)
 def test_plain_equals_model(name, override):
-    model = _model(name, override)  # float64, dropout 0
+    model, _ = _model(name, override)  # float64, dropout 0
     src, src_mask, tgt, tgt_mask = _batch()
     expected = model(src, src_mask, tgt).logits
     actual = plain_logits(model, src, src_mask, tgt)
@@ -33,7 +34,8 @@ def test_plain_equals_model(name, override):
     "name", ["baseline", "mean_residual", "self_attentive_content", "memory_rnn", "self_attentive_rnn"]
 )
 def test_plain_search_finds_sarnmt_hypotheses(name):
-    model = _model(name, None).eval()
+    model, _ = _model(name, None)
+    model.eval()
     src, src_mask, _, _ = _batch()
     assert plain_greedy(model, src, src_mask, 0.5, 4) == greedy_decode(model, src, src_mask, 0.5, 4).tokens
     sarnmt = beam_decode(model, src, src_mask, 3, LengthPenalty(), 0.5, 4)

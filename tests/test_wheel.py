@@ -129,3 +129,16 @@ def test_train_runs_one_toy_epoch_from_the_wheel(fresh, tmp_path):
     out = _run([*_command(fresh, "train"), *EPOCH, f"hydra.run.dir={run}"], cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "best checkpoint:" in out.stdout and list(run.rglob("*.ckpt")), out.stdout
+
+
+def test_bench_runs_from_the_wheel_without_the_checkouts_peers(fresh, tmp_path):
+    """The peers live in the checkout (benchmarks/, tests/oracle.py): the packaged bench times sarnmt alone."""
+    tiny = ["model=tiny", "model.emb_dim=16", "model.hidden_dim=24", "vocab=50", "batch_size=4", "repeats=1"]
+    tiny += ["lengths.multi30k.src=null", "decode.single=2", "threads=1", "decoders=[baseline]", "bench_preset=full"]
+    tiny += ["workloads=[multi30k]", "systems=[]", "plot=false", "train_batches=1", f"out_dir={tmp_path / 'bench'}"]
+    out = _run([*_command(fresh, "bench"), *tiny], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (record,) = [json.loads(path.read_text()) for path in (tmp_path / "bench").glob("bench-*.json")]
+    (row,) = record["runs"][0]["variants"]
+    assert record["config"]["peers"] == {} and row["train_tok_s"] > 0
+    assert not any(key.startswith(("plain_", "reference_")) for key in row)

@@ -2,7 +2,7 @@
 """sarnmt beside fairseq's LSTM and the plain PyTorch loop, on one machine, in one sitting (``make peers``).
 
 Every system trains on the same word-level corpus with batches of 64 sentences (fairseq's ``--batch-size 64``; sarnmt
-and the plain loop form the same batches the same way: ``sarnmt/bench/peers.py``), Adam at 1e-3, gradient norm
+and the plain loop form the same batches the same way: ``benchmarks/peers/driver.py``), Adam at 1e-3, gradient norm
 clipped at 1, dropout as configured, for ``--warmup`` + ``--steps`` updates; the figures are over the last
 ``--steps``. Then each decodes the first 500 test sentences with beam 5, batches of 64, at equal work: every system's
 every output is exactly ``--length`` words and EOS (default 30: EOS is forbidden before, and forced after, as
@@ -15,7 +15,7 @@ machine does not fall on one system only); the table gives every run. Peak RSS i
   (installed in its own venv by ``benchmarks/peers/install_fairseq.sh``; without it the fairseq rows are left out and
   the script says how to install it);
 - **plain**: sarnmt's model (bi-GRU encoder, conditional GRU decoder with MLP attention, e = 256, d = 512) as a
-  competent PyTorch user writes it (``sarnmt/bench/plain.py``), with PyTorch's Adam;
+  competent PyTorch user writes it (``benchmarks/peers/plain.py``), with PyTorch's Adam;
 - **sarnmt**: ``model=small decoder=baseline`` (and any other decoder given with ``--decoders``).
 
 Corpora (``--corpus``): ``wmt`` (default: the 10k-pair tokenised WMT news sample under ``--data-root``, pairs of 1-50
@@ -199,7 +199,7 @@ def fairseq_train(venv: Path, binary: Path, ckpt: Path, args, env, log: Path) ->
 
 
 def length_args(length: int) -> tuple[list[str], list[str]]:
-    """fairseq-generate's and sarnmt.bench.peers decode's length options: every output ``length`` words and EOS (the
+    """fairseq-generate's and driver.py decode's length options: every output ``length`` words and EOS (the
     same beam steps for every system), or with ``length`` 0 free lengths up to 100 tokens."""
     if length <= 0:
         return ["--max-len-a", "0", "--max-len-b", "100"], ["--max-len", "101"]
@@ -248,7 +248,7 @@ def fairseq_decode(venv: Path, binary: Path, ckpt: Path, length: int, env, log: 
 
 
 def sarnmt_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "sarnmt.bench.peers", *args]
+    return [sys.executable, str(HERE / "driver.py"), *args]
 
 
 def table(results: dict, description: str, machine: str, length: int = 0) -> str:

@@ -11,25 +11,28 @@ import time
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from sarnmt.bench.reference import REFERENCE_MODEL
+from sarnmt.bench.peer import Peer
 from sarnmt.bench.report import markdown, write
 from sarnmt.bench.run import System, bench
 from sarnmt.errors import InputError, UserError, reported
 from sarnmt.models.factory import check_combination
-from sarnmt.params import decoder_names
-from sarnmt.utils.compose import check_user_configs, config_dir
+from sarnmt.utils.compose import SEARCHPATH_KEYS, check_user_configs, config_dir, group_options
 from sarnmt.utils.runtime import quiet_known_warnings
 
 USAGE = """usage: sarnmt bench [key=value ...]        (sarnmt/conf/bench.yaml has every option)
 
 Times every decoder variant in one process, on each workload (a set of sentence lengths): training target tokens/s
 (forward, loss, backward, clipping, optimizer step), matrix-product FLOPs and activation memory, and greedy / beam
-decoding sentences/s, for sarnmt beside two peers on the same batches and weights: the model as a competent PyTorch
-user writes it (sarnmt/bench/plain.py) and a textbook implementation that recomputes everything at every step
-(sarnmt/bench/reference.py). Prints a Markdown table per workload with the targets checked, plots training tokens/s
-against sentence length and batch size, and writes <out_dir>/bench-<time>.json, .md and .png.
+decoding sentences/s, for sarnmt and for the peers the config names (peers.<name>._target_), on the same batches and
+weights. The package has no peer; from a checkout, `make bench` adds the model as a competent PyTorch user writes it
+(benchmarks/peers/plain.py) and `make bench-full` also a textbook implementation that recomputes everything at every
+step (tests/oracle.py), through hydra.searchpath=[file://<checkout>/benchmarks/conf]. Prints a Markdown table per
+workload with the targets checked, plots training tokens/s against sentence length and batch size, and writes
+<out_dir>/bench-<time>.json, .md and .png.
 
   model=small|paper|tiny         model size (model=paper with vocab=50000 on a GPU)
   workloads=[multi30k,wmt]       which sentence lengths: multi30k (mean 12), wmt (news, up to 50, mean 21), peers
@@ -38,7 +41,8 @@ against sentence length and batch size, and writes <out_dir>/bench-<time>.json, 
   systems=[lstm_input_feeding_small]  other models, each with its own default decoder (default: the three LSTM
                                  systems at the small size; systems=[] for none); timed without the peers
   device=cpu|cuda|auto           threads=N           precision=fp32|bf16
-  batch_size=64  train_batches=3  repeats=5          plain=false / reference=false skip a peer
+  batch_size=64  train_batches=3  repeats=5          peers=quick|full|null (with the checkout's folder above)
+  hydra.searchpath=[file://DIR]  configs of one's own: DIR/decoder/mine.yaml is decoders=[mine]
   plot=false                     skip the throughput-against-length plot
   profile=[baseline]             also attribute a training step's time (phases; matrix products and their rate,
                                  copies, reductions, elementwise work, framework overhead) for these systems
@@ -50,15 +54,37 @@ Examples (python -m sarnmt.bench is the same command):
 """
 
 
+def peers_of(cfg: DictConfig, model: DictConfig, decoder: DictConfig) -> dict[str, Peer]:
+    """The peers of ``cfg.peers`` that implement the system of ``model`` and ``decoder`` (:mod:`sarnmt.bench.peer`).
+
+    :raises InputError: naming a peer whose ``_target_`` cannot be built (not importable: run from the checkout)."""
+    peers = {}
+    for name, node in cfg.peers.items():
+        try:
+            peer = instantiate(node, _partial_=True)(model=model, decoder=decoder)
+        except InstantiationException as err:
+            reason = str(err).strip().splitlines()[0].split(", set env var HYDRA_FULL_ERROR")[0].rstrip(".")
+            raise InputError(
+                f"bench: peers.{name}: {node.get('_target_')!r} cannot be built ({reason}); a checkout's peers "
+                "import from its root: make bench there"
+            ) from err
+        if peer.implements:
+            peers[name] = peer
+    return peers
+
+
 def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, System]]:
     """The bench config and what it times: each of ``decoders`` on ``model``, then each model of ``systems`` with its
-    own default decoder."""
+    own default decoder; each with the peers that implement it. The config folders ``overrides`` add (``hydra.
+    searchpath``) are searched for these too: a decoder of one's own is timed as the packaged ones are."""
+    searchpath = [arg for arg in overrides if arg.startswith(SEARCHPATH_KEYS)]
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         cfg = compose(config_name="bench", overrides=overrides)
-        unknown = [name for name in cfg.decoders if name not in decoder_names()]
+        decoders = group_options("decoder", overrides)
+        unknown = [name for name in cfg.decoders if name not in decoders]
         if unknown:
-            raise InputError(f"bench: unknown decoders {unknown}; choose from {decoder_names()}")
-        models = sorted(path.stem for path in (config_dir() / "model").glob("*.yaml"))
+            raise InputError(f"bench: unknown decoders {unknown}; choose from {decoders}")
+        models = group_options("model", overrides)
         unknown = [name for name in cfg.profile if name not in [*cfg.decoders, *cfg.systems]]
         if unknown:
             raise ValueError(
@@ -71,22 +97,22 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, System]]:
         unknown = [name for name in cfg.systems if name not in models]
         if unknown:
             raise ValueError(f"bench: unknown systems {unknown}; choose from the model= options {models}")
-        reference = cfg.model._target_ == REFERENCE_MODEL
-        systems = {
-            name: System(cfg.model, compose(config_name="train", overrides=[f"decoder={name}"]).decoder, reference)
+        pairs = {
+            name: (cfg.model, compose(config_name="train", overrides=[*searchpath, f"decoder={name}"]).decoder)
             for name in cfg.decoders
         }
         for name in cfg.systems:
-            composed = compose(config_name="train", overrides=[f"model={name}"])
-            systems[name] = System(composed.model, composed.decoder, composed.model._target_ == REFERENCE_MODEL)
-    for system in systems.values():
-        check_combination(system.model, system.decoder)
+            composed = compose(config_name="train", overrides=[*searchpath, f"model={name}"])
+            pairs[name] = (composed.model, composed.decoder)
+    for model, decoder in pairs.values():
+        check_combination(model, decoder)
+    systems = {name: System(model, decoder, peers_of(cfg, model, decoder)) for name, (model, decoder) in pairs.items()}
     return cfg, systems
 
 
 def main(argv: list[str]) -> int:
     if any(arg in ("-h", "--help") for arg in argv):
-        print(USAGE.format(decoders=", ".join(decoder_names())))
+        print(USAGE.format(decoders=", ".join(group_options("decoder"))))
         return 0
     quiet_known_warnings()
     try:

@@ -1,34 +1,30 @@
-"""The benchmark's decoding figures: sentences per second of sarnmt's search beside the plain peer's and the textbook
-reference's, on the same sources and weights.
+"""The benchmark's decoding figures: sentences per second of sarnmt's search beside its peers'
+(:mod:`sarnmt.bench.peer`), on the same sources and weights.
 
-sarnmt's greedy and beam searches run batched (``batch_size`` sentences per call) and one sentence at a time; the
-plain peer (:mod:`sarnmt.bench.plain`) runs its batched greedy and beam loops, the textbook reference its batched
-greedy loop. Weights are fresh (random): a few training steps already make EOS likely, which would end searches
-early; with random weights every hypothesis runs to its length limit ``a·|src| + b`` in every implementation, so all
-of them do the same number of steps.
+sarnmt's greedy and beam searches run batched (``batch_size`` sentences per call) and one sentence at a time; each
+peer runs its own batched searches (the plain peer its greedy and beam loops, the textbook model its greedy loop).
+Weights are fresh (random): a few training steps already make EOS likely, which would end searches early; with random
+weights every hypothesis runs to its length limit ``a·|src| + b`` in every implementation, so all of them do the same
+number of steps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from functools import partial
 
 import torch
 from omegaconf import DictConfig
-from torch import Tensor, nn
+from torch import nn
 
 from sarnmt.bench.measure import median_rate, sources_of, timed
-from sarnmt.bench.plain import plain_beam, plain_greedy
-from sarnmt.bench.reference import reference_greedy
+from sarnmt.bench.peer import Peer, SearchFn
 from sarnmt.bench.workload import TrainBatch
 from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.decoding.beam import BeamSearch
 from sarnmt.decoding.greedy import GreedySearch
 from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.utils.precision import precision_context
-
-# (model, src (B, S), src_mask (B, S)) -> anything: one batched search
-SearchFn = Callable[[nn.Module, Tensor, Tensor], object]
 
 
 def evenly_spaced(items: list, count: int) -> list:
@@ -38,26 +34,24 @@ def evenly_spaced(items: list, count: int) -> list:
     return [items[i * len(items) // count] for i in range(count)]
 
 
-def searches(cfg: DictConfig, peers: bool) -> dict[str, SearchFn]:
-    """Every timed search, by record key prefix: sarnmt's ``greedy`` and ``beam<k>`` and, with ``peers``, the plain
-    peer's ``plain_greedy`` / ``plain_beam<k>`` (``plain``) and the reference's ``reference_greedy`` (``reference``)."""
+def searches(cfg: DictConfig, peers: Mapping[str, Peer]) -> dict[str, tuple[SearchFn, bool]]:
+    """Every timed search, by record key prefix, and whether it is sarnmt's own: sarnmt's ``greedy`` and ``beam<k>``,
+    then each peer's as ``<peer>_<search>`` (``plain_greedy``, ``plain_beam<k>``, ``reference_greedy``)."""
     a, b, k = cfg.decode.max_len_a, cfg.decode.max_len_b, cfg.decode.beam_size
-    out: dict[str, SearchFn] = {"greedy": GreedySearch(a, b), f"beam{k}": BeamSearch(k, LengthPenalty(), a, b)}
-    if peers and cfg.plain:
-        out["plain_greedy"] = partial(plain_greedy, max_len_a=a, max_len_b=b)
-        out[f"plain_beam{k}"] = partial(plain_beam, beam_size=k, max_len_a=a, max_len_b=b)
-    if peers and cfg.reference:
-        out["reference_greedy"] = lambda model, src, mask: reference_greedy(
-            model, src, mask, int(a * (src.size(1) - 1) + b)
-        )
+    out = {"greedy": (GreedySearch(a, b), True), f"beam{k}": (BeamSearch(k, LengthPenalty(), a, b), True)}
+    for peer_name, peer in peers.items():
+        for name, search in peer.searches(a, b, k).items():
+            out[f"{peer_name}_{name}"] = (search, False)
     return out
 
 
-def decode_rates(cfg: DictConfig, model: nn.Module, batches: list[TrainBatch], peers: bool) -> dict[str, float]:
+def decode_rates(
+    cfg: DictConfig, model: nn.Module, batches: list[TrainBatch], peers: Mapping[str, Peer]
+) -> dict[str, float]:
     """Sentences/s of every search of :func:`searches` on the sources of the median-length batch: ``<name>_batched``
     for all, ``<name>_single`` (one sentence at a time, ``decode.single`` of them) for sarnmt's own.
 
-    :param peers: whether the plain peer and the reference implement ``model`` (the paper's cGRU)."""
+    :param peers: the peers that implement ``model``."""
     device = batches[0].src.device
     sources = sources_of(batches[len(batches) // 2])
     single = evenly_spaced(sources, cfg.decode.single)
@@ -73,9 +67,8 @@ def decode_rates(cfg: DictConfig, model: nn.Module, batches: list[TrainBatch], p
             run(search, [sentence])
 
     with precision_context(device, cfg.precision), torch.no_grad():
-        for name, search in searches(cfg, peers).items():
+        for name, (search, own) in searches(cfg, peers).items():
             run(search, sources[:1])  # warm-up
-            own = not name.startswith(("plain", "reference"))
             batched, one_by_one = [], []
             for _ in range(cfg.repeats):
                 batched.append((len(sources), timed(partial(run, search, sources), device)))

@@ -1,7 +1,7 @@
 """The benchmark's measurements: training throughput, activation memory, decoding speed.
 
 Every figure is a median over repeats taken after warm-up, so that one descheduled repeat on a shared machine does
-not decide it; the caller interleaves sarnmt and the reference so that both see the same machine state.
+not decide it; the caller interleaves sarnmt and its peers so that all see the same machine state.
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
-from sarnmt.bench.plain import plain_nll
-from sarnmt.bench.reference import reference_logits
 from sarnmt.bench.workload import TrainBatch
-from sarnmt.loss import token_nll, translation_loss
+from sarnmt.loss import translation_loss
 from sarnmt.utils.precision import precision_context
 
 # (model, batch) -> −log p(y_t) of the batch's gold targets, shape (B, T), zero on padding
@@ -27,17 +25,6 @@ NllFn = Callable[[torch.nn.Module, TrainBatch], Tensor]
 def sarnmt_nll(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
     """As training computes it: readout at the real target positions only, output layer and cross-entropy fused."""
     return model.nll(batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
-
-
-def textbook_nll(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
-    """The reference implementation's logits at every position, (B, T, V), then PyTorch's cross-entropy."""
-    return token_nll(reference_logits(model, batch.src, batch.src_mask, batch.tgt), batch.tgt, batch.tgt_mask)
-
-
-def peer_nll(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
-    """The plain peer (:mod:`sarnmt.bench.plain`): logits at every position, padding included, then
-    ``F.cross_entropy``."""
-    return plain_nll(model, batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
 
 
 def synchronize(device: torch.device) -> None:

@@ -1,16 +1,16 @@
-"""The benchmark: every decoder variant, beside the plain peer and the textbook reference, and the other systems
+"""The benchmark: every decoder variant, beside its peers (:mod:`sarnmt.bench.peer`), and the other systems
 (``systems``: the LSTM models), in one process (``python -m sarnmt.bench``), on every workload of ``workloads``.
 
 A workload is a set of sentence lengths (:mod:`sarnmt.bench.workload`): Multi30K's, WMT news's (up to 50 tokens,
 the paper's training lengths) or the peer corpus's. On each, for each variant (``decoders``) and system: training
 throughput in target tokens per second through forward, the loss, backward, clipping and the optimizer step, for
-sarnmt (with ``optim``) and for its two peers (with ``reference_optim``, PyTorch's own optimizer): the *plain*
-implementation a competent user would write (:mod:`sarnmt.bench.plain`) and the *textbook* one that recomputes
-everything at every step (:mod:`sarnmt.bench.reference`), on the same length-sorted batches and the same weights,
+sarnmt (with ``optim``) and for each of its peers (with ``reference_optim``, PyTorch's own optimizer; from a
+checkout, ``make bench`` adds the *plain* implementation a competent user would write and ``make bench-full`` the
+*textbook* one that recomputes everything at every step), on the same length-sorted batches and the same weights,
 interleaved, with the optimizer step also timed on its own; matrix-product FLOPs per token and activation memory
 (what autograd saves for backward) and, on a GPU, peak allocated memory; decoding speed (:mod:`sarnmt.bench.decode`).
-The peers implement the paper's cGRU only: the LSTM systems are timed without them. :func:`bench` is a pure function
-of the composed config; :mod:`sarnmt.bench.__main__` is the command.
+A peer that does not implement a system (the peers write the paper's cGRU: not the LSTM systems) is left out for it.
+:func:`bench` is a pure function of the composed config; :mod:`sarnmt.bench.__main__` is the command.
 """
 
 from __future__ import annotations
@@ -36,12 +36,11 @@ from sarnmt.bench.measure import (
     matmul_flops,
     median_rate,
     peak_cuda_bytes,
-    peer_nll,
     sarnmt_nll,
-    textbook_nll,
     timed,
     train_step,
 )
+from sarnmt.bench.peer import Peer
 from sarnmt.bench.profile import profile_steps
 from sarnmt.bench.workload import TrainBatch, fixed_batch, make_workload, sorted_batches
 from sarnmt.models.attention import SourceAttention
@@ -51,24 +50,15 @@ from sarnmt.utils.precision import precision_context
 
 log = logging.getLogger("sarnmt.bench")
 
-# the implementations timed: sarnmt, and the peers that compute the same model (the cGRU): name -> (its loss, whether
-# it steps with reference_optim, the config switch that turns it on)
-IMPLEMENTATIONS: dict[str, tuple[NllFn, str | None]] = {
-    "sarnmt": (sarnmt_nll, None),
-    "plain": (peer_nll, "plain"),
-    "reference": (textbook_nll, "reference"),
-}
-
 
 @dataclass(frozen=True)
 class System:
     """One timed model.  :param model: its ``model=`` node.  :param decoder: its ``decoder=`` node.
-    :param reference: whether the peers (plain and textbook: the paper's cGRU) compute the same model and are timed
-        beside it."""
+    :param peers: the peers that compute the same model and are timed beside it, by name (:mod:`sarnmt.bench.peer`)."""
 
     model: DictConfig
     decoder: DictConfig
-    reference: bool
+    peers: dict[str, Peer]
 
 
 def bench_model(cfg: DictConfig, system: System, device: torch.device) -> nn.Module:
@@ -76,17 +66,20 @@ def bench_model(cfg: DictConfig, system: System, device: torch.device) -> nn.Mod
     return build_model(system.model, system.decoder, cfg.vocab, cfg.vocab, cfg.kernels).to(device)
 
 
-def implementations(cfg: DictConfig, system: System) -> list[str]:
-    """The implementations timed for ``system``: sarnmt, and the peers that are switched on and implement it."""
-    return [
-        name for name, (_, switch) in IMPLEMENTATIONS.items() if switch is None or (system.reference and cfg[switch])
-    ]
+def implementations(system: System) -> list[str]:
+    """The implementations timed for ``system``: sarnmt, and the peers that implement it."""
+    return ["sarnmt", *system.peers]
+
+
+def nll_of(system: System, impl: str) -> NllFn:
+    """The loss of one implementation of :func:`implementations`."""
+    return sarnmt_nll if impl == "sarnmt" else system.peers[impl].nll
 
 
 def train_rates(
     cfg: DictConfig, models: dict[str, nn.Module], batches: list[TrainBatch], systems: dict[str, System]
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """Target tokens/s of every variant, for sarnmt and its peers (:data:`IMPLEMENTATIONS`).
+    """Target tokens/s of every variant, for sarnmt and its peers (:func:`implementations`).
 
     sarnmt steps with ``optim``, the peers with ``reference_optim`` (PyTorch's stock optimizer, as their users
     would), each its own optimizer state over the shared weights. One step of every (variant, implementation) pair
@@ -97,7 +90,7 @@ def train_rates(
         only, "optimizer_ms": milliseconds per optimizer step}}}.
     """
     device = batches[0].src.device
-    runs = [(name, impl) for name in models for impl in implementations(cfg, systems[name])]
+    runs = [(name, impl) for name in models for impl in implementations(systems[name])]
     optimizers = {
         (name, impl): instantiate(cfg.optim if impl == "sarnmt" else cfg.reference_optim)(
             params=models[name].parameters()
@@ -111,7 +104,7 @@ def train_rates(
     with precision_context(device, cfg.precision):
         for name, impl in runs:
             for batch in batches[: cfg.warmup]:
-                train_step(models[name], IMPLEMENTATIONS[impl][0], optimizers[(name, impl)], batch, cfg.clip)
+                train_step(models[name], nll_of(systems[name], impl), optimizers[(name, impl)], batch, cfg.clip)
                 progress.update()
         for _ in range(cfg.repeats):
             totals = {run: [0.0, 0.0, 0.0] for run in runs}  # tokens, seconds before the optimizer, optimizer
@@ -119,7 +112,7 @@ def train_rates(
                 for name, impl in runs:
                     total = totals[(name, impl)]
                     total[0] += batch.tokens
-                    nll_fn = IMPLEMENTATIONS[impl][0]
+                    nll_fn = nll_of(systems[name], impl)
                     total[1] += timed(partial(gradients, models[name], nll_fn, batch, cfg.clip), device)
                     total[2] += timed(optimizers[(name, impl)].step, device)
                     progress.update()
@@ -148,8 +141,8 @@ def memory_and_decoding(cfg: DictConfig, system: System, batches: list[TrainBatc
     longest = batches[-1]
     tokens = sum(b.tokens for b in batches)
     record: dict[str, Any] = {}
-    for impl in implementations(cfg, system):
-        nll_fn, prefix = IMPLEMENTATIONS[impl][0], "" if impl == "sarnmt" else impl + "_"
+    for impl in implementations(system):
+        nll_fn, prefix = nll_of(system, impl), "" if impl == "sarnmt" else impl + "_"
         record[prefix + "activation_mib"] = activation_bytes(model, nll_fn, longest, cfg.precision) / 2**20
         flops = sum(matmul_flops(model, nll_fn, b, cfg.precision) for b in batches)
         record[prefix + "train_flops_per_token"] = flops / tokens
@@ -157,7 +150,7 @@ def memory_and_decoding(cfg: DictConfig, system: System, batches: list[TrainBatc
     with precision_context(device, cfg.precision):
         peak = peak_cuda_bytes(partial(train_step, model, sarnmt_nll, optimizer, longest, cfg.clip), device)
     record["peak_mib"] = None if peak is None else peak / 2**20
-    record.update(decode_rates(cfg, bench_model(cfg, system, device), batches, system.reference))
+    record.update(decode_rates(cfg, bench_model(cfg, system, device), batches, system.peers))
     return record
 
 
@@ -218,7 +211,7 @@ def bench_workload(cfg: DictConfig, systems: dict[str, System], device: torch.de
         variants.append(v)
     for v in tqdm(variants, desc=f"memory and decoding ({name})", unit="variant"):
         v.update(memory_and_decoding(cfg, systems[v["decoder"]], batches))
-        for impl in ("", "plain_", "reference_"):
+        for impl in ["", *(f"{peer}_" for peer in systems[v["decoder"]].peers)]:
             if impl + "train_flops_per_token" in v:
                 v[impl + "train_gflop_s"] = v[impl + "train_flops_per_token"] * v[impl + "train_tok_s"] / 1e9
         if cfg.peak_gflop_s:
@@ -252,12 +245,12 @@ def profiles(cfg: DictConfig, systems: dict[str, System], batches: list[TrainBat
     device = batches[0].src.device
     out: dict[str, Any] = {}
     for system in tqdm(cfg.profile, desc="profiles", unit="system"):
-        for impl in implementations(cfg, systems[system]):
+        for impl in implementations(systems[system]):
             model = bench_model(cfg, systems[system], device).train()
             optimizer = instantiate(cfg.optim if impl == "sarnmt" else cfg.reference_optim)(params=model.parameters())
             out[f"{system} {impl}"] = profile_steps(
                 model,
-                IMPLEMENTATIONS[impl][0],
+                nll_of(systems[system], impl),
                 optimizer,
                 batches,
                 cfg.clip,

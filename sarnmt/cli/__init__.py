@@ -50,7 +50,6 @@ COMMANDS: dict[str, Command] = {
     "lm": Command("lm", "train a word-level language model (Table 6)"),
     "human": Command("human.cli", "the human evaluation (Table 5): create, serve, export, annotators", hydra=False),
     "bench": Command("bench.__main__", "the speed benchmark of every decoder beside its peers", hydra=False),
-    "bench-peers": Command("bench.peers", "sarnmt beside fairseq's recipe on one corpus (train/decode)", hydra=False),
     "bench-lm": Command("bench.lm", "training speed of Table 6's language models"),
     "sweep-job": Command("sweep_job", "one job of a table's sweep (what reproduce launches)"),
     "sweep-systems": Command("sweep.systems", "the table of every system of a seeds sweep"),

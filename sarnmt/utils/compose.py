@@ -96,6 +96,13 @@ def check_user_configs(argv: Sequence[str]) -> list[str]:
     return warnings
 
 
+def group_options(group: str, argv: Sequence[str] = ()) -> list[str]:
+    """The options of a config group: the packaged ones and those of the config folders that ``argv`` adds
+    (``--config-dir``, ``hydra.searchpath``): the group is the registry, a variant of one's own included."""
+    folders = [config_dir(), *(Path(folder) for _, folder in _user_dirs(argv))]
+    return sorted({path.stem for folder in folders for path in (folder / group).glob("*.yaml")})
+
+
 def hydra_main(config_name: str) -> Callable[[Callable[[DictConfig], Any]], Callable[..., Any]]:
     """``@hydra.main`` on the packaged configs (:func:`config_dir`) with ``config_name`` as the primary config: how
     every command starts. :func:`sarnmt.cli.run_hydra`, which runs it on a command line, checks the config folders

@@ -1,7 +1,7 @@
 """sarnmt and its plain peer on a word-level parallel corpus, as fairseq trains and decodes it: the sarnmt side of the
 side-by-side with fairseq (``benchmarks/peers/side_by_side.py``, docs/performance.md).
 
-``python -m sarnmt.bench.peers train --impl sarnmt|plain --data DIR --out RUN`` trains ``model`` (default
+``benchmarks/peers/driver.py train --impl sarnmt|plain --data DIR --out RUN`` trains ``model`` (default
 ``model=small decoder=baseline``: e = 256, d = 512) with Adam on ``DIR/train.{src,tgt}`` and times steps
 ``warmup+1 .. warmup+steps``; ``decode --ckpt RUN/model.pt`` decodes ``DIR/test.src`` with beam search
 (``--min-len N --max-len N+1``: every output N words and EOS, the same work as fairseq's at equal lengths). Each prints
@@ -10,8 +10,8 @@ one JSON line (sentences/s, tokens/s, peak RSS) that the side-by-side script col
 The batches are fairseq's with ``--batch-size N`` and no token limit: the training pairs in a seeded random order,
 stably sorted by target then source length, cut into batches of N sentences, the batch order shuffled each epoch.
 Both implementations see the same batches in the same order (the same seed). The vocabulary is the N most frequent
-words of each side (fairseq's ``--nwordssrc/--nwordstgt``), the rest UNK. ``--impl plain`` runs
-:mod:`sarnmt.bench.plain` on the same model (its loss over every padded position, its plain beam search) and
+words of each side (fairseq's ``--nwordssrc/--nwordstgt``), the rest UNK. ``--impl plain`` runs the plain peer
+(``benchmarks/peers/plain.py``) on the same model (its loss over every padded position, its plain beam search) and
 PyTorch's Adam; ``--impl sarnmt`` runs sarnmt's model, loss and search.
 """
 
@@ -26,9 +26,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a script (side_by_side.py does): the checkout's root, for benchmarks.peers
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 import torch
 
-from sarnmt.bench.plain import plain_beam, plain_nll
+from benchmarks.peers.plain import plain_beam, plain_nll
 from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.data.text.codecs import EOS, UNK
 from sarnmt.data.text.reading import read_lines, read_parallel
@@ -164,12 +167,13 @@ def decode(args: argparse.Namespace) -> dict:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="sarnmt bench-peers",
+        prog="benchmarks/peers/driver.py",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Examples (python -m sarnmt.bench.peers is the same command):\n"
-        "  sarnmt bench-peers train --impl sarnmt --data peers/data --out peers/sarnmt model=small decoder=baseline\n"
-        "  sarnmt bench-peers decode --impl plain --data peers/data --ckpt peers/plain/model.pt --min-len 20",
+        epilog="Examples:\n"
+        "  benchmarks/peers/driver.py train --impl sarnmt --data peers/data --out peers/sarnmt model=small "
+        "decoder=baseline\n"
+        "  benchmarks/peers/driver.py decode --impl plain --data peers/data --ckpt peers/plain/model.pt --min-len 20",
     )
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train and time steps warmup+1 .. warmup+steps")
@@ -220,7 +224,5 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":  # python -m sarnmt.bench.peers: an alias of sarnmt bench-peers
-    from sarnmt.cli import alias
-
-    alias("bench-peers", main)
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

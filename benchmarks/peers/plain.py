@@ -1,9 +1,11 @@
-"""A plain implementation of sarnmt's model, written the way a competent PyTorch user would: the benchmark's peer.
+"""A plain implementation of sarnmt's model, written the way a competent PyTorch user would: the benchmark's peer
+(``make bench``: ``peers.plain`` in ``benchmarks/conf/peers/``) and the plain loop of ``make peers``.
 
-:mod:`sarnmt.bench.reference` is a *textbook* implementation: it recomputes the attention keys and every history
-score at every step on purpose, so a ratio against it is a lower bound on what sarnmt's engineering buys. A user who
-writes this model for their own experiments does better than that, and that is what sarnmt must beat. This module is
-that user's code (the same model family as the peer loop that ``benchmarks/peers`` runs against fairseq):
+The test oracle ``tests/oracle.py`` is a *textbook* implementation: it recomputes the attention keys and every history
+score at every step on purpose, so a ratio against it (``make bench-full``) is a lower bound on what sarnmt's
+engineering buys. A user who writes this model for their own experiments does better than that, and that is what
+sarnmt must beat. This module is that user's code (the same model family as the peer loop that ``benchmarks/peers``
+runs against fairseq):
 
 - the encoder is PyTorch's ``nn.GRU`` over packed sequences (the encoder module's own GRU, run the usual way);
 - the attention keys W_a h_j + b_a are projected once per batch; a history item's key W_k m_i + b is projected once,
@@ -14,10 +16,11 @@ that user's code (the same model family as the peer loop that ``benchmarks/peers
 - greedy and beam search step the whole batch until every sentence is done, with a Python loop over sentences for
   the finished hypotheses (no batch shrinking, no trace-back: each hypothesis carries its tokens).
 
-It owns no weights: like the reference it reads a sarnmt :class:`~sarnmt.models.seq2seq.Seq2Seq`'s parameters by
+It owns no weights: like the oracle it reads a sarnmt :class:`~sarnmt.models.seq2seq.Seq2Seq`'s parameters by
 attribute, so it computes exactly ``model(src, src_mask, tgt).logits`` (``tests/test_plain.py`` checks the logits of
-every decoder variant in float64, and that its greedy search finds sarnmt's). Dropout sits at sarnmt's sites and
-rates with its own random masks, as in the reference.
+every decoder variant in float64, and that its searches find sarnmt's). Dropout sits at sarnmt's sites and rates with
+its own random masks, as in the oracle. It writes the paper's variants (:data:`KINDS`); for a variant of one's own it
+says so (:attr:`PlainPeer.implements` false) and the bench times sarnmt without it.
 
 Shapes: B sentences, S source and T target positions, K beams, e = embedding size, d = decoder state size,
 V = vocabulary.
@@ -25,16 +28,59 @@ V = vocabulary.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from hydra.utils import get_class
+from torch import Tensor, nn
 
-from sarnmt.bench.reference import dropout, linear, variant_kind
+from sarnmt.bench.peer import SearchFn
+from sarnmt.bench.workload import TrainBatch
 from sarnmt.data.text.codecs import EOS
+from sarnmt.models.factory import PAPER_MODEL
 from sarnmt.models.history import HistoryAttention
 from sarnmt.models.seq2seq import Seq2Seq
+from sarnmt.models.variants import (
+    Baseline,
+    DecoderVariant,
+    MeanResidual,
+    MemoryRNN,
+    SelfAttentiveResidual,
+    SelfAttentiveRNN,
+)
+
+# The variants this user wrote, by class (exact types: a new variant is not silently computed as the baseline).
+KINDS = {
+    DecoderVariant: "baseline",
+    Baseline: "baseline",
+    MeanResidual: "mean_residual",
+    SelfAttentiveResidual: "self_attentive_residual",
+    MemoryRNN: "memory_rnn",
+    SelfAttentiveRNN: "self_attentive_rnn",
+}
+
+
+def variant_kind(model: Seq2Seq) -> str:
+    """Which of :data:`KINDS` the model's decoder variant is."""
+    kind = KINDS.get(type(model.decoder.variant))
+    if kind is None:
+        raise TypeError(f"the plain peer does not implement the decoder variant {type(model.decoder.variant).__name__}")
+    return kind
+
+
+def linear(x: Tensor, layer: nn.Linear) -> Tensor:
+    """x Wᵀ + b with the weights of ``layer``.  :param x: shape (..., n).  :returns: shape (..., m)."""
+    out = x @ layer.weight.T
+    return out if layer.bias is None else out + layer.bias
+
+
+def dropout(x: Tensor, site: nn.Dropout, training: bool) -> Tensor:
+    """Dropout at rate ``site.p`` (one of the model's dropout modules), only in training mode."""
+    return F.dropout(x, site.p, training)
 
 
 @dataclass
@@ -252,3 +298,23 @@ def plain_beam(
 
 def _strip(tokens: list[int]) -> list[int]:
     return tokens[:-1] if tokens and tokens[-1] == EOS else tokens
+
+
+class PlainPeer:
+    """The plain peer as the bench times it (:class:`sarnmt.bench.peer.Peer`).
+
+    :param model: the timed system's ``model=`` node.  :param decoder: its ``decoder=`` node."""
+
+    def __init__(self, model: Mapping[str, Any], decoder: Mapping[str, Any]) -> None:
+        self.implements = model["_target_"] == PAPER_MODEL and get_class(decoder["_target_"]) in KINDS
+
+    def nll(self, model: nn.Module, batch: TrainBatch) -> Tensor:
+        """Logits at every position, padding included, then ``F.cross_entropy``.  :returns: (B, T)."""
+        return plain_nll(model, batch.src, batch.src_mask, batch.tgt, batch.tgt_mask)
+
+    def searches(self, max_len_a: float, max_len_b: int, beam_size: int) -> dict[str, SearchFn]:
+        """Its batched greedy and beam loops."""
+        return {
+            "greedy": partial(plain_greedy, max_len_a=max_len_a, max_len_b=max_len_b),
+            f"beam{beam_size}": partial(plain_beam, beam_size=beam_size, max_len_a=max_len_a, max_len_b=max_len_b),
+        }
