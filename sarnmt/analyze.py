@@ -31,8 +31,8 @@ ANALYSES: dict[str, tuple[Callable[[DictConfig], dict[str, Any]], str]] = {
     "toy_gold": (commands.toy_gold, "a toy split as files, with the references' gold trees (Penn Treebank)"),
 }
 
-USAGE = """usage: sarnmt analyze <analysis> [key=value ...]
-       sarnmt analyze <analysis> --help     (its settings: sarnmt/conf/analyze/<analysis>.yaml)
+USAGE = """usage: {prog} <analysis> [key=value ...]
+       {prog} <analysis> --help     (its settings: sarnmt/conf/analyze/<analysis>.yaml)
 
 The paper's analysis (§8) over your checkpoints; every file is written under out_dir (outputs/analysis/<analysis>).
 
@@ -45,8 +45,8 @@ Examples, on the toy corpus (docs/analysis.md; python -m sarnmt.analyze is the s
 """
 
 
-def usage() -> str:
-    return USAGE.format(analyses="\n".join(f"  {name:<10} {text}" for name, (_, text) in ANALYSES.items()))
+def usage(prog: str = "sarnmt analyze") -> str:
+    return USAGE.format(prog=prog, analyses="\n".join(f"  {name:<10} {text}" for name, (_, text) in ANALYSES.items()))
 
 
 def settings(name: str) -> str:
@@ -72,9 +72,10 @@ def run(name: str, overrides: list[str]) -> dict[str, Any]:
     return ANALYSES[name][0](cfg)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], prog: str = "sarnmt analyze") -> int:
+    """``prog``: how the command was run, for its usage lines."""
     if not argv or argv[0] in ("-h", "--help"):
-        print(usage())
+        print(usage(prog))
         return 0 if argv else 2
     name, overrides = argv[0], argv[1:]
     if name in ANALYSES and any(arg in ("-h", "--help") for arg in overrides):

@@ -26,7 +26,7 @@ TABLE1 = {
     "self_attentive_content_scope": "– (Table 4 only)",
 }
 
-USAGE = """usage: sarnmt params [model=<name>] [decoder=<name>|all] [key=value ...]   (python -m sarnmt.params)
+USAGE = """usage: {prog} [model=<name>] [decoder=<name>|all] [key=value ...]
 
 Prints the number of trainable parameters of a model without allocating its weights.
   model=paper|small|tiny the paper's cGRU at three sizes (default: paper)
@@ -123,17 +123,18 @@ def compose_lm(overrides: list[str]) -> DictConfig:
         return compose(config_name="lm", overrides=overrides)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], prog: str = "sarnmt params") -> int:
+    """``prog``: how the command was run, for its usage line."""
     with reported():  # Hydra's message names the valid choices; so does ours
-        return _run(argv)
+        return _run(argv, prog)
 
 
-def _run(argv: list[str]) -> int:
+def _run(argv: list[str], prog: str) -> int:
     check_user_configs(argv)  # hydra.searchpath=[file://DIR]: configs of your own, beside the packaged ones
     if any(arg in ("-h", "--help") for arg in argv):
         models = ", ".join(sorted(path.stem for path in (config_dir() / "model").glob("*.yaml")))
         lm_models = ", ".join(sorted(path.stem for path in (config_dir() / "lm_model").glob("*.yaml")))
-        print(USAGE.format(decoders=", ".join(decoder_names()), models=models, lm_models=lm_models))
+        print(USAGE.format(prog=prog, decoders=", ".join(decoder_names()), models=models, lm_models=lm_models))
         return 0
     if any(arg.startswith("lm_model=") for arg in argv):
         print(lm_table(argv))

@@ -23,7 +23,7 @@ from sarnmt.models.factory import check_combination
 from sarnmt.utils.compose import SEARCHPATH_KEYS, check_user_configs, config_dir, group_options
 from sarnmt.utils.runtime import quiet_known_warnings
 
-USAGE = """usage: sarnmt bench [key=value ...]        (sarnmt/conf/bench.yaml has every option)
+USAGE = """usage: {prog} [key=value ...]        (sarnmt/conf/bench.yaml has every option)
 
 Times every decoder variant in one process, on each workload (a set of sentence lengths): training target tokens/s
 (forward, loss, backward, clipping, optimizer step), matrix-product FLOPs and activation memory, and greedy / beam
@@ -110,9 +110,10 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, System]]:
     return cfg, systems
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], prog: str = "sarnmt bench") -> int:
+    """``prog``: how the command was run, for its usage line."""
     if any(arg in ("-h", "--help") for arg in argv):
-        print(USAGE.format(decoders=", ".join(group_options("decoder"))))
+        print(USAGE.format(prog=prog, decoders=", ".join(group_options("decoder"))))
         return 0
     quiet_known_warnings()
     try:

@@ -29,7 +29,8 @@ from sarnmt.errors import USER_ERROR_STATUS
 @dataclass(frozen=True)
 class Command:
     """A command: ``sarnmt.<module>``'s ``main``, a Hydra application (``hydra``: it reads its arguments through
-    Hydra) or a function of the argument list returning the exit status."""
+    Hydra) or a function of the argument list and the program name (``main(args, prog=...)``) returning the exit
+    status."""
 
     module: str
     summary: str
@@ -116,9 +117,7 @@ def run(name: str, args: Sequence[str], prog: str | None = None, entry: Callable
     prog = prog or f"sarnmt {name}"
     if command.hydra:
         return run_hydra(prog, args, entry)
-    if name == "human":
-        return entry(list(args), prog=prog)
-    return entry(list(args))
+    return entry(list(args), prog=prog)
 
 
 def alias(name: str, entry: Callable[..., Any]) -> NoReturn:

@@ -184,7 +184,7 @@ def flags_to_overrides(args: list[str]) -> list[str]:
     return out
 
 
-def main(argv: list[str], prog: str = "python -m sarnmt.human") -> int:
+def main(argv: list[str], prog: str = "sarnmt human") -> int:
     """``sarnmt human COMMAND args`` (``prog``: how it was run): the command's Hydra application on ``args``."""
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE, end="", file=sys.stdout if argv else sys.stderr)
