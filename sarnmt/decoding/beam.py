@@ -89,19 +89,18 @@ def beam_decode(
         keep = (~done).nonzero().squeeze(1)  # the one host sync of the step
         if keep.numel() == 0:
             break
-        # 5. the state follows the live beam (row r·w + parent of sentence r); done sentences leave the batch
-        rows = (torch.arange(n, device=device) * width).unsqueeze(1) + beam.parents
+        # 5. the live beam goes on, with the rows of the sentences still searching
         scores, prev = beam.scores, beam.tokens
         if keep.numel() < n:
-            rows, active, scores, prev = rows[keep], active[keep], scores[keep], prev[keep]
+            active, scores, prev = active[keep], scores[keep], prev[keep]
             memory = memory.reorder(keep)
         prev = prev.view(-1)
         if t == 1:  # from now on k state rows per sentence (reorder keeps the setting)
             memory = memory.with_beams(k)
         if k == 1:  # one slot per sentence (greedy): every row extends itself; reorder only to drop finished ones
             state = out.state if keep.numel() == n else out.state.reorder(keep)
-        else:
-            state = out.state.reorder(rows.view(-1))
+        else:  # slot j of kept sentence r extends state row r·w + its parent
+            state = out.state.reorder((keep.unsqueeze(1) * width + beam.parents[keep]).view(-1))
     return trace_back(records, pool, src_mask, return_attention, nbest)
 
 

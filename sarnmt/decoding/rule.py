@@ -29,7 +29,7 @@ from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.decoding.search import NEG_INF
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidates:
     """One step's candidates: n live sentences, c = 2k candidates each, best first.
 
@@ -46,7 +46,7 @@ class Candidates:
     ranks: Tensor
 
 
-@dataclass
+@dataclass(slots=True)
 class Beam:
     """The live hypotheses after pruning: k slots for each of n sentences.
 
@@ -62,7 +62,7 @@ class Beam:
     choice: Tensor
 
 
-@dataclass
+@dataclass(slots=True)
 class Finished:
     """Every sentence's pool of its k best finished hypotheses, best first (B sentences, -inf: an empty place).
 

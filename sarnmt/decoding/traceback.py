@@ -15,7 +15,7 @@ from sarnmt.decoding.rule import Beam, Candidates, Finished
 from sarnmt.decoding.search import NEG_INF, Hypotheses, NBestEntry, square
 
 
-@dataclass
+@dataclass(slots=True)
 class StepRecord:
     """What one step recorded for later trace-back; rows are the sentences active at that step, in order."""
 
@@ -37,7 +37,8 @@ class StepRecord:
         :param tgt_attention: the step's history attention, shape (n·w, t); None likewise.
         """
         n = active.size(0)
-        src, tgt = (None if a is None else a.unflatten(0, (n, -1)) for a in (src_attention, tgt_attention))
+        src = None if src_attention is None else src_attention.unflatten(0, (n, -1))
+        tgt = None if tgt_attention is None else tgt_attention.unflatten(0, (n, -1))
         return cls(
             active=active,
             tokens=cand.tokens,
