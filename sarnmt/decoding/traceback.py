@@ -11,45 +11,61 @@ import torch
 from torch import Tensor
 
 from sarnmt.data.text.codecs import EOS
+from sarnmt.decoding.rule import Beam, Candidates, Finished
 from sarnmt.decoding.search import NEG_INF, Hypotheses, NBestEntry, square
 
 
-@dataclass
+@dataclass(slots=True)
 class StepRecord:
     """What one step recorded for later trace-back; rows are the sentences active at that step, in order."""
 
     active: Tensor  # (n,) sentence ids
     tokens: Tensor  # (n, c)
     parents: Tensor  # (n, c)
-    live: Tensor  # (n, k) candidate index chosen for each live slot
-    src_attention: Tensor | None  # (n, k, S): the rows computed for the previous step's live slots
-    tgt_attention: Tensor | None  # (n, k, t)
+    choice: Tensor  # (n, k) candidate index chosen for each live slot
+    src_attention: Tensor | None  # (n, w, S): the rows computed for the previous step's w live slots
+    tgt_attention: Tensor | None  # (n, w, t)
+
+    @classmethod
+    def of(
+        cls, active: Tensor, cand: Candidates, beam: Beam, src_attention: Tensor | None, tgt_attention: Tensor | None
+    ) -> StepRecord:
+        """The record of step t over n sentences of w live slots.
+
+        :param active: sentence ids, shape (n,).  :param cand: the step's candidates.  :param beam: the live beam.
+        :param src_attention: the step's source attention, shape (n·w, S); None when not asked for or absent.
+        :param tgt_attention: the step's history attention, shape (n·w, t); None likewise.
+        """
+        n = active.size(0)
+        src = None if src_attention is None else src_attention.unflatten(0, (n, -1))
+        tgt = None if tgt_attention is None else tgt_attention.unflatten(0, (n, -1))
+        return cls(
+            active=active,
+            tokens=cand.tokens,
+            parents=cand.parents,
+            choice=beam.choice,
+            src_attention=src,
+            tgt_attention=tgt,
+        )
 
 
 def trace_back(
-    records: list[StepRecord],
-    pool_norm: Tensor,
-    pool_raw: Tensor,
-    pool_ref: Tensor,
-    src_mask: Tensor,
-    return_attention: bool,
-    nbest: int,
+    records: list[StepRecord], pool: Finished, src_mask: Tensor, return_attention: bool, nbest: int
 ) -> Hypotheses:
     """The search's result: follow back pointers from each sentence's finished hypotheses.
 
-    :param records: one per step.  :param pool_norm: the finished pool's normalised scores, shape (B, k), sorted (slot 0
-        is the best; -inf: empty).  :param pool_raw: their log-probability sums, (B, k).  :param pool_ref: where each
-        ended, (B, k, 2): the step t (1-based) and the candidate index.  :param src_mask: shape (B, S).
-    :param return_attention: trace each 1-best's attention rows too.  :param nbest: n, traced for every sentence.
+    :param records: one per step.  :param pool: the finished hypotheses, k per sentence, best first (B sentences).
+    :param src_mask: shape (B, S).  :param return_attention: trace each 1-best's attention rows too.
+    :param nbest: n, traced for every sentence.
     """
-    batch = pool_norm.size(0)
-    refs, norm, raw = pool_ref[:, :nbest].tolist(), pool_norm[:, :nbest].tolist(), pool_raw[:, :nbest].tolist()
+    batch = pool.norm.size(0)
+    refs, norm, raw = pool.ref[:, :nbest].tolist(), pool.norm[:, :nbest].tolist(), pool.raw[:, :nbest].tolist()
     src_lengths = src_mask.sum(dim=1).tolist()
     steps = []
     for rec in records:
         row_of = {sent: row for row, sent in enumerate(rec.active.tolist())}
         attn = [None if a is None else a.cpu() for a in (rec.src_attention, rec.tgt_attention)]
-        steps.append((row_of, rec.tokens.tolist(), rec.parents.tolist(), rec.live.tolist(), *attn))
+        steps.append((row_of, rec.tokens.tolist(), rec.parents.tolist(), rec.choice.tolist(), *attn))
     result = Hypotheses(tokens=[], scores=[row[0] for row in raw], normalized_scores=[row[0] for row in norm])
     for sent in range(batch):
         tokens, src_rows, tgt_rows = follow(steps, sent, *refs[sent][0], return_attention)

@@ -1,0 +1,169 @@
+"""The beam search rule (docs/models.md §Decoding), apart from the loop that runs it (:mod:`sarnmt.decoding.beam`),
+as fairseq keeps ``search.py`` apart from ``sequence_generator.py``.
+
+For n live sentences of w live slots each (w = 1 at the first step, k afterwards), one step of the rule:
+
+1. **candidates** (:meth:`BeamRule.candidates`): the step's log-probabilities are added to the slots' running sums
+   and the best **2k** continuations over w × V are kept per sentence, so that hypotheses ending in EOS never
+   shrink the live beam (fairseq's rule); EOS is forbidden while a hypothesis has fewer than ``min_len`` tokens;
+2. **finished hypotheses** (:meth:`BeamRule.finish`): an EOS candidate ranked within the top k finishes, and at the
+   sentence's length limit every candidate does; its summed log-probability is normalised by the length penalty
+   (:class:`~sarnmt.decoding.penalties.LengthPenalty`, length t: EOS included when it was emitted) and merged into
+   the sentence's pool of the k best finished hypotheses (:class:`Finished`);
+3. **pruning** (:meth:`BeamRule.prune`): the best k candidates that are not EOS become the live beam (:class:`Beam`).
+
+With k = 1 the candidates are the top 2, an EOS finishes only when it is the argmax, and the live hypothesis is
+extended by the argmax otherwise: greedy search. The rule holds only its settings; what a search accumulates lives
+in the objects it returns and in the pool that the loop owns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from sarnmt.data.text.codecs import EOS
+from sarnmt.decoding.penalties import LengthPenalty
+from sarnmt.decoding.search import NEG_INF
+
+
+@dataclass(slots=True)
+class Candidates:
+    """One step's candidates: n live sentences, c = 2k candidates each, best first.
+
+    :param scores: running log-probability sums, shape (n, c); -inf for the padding of a vocabulary smaller than
+        2k, which extends nothing real.  :param tokens: shape (n, c).
+    :param parents: the live slot (0..w-1) each candidate extends, shape (n, c).
+    :param is_eos: whether each candidate is EOS, shape (n, c).  :param ranks: 0..c-1, shape (c,).
+    """
+
+    scores: Tensor
+    tokens: Tensor
+    parents: Tensor
+    is_eos: Tensor
+    ranks: Tensor
+
+
+@dataclass(slots=True)
+class Beam:
+    """The live hypotheses after pruning: k slots for each of n sentences.
+
+    :param scores: running log-probability sums, shape (n, k); -inf for an empty slot, which never extends.
+    :param tokens: the token each slot ends with, shape (n, k).
+    :param parents: the slot of the previous step each extends, shape (n, k).
+    :param choice: the candidate index (0..c-1) each slot took, shape (n, k), for the trace-back.
+    """
+
+    scores: Tensor
+    tokens: Tensor
+    parents: Tensor
+    choice: Tensor
+
+
+@dataclass(slots=True)
+class Finished:
+    """Every sentence's pool of its k best finished hypotheses, best first (B sentences, -inf: an empty place).
+
+    :param norm: normalised scores (what the search ranks by), shape (B, k).
+    :param raw: their summed log-probabilities, shape (B, k).
+    :param ref: where each ended, shape (B, k, 2): the step t (1-based) and the candidate index, for the trace-back.
+    """
+
+    norm: Tensor
+    raw: Tensor
+    ref: Tensor
+
+    @classmethod
+    def empty(cls, batch: int, beam_size: int, device: torch.device) -> Finished:
+        """An empty pool of ``beam_size`` places for each of ``batch`` sentences."""
+        return cls(
+            norm=torch.full((batch, beam_size), NEG_INF, device=device),
+            raw=torch.full((batch, beam_size), NEG_INF, device=device),
+            ref=torch.zeros(batch, beam_size, 2, dtype=torch.long, device=device),
+        )
+
+    def merge(self, active: Tensor, norm: Tensor, raw: Tensor, ref: Tensor) -> Tensor:
+        """Keep the k best of the active sentences' pools and new hypotheses (in place).
+
+        :param active: the sentences (rows of the pool) that the new hypotheses belong to, shape (n,).
+        :param norm: the new hypotheses' normalised scores, shape (n, c) (-inf: not finished).
+        :param raw: their summed log-probabilities, shape (n, c).  :param ref: where they end, shape (n, c, 2).
+        :returns: the active sentences' pools' normalised scores, shape (n, k), best first.
+        """
+        n, k = active.size(0), self.norm.size(1)
+        best, chosen = torch.cat([self.norm[active], norm], dim=1).topk(k, dim=1)
+        merged_raw = torch.cat([self.raw[active], raw], dim=1)
+        merged_ref = torch.cat([self.ref[active], ref], dim=1)
+        self.norm[active] = best
+        self.raw[active] = merged_raw.gather(1, chosen)
+        self.ref[active] = merged_ref.gather(1, chosen.unsqueeze(2).expand(n, k, 2))
+        return best
+
+
+class BeamRule:
+    """dl4mt's beam rule with fairseq's 2k candidates (the module's docstring has the three stages).
+
+    :param beam_size: k >= 1.  :param length_penalty: ranks finished hypotheses.
+    :param min_len: m >= 0: no EOS while a hypothesis has fewer than m tokens.
+    """
+
+    def __init__(self, beam_size: int, length_penalty: LengthPenalty, min_len: int = 0) -> None:
+        self.beam_size, self.length_penalty, self.min_len = beam_size, length_penalty, min_len
+
+    def candidates(self, log_probs: Tensor, beam_scores: Tensor, t: int) -> Candidates:
+        """Stage 1: the best 2k continuations over all live slots × vocabulary.
+
+        :param log_probs: the step's log-probabilities, shape (n, w, V); overwritten with the running sums (it is the
+            step's own buffer: adding in place saves allocating another n·w·V floats).
+        :param beam_scores: running sums of the live slots, shape (n, w) (-inf for empty slots).
+        :param t: the step, 1-based: the hypotheses have t - 1 tokens.
+        """
+        n, width, vocab = log_probs.shape
+        wanted = 2 * self.beam_size
+        if t <= self.min_len:  # t - 1 tokens: too few to end
+            log_probs[..., EOS] = NEG_INF
+        total = log_probs.add_(beam_scores.unsqueeze(2)).view(n, width * vocab)
+        if width * vocab < wanted:  # a vocabulary smaller than the beam: pad with impossible candidates
+            total = torch.nn.functional.pad(total, (0, wanted - width * vocab), value=NEG_INF)
+        scores, index = total.topk(wanted, dim=1)
+        tokens = index % vocab
+        return Candidates(
+            scores=scores,
+            tokens=tokens,
+            parents=(index // vocab).clamp_max(width - 1),
+            is_eos=tokens == EOS,
+            ranks=torch.arange(wanted, device=scores.device),
+        )
+
+    def finish(self, pool: Finished, cand: Candidates, active: Tensor, at_limit: Tensor, t: int) -> Tensor:
+        """Stage 2: merge the candidates that finish at step t into the active sentences' pools.
+
+        :param pool: the search's pool (updated in place).  :param cand: the step's candidates, n sentences.
+        :param active: which pool row each of the n sentences is, shape (n,).
+        :param at_limit: whether each sentence is at its length limit (all its candidates finish), shape (n,).
+        :param t: the step, 1-based: the finished hypotheses' length.
+        :returns: whether each sentence's pool holds k finished hypotheses, shape (n,).
+        """
+        n, c = cand.tokens.shape
+        finishing = ((cand.is_eos & (cand.ranks < self.beam_size)) | at_limit.unsqueeze(1)) & (cand.scores > NEG_INF)
+        norm = torch.where(finishing, self.length_penalty(cand.scores, t), NEG_INF)
+        ref = torch.stack([torch.full_like(cand.tokens, t), cand.ranks.expand(n, c)], dim=2)
+        best = pool.merge(active, norm, cand.scores, ref)
+        return (best > NEG_INF).sum(dim=1) >= self.beam_size
+
+    def prune(self, cand: Candidates) -> Beam:
+        """Stage 3: the best k candidates that are not EOS (at most w of them are EOS: one per parent). Fewer than k
+        real ones (a tiny vocabulary) leave -inf slots, which never extend."""
+        c = cand.tokens.size(1)
+        choice = (cand.is_eos.long() * c + cand.ranks).topk(self.beam_size, dim=1, largest=False).indices
+        return Beam(
+            scores=torch.where(cand.is_eos.gather(1, choice), NEG_INF, cand.scores.gather(1, choice)),
+            tokens=cand.tokens.gather(1, choice),
+            parents=cand.parents.gather(1, choice),
+            choice=choice,
+        )
+
+    def __repr__(self) -> str:
+        return f"BeamRule(beam_size={self.beam_size}, length_penalty={self.length_penalty!r}, min_len={self.min_len})"
