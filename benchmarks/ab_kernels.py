@@ -1,4 +1,4 @@
-"""A/B of one kernel flag (sarnmt/models/kernels.py): the fused set with the flag on and off, in one process, on the
+"""A/B of one kernel flag (sarnmt/kernels/): the fused set with the flag on and off, in one process, on the
 same weights and batches, interleaved, medians of the repeats. Prints training target tokens/s (forward, backward,
 Adam) and batched beam-5 output tokens/s. Usage:
 
@@ -18,8 +18,8 @@ from sarnmt.bench.measure import sarnmt_nll, sources_of, train_step
 from sarnmt.bench.workload import make_workload, sorted_batches
 from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.decoding.beam import beam_decode
+from sarnmt.kernels import KernelChoice, Kernels
 from sarnmt.models.factory import build_model
-from sarnmt.models.kernels import KernelChoice, Kernels
 
 
 def with_flag(model: torch.nn.Module, flag: str, on: bool) -> None:

@@ -137,7 +137,7 @@ def net_state_dict(checkpoint: dict[str, Any]) -> dict[str, torch.Tensor]:
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu", kernels: str = "auto") -> LoadedModel:
-    """Rebuild the model (eval mode, on ``device``, with the ``kernels`` choice of :mod:`sarnmt.models.kernels`) and
+    """Rebuild the model (eval mode, on ``device``, with the ``kernels`` choice of :mod:`sarnmt.kernels`) and
     the codecs of a sarnmt checkpoint.
 
     :raises CheckpointError: see :func:`read_checkpoint`; also when the weights do not fit the stored config.

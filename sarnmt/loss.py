@@ -3,22 +3,18 @@
 ``sentence`` (the paper's and dl4mt's): the negative log-likelihood summed over each sentence's target tokens (EOS
 included), averaged over the sentences of the batch. ``token``: averaged over target tokens instead.
 
-Training takes −log p(y_t) from :func:`linear_nll`, the output layer and the cross-entropy as one operation; the
-logits themselves (:func:`token_nll`) are for the reference implementation and for tests.
+Training takes −log p(y_t) from the model's ``nll`` (the ``output_nll`` hot spot: by default the output layer and
+the cross-entropy as one operation, :func:`sarnmt.kernels.output.linear_nll`); the logits themselves
+(:func:`token_nll`) are for the reference implementation and for tests.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-
-from sarnmt.utils.precision import autocast_dtype
-
-# numbers of logits formed at once on CPU: 2 MiB in fp32, about one core's L2 cache
-CPU_CHUNK = 1 << 19
 
 
 def token_nll(logits: Tensor, target: Tensor, mask: Tensor) -> Tensor:
@@ -35,76 +31,6 @@ def scatter_positions(values: Tensor, mask: Tensor) -> Tensor:
     """:param values: one value per real position, shape (N,), row-major.  :param mask: shape (B, T).
     :returns: shape (B, T), the values at the mask's positions and zero elsewhere."""
     return torch.zeros(mask.shape, dtype=values.dtype, device=values.device).masked_scatter(mask, values)
-
-
-def linear_nll(
-    features: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, chunk_rows: int | None = None
-) -> Tensor:
-    """−log softmax(features Wᵀ + b)[target] per row: the output layer and the cross-entropy in one operation.
-
-    The same values and gradients as ``F.cross_entropy(F.linear(features, W, b), target, reduction="none")``
-    (up to rounding), with less memory traffic: the logits are formed a few rows at a time, and each block is
-    turned into its log-sum-exp, its picked logit and the gradient factor softmax − onehot while it is in cache
-    (on CPU, blocks of :data:`CPU_CHUNK` numbers; on GPU, all rows at once). Only that factor P (N, V) is kept
-    for the backward pass, in place of the logits' log-softmax; the backward pass is then two matrix products
-    with P, the upstream gradient g scaling the N×e sides (∂x = diag(g) P W, ∂W = Pᵀ diag(g) x, ∂b = Pᵀ g), so P
-    is never read elementwise again. Under autocast the products run in the autocast dtype and the softmax in
-    float32, as ``F.linear`` followed by ``.float()`` and ``F.cross_entropy`` would; P is kept in the autocast
-    dtype, which is where the gradient of the logits would be cast anyway.
-
-    :param features: shape (N, e).  :param weight: W, shape (V, e).  :param bias: b, shape (V,), or None.
-    :param target: ids, shape (N,).  :param chunk_rows: rows per block (default: from the device, see above).
-    :returns: −log p, shape (N,), in float32 (float64 for float64 inputs).
-    """
-    if features.dim() != 2 or target.shape != features.shape[:1]:
-        raise ValueError(
-            f"linear_nll: features {tuple(features.shape)} need shape (N, e) and target "
-            f"{tuple(target.shape)} shape (N,)"
-        )
-    device = features.device.type
-    dtype = autocast_dtype(device) or torch.promote_types(features.dtype, weight.dtype)
-    if chunk_rows is None:
-        chunk_rows = max(1, CPU_CHUNK // weight.size(0)) if device == "cpu" else max(1, features.size(0))
-    with torch.autocast(device, enabled=False):
-        return _LinearNLL.apply(
-            features.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype), target, chunk_rows
-        )
-
-
-class _LinearNLL(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, rows: int) -> Tensor:
-        n, vocab = x.size(0), weight.size(0)
-        factor = x.new_empty(n, vocab)  # P = softmax − onehot
-        loss_dtype = torch.promote_types(x.dtype, torch.float32)  # float32 under bf16 autocast
-        nll = torch.empty(n, dtype=loss_dtype, device=x.device)
-        in_place = factor.dtype == loss_dtype
-        for start in range(0, n, rows):
-            block = slice(start, start + rows)
-            picked_ids = target[block].unsqueeze(1)
-            if not in_place:
-                logits = F.linear(x[block], weight, bias).to(loss_dtype)
-            elif bias is None:
-                logits = torch.mm(x[block], weight.t(), out=factor[block])
-            else:
-                logits = torch.addmm(bias, x[block], weight.t(), out=factor[block])
-            lse = torch.logsumexp(logits, dim=1, keepdim=True)
-            torch.sub(lse, logits.gather(1, picked_ids), out=nll[block].unsqueeze(1))
-            logits.sub_(lse).exp_().scatter_add_(1, picked_ids, logits.new_full(picked_ids.shape, -1.0))
-            if not in_place:
-                factor[block] = logits
-        ctx.has_bias = bias is not None
-        ctx.save_for_backward(x, weight, factor)
-        return nll
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor):
-        x, weight, factor = ctx.saved_tensors
-        scale = grad.to(factor.dtype)
-        grad_x = (factor @ weight).mul_(scale.unsqueeze(1)) if ctx.needs_input_grad[0] else None
-        grad_w = factor.t() @ (x * scale.unsqueeze(1)) if ctx.needs_input_grad[1] else None
-        grad_b = factor.t() @ scale if ctx.has_bias and ctx.needs_input_grad[2] else None
-        return grad_x, grad_w, grad_b, None, None
 
 
 def translation_loss(nll: Tensor, mask: Tensor, normalization: Literal["sentence", "token"]) -> Tensor:

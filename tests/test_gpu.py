@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from sarnmt.decoding.beam import beam_decode
+from sarnmt.kernels import KernelChoice
 from sarnmt.loss import translation_loss
-from sarnmt.models.kernels import KernelChoice
+from sarnmt.models.hot_spots import kernel_choice
 from sarnmt.optim import Adadelta, adadelta_update
 from tests.conftest import SYSTEM_IDS, SYSTEMS, decoder_cfg
 from tests.model_helpers import VOCAB, batch, build, build_system
@@ -34,7 +35,7 @@ def _on_device(tensors):
 def _set_kernels(model: torch.nn.Module, choice: str) -> None:
     for module in [model, *model.modules()]:
         if isinstance(getattr(module, "kernels", None), KernelChoice):
-            module.kernels = KernelChoice(choice)
+            module.kernels = kernel_choice(choice)
 
 
 def _training_mode(model: torch.nn.Module) -> torch.nn.Module:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from sarnmt.models.loop_linear import LoopLinear
+from sarnmt.kernels.loop_linear import LoopLinear
 
 
 def _unroll(step, x0: torch.Tensor, inputs: list[torch.Tensor]) -> torch.Tensor:

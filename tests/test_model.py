@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
 
 from sarnmt.decoding.greedy import greedy_decode
+from sarnmt.kernels import KernelChoice
+from sarnmt.kernels import attention as attention_kernels
+from sarnmt.kernels.attention import scores_in_chunks
+from sarnmt.kernels.encoder import unrolled_bigru
+from sarnmt.kernels.gru import gru_update
+from sarnmt.kernels.loop_attention import LoopAttention
+from sarnmt.kernels.loop_linear import LoopLinear
+from sarnmt.kernels.output import linear_nll
 from sarnmt.loss import token_nll
-from sarnmt.models import attention as attention_module
-from sarnmt.models.gru import gru_update
+from sarnmt.models.hot_spots import EQUATIONS, kernel_choice
 from sarnmt.params import compose_params, count
 from tests.conftest import SYSTEM_IDS, SYSTEMS, decoder_cfg
 from tests.model_helpers import batch, build, build_system
@@ -213,7 +222,8 @@ def test_greedy_matches_manual_argmax(system, name, override):
 
 @pytest.mark.parametrize("beams", [1, 2])
 def test_search_time_attention_in_cache_sized_chunks_equals_one_piece(monkeypatch, beams):
-    """Without autograd the source attention forms its energies a few sentences at a time; the result is the same."""
+    """Without autograd the source attention forms its energies a few sentences at a time (the ``attention_scores``
+    hot spot's kernel); the result is the same."""
     model = build(decoder_cfg("baseline", None))
     src, src_mask, _, _ = batch()
     memory, _ = model.encode(src, src_mask)
@@ -221,8 +231,9 @@ def test_search_time_attention_in_cache_sized_chunks_equals_one_piece(monkeypatc
     query = torch.randn(3 * beams, 8, dtype=torch.float64)
     context, weights = model.decoder.attention(query, memory)  # parameters want gradients: one piece
     assert context.requires_grad
-    monkeypatch.setattr(attention_module, "CACHE_CHUNK", 8 * beams * src.size(1))  # one sentence per chunk
+    monkeypatch.setattr(attention_kernels, "CACHE_CHUNK", 8 * beams * src.size(1))  # one sentence per chunk
     with torch.no_grad():
+        assert model.decoder.attention.kernels(query).attention_scores.func is attention_kernels.scores_in_chunks
         chunked = model.decoder.attention(query, memory)
     torch.testing.assert_close(chunked[0], context.detach(), atol=1e-12, rtol=0)
     torch.testing.assert_close(chunked[1], weights.detach(), atol=1e-12, rtol=0)
@@ -275,8 +286,9 @@ def test_unrolled_encoder_equals_packed_gru(grad):
     src, src_mask, _, _ = batch()
     rnn = model.encoder.rnn
     weights = torch.randn(*src.shape, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    unrolled = partial(unrolled_bigru, rnn, gru_update=gru_update, loop_weights=True)
     results = []
-    for run in (rnn.packed, rnn.unrolled):
+    for run in (rnn.packed, unrolled):
         model.zero_grad()
         with torch.set_grad_enabled(grad):
             annotations = run(model.encoder.embedding(src), src_mask)
@@ -300,7 +312,6 @@ def test_fused_kernels_equal_plain_ones(system, name, override):
     output layer and loss, chunked search-time attention) computes what kernels=plain computes: the training NLL,
     every gradient and the search's output, in float64."""
     from sarnmt.decoding.beam import beam_decode
-    from sarnmt.models.kernels import KernelChoice
 
     model = build_system(system, name, override, scale=2.0)
     src, src_mask, tgt, tgt_mask = batch()
@@ -308,7 +319,7 @@ def test_fused_kernels_equal_plain_ones(system, name, override):
     for choice in ("fused", "plain"):
         for module in [model, *model.modules()]:
             if isinstance(getattr(module, "kernels", None), KernelChoice):
-                module.kernels = KernelChoice(choice)
+                module.kernels = kernel_choice(choice)
         nll = model.nll(src, src_mask, tgt, tgt_mask)
         grads = torch.autograd.grad(nll.sum(), list(model.parameters()), allow_unused=True)
         hyps = beam_decode(model, src, src_mask, 3, max_len_a=1.0, max_len_b=3)
@@ -324,24 +335,37 @@ def test_fused_kernels_equal_plain_ones(system, name, override):
 
 
 def test_kernel_choice_is_resolved_in_one_place():
-    from sarnmt.models.kernels import KernelChoice
-
     cpu = torch.zeros(1)
-    assert KernelChoice("auto")(cpu).unrolled_encoder and KernelChoice("auto")(cpu).loop_weights
+    auto = kernel_choice("auto")
+    assert auto.flags(cpu).unrolled_encoder and auto.flags(cpu).loop_weights
     with torch.no_grad():
-        searched = KernelChoice("auto")(cpu)
+        searched, search_spots = auto.flags(cpu), auto(cpu)
     assert searched.chunked_attention and not searched.loop_weights  # no gradients to defer in search
-    assert not any(vars(KernelChoice("plain")(cpu)).values())
-    assert searched.sigmoid_tanh and KernelChoice("auto")(cpu).sigmoid_tanh
-    assert not KernelChoice("auto")._resolved[(True, False)].sigmoid_tanh  # a GPU keeps PyTorch's tanh
+    assert not any(vars(kernel_choice("plain").flags(cpu)).values())
+    assert searched.sigmoid_tanh and auto.flags(cpu).sigmoid_tanh
+    assert not auto._flags_by_call[(True, False)].sigmoid_tanh  # a GPU keeps PyTorch's tanh
     with pytest.raises(ValueError, match=r"kernels must be one of \('auto', 'fused', 'plain'\), got 'fast'"):
-        KernelChoice("fast")
+        kernel_choice("fast")
+    # each flag puts its registered kernel on its hot spot; the others keep the model's equations
+    assert kernel_choice("plain")(cpu) is EQUATIONS
+    spots = auto(cpu)
+    assert spots.gru_update is gru_update and spots.output_nll is linear_nll and spots.step_linear is LoopLinear
+    assert spots.step_attention.func is LoopAttention and spots.step_attention.keywords == {"sigmoid_tanh": True}
+    assert spots.attention_scores is EQUATIONS.attention_scores  # with autograd: the energies in one piece
+    assert spots.bigru.func is unrolled_bigru
+    assert spots.bigru.keywords == {"gru_update": gru_update, "loop_weights": True}
+    assert search_spots.step_linear is EQUATIONS.step_linear and search_spots.attention_scores.func is scores_in_chunks
+    assert search_spots.bigru.keywords == {"gru_update": gru_update, "loop_weights": False}
+    on_gpu = auto._resolved[(True, True)]
+    assert on_gpu.bigru is EQUATIONS.bigru and on_gpu.gru_update is gru_update  # cuDNN's packed GRU
     # an override (benchmarks/ab_kernels.py) forces one flag everywhere and is replaced by the next one
-    choice = KernelChoice("auto")
+    choice = kernel_choice("auto")
     choice.override(sigmoid_tanh=False)
-    assert not choice(cpu).sigmoid_tanh and choice(cpu).loop_weights and not choice._resolved[(True, True)].sigmoid_tanh
+    assert not choice.flags(cpu).sigmoid_tanh and choice.flags(cpu).loop_weights
+    assert not choice._flags_by_call[(True, True)].sigmoid_tanh
+    assert choice(cpu).step_attention.keywords == {"sigmoid_tanh": False}
     choice.override(unrolled_encoder=False)
-    assert choice(cpu).sigmoid_tanh and not choice(cpu).unrolled_encoder
+    assert choice.flags(cpu).sigmoid_tanh and choice(cpu).bigru is EQUATIONS.bigru
     with pytest.raises(ValueError, match=r"unknown kernel flags \['fast_tanh'\]"):
         choice.override(fast_tanh=True)
 
@@ -350,7 +374,7 @@ def test_kernel_choice_is_resolved_in_one_place():
 def test_tanh_by_sigmoid_is_tanh(dtype, atol):
     """kernels.sigmoid_tanh: 2σ(2x) − 1 in place is tanh x, over the whole range and near 0 (where the subtraction
     cancels), in float64 to rounding and in float32 within 3e-7; without the flag, and in bfloat16, torch.tanh."""
-    from sarnmt.models.kernels import tanh_
+    from sarnmt.kernels.attention import tanh_
 
     x = torch.cat([torch.linspace(-20, 20, 40001), torch.linspace(-1e-4, 1e-4, 2001), torch.tensor([0.0])])
     want = torch.tanh(x.double())

@@ -9,13 +9,10 @@ on the source, so it is computed once per batch (:meth:`SourceAttention.project_
 :class:`~sarnmt.models.state.SourceMemory`. The scalar score bias c (dl4mt's ``c_tt``) cancels in the softmax; it is
 kept only so that parameter counts equal the paper's.
 
-Search runs without autograd, and there (``kernels.chunked_attention``, :mod:`sarnmt.models.kernels`) the energies
-tanh(W_a h_j + b_a + U_a s'_t) of a batch of B sentences × g beams (B·g·S·2d numbers, tens of megabytes) are formed
-a few sentences at a time in one buffer that stays in the CPU's cache, instead of in one tensor that goes to main
-memory and back at every step (batched beam-5 search on 2 CPU cores: +4-5% sentences/s), their tanh as 2σ(2x) − 1
-(``kernels.sigmoid_tanh``: the same function, several times faster on a CPU). With autograd they are
-formed in one piece, kept for backward; the teacher-forced training loop attends through
-:class:`~sarnmt.models.loop_attention.LoopAttention`, the same equations with fewer passes in the backward.
+The energies are the ``attention_scores`` hot spot (:mod:`sarnmt.kernels`; in search, without autograd, they are
+formed a few sentences at a time in a cache-sized buffer, :func:`sarnmt.kernels.attention.scores_in_chunks`); a
+teacher-forced loop attends through the ``step_attention`` hot spot
+(:class:`sarnmt.kernels.loop_attention.LoopAttention` computes these equations with fewer passes in the backward).
 """
 
 from __future__ import annotations
@@ -23,18 +20,28 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from sarnmt.kernels import KernelChoice
 from sarnmt.models.init import init_linear_, normal_, zeros_
-from sarnmt.models.kernels import tanh_
 from sarnmt.models.state import SourceMemory
 
-CACHE_CHUNK = 1 << 19  # numbers in the search-time energy buffer: 2 MiB in fp32, about one core's L2 cache
+
+def energy_scores(keys: Tensor, query: Tensor, v: Tensor, bias: Tensor) -> Tensor:
+    """e_j = v_aᵀ tanh(k_j + q) + c (eq. C8), the ``attention_scores`` hot spot's own form.
+
+    :param keys: k_j = W_a h_j + b_a, shape (B, S, 2d).  :param query: q = U_a s'_t, shape (B, g, 1, 2d).
+    :param v: v_a, shape (2d,).  :param bias: c, shape ().  :returns: e, shape (B, g, S).
+    """
+    hidden = torch.tanh_(keys.unsqueeze(1) + query)  # in place: one (B, g, S, 2d) buffer
+    return torch.matmul(hidden, v) + bias
 
 
 class SourceAttention(nn.Module):
-    """:param query_dim: d.  :param annotation_dim: 2d (also the attention's inner size, as in dl4mt)."""
+    """:param query_dim: d.  :param annotation_dim: 2d (also the attention's inner size, as in dl4mt).
+    :param kernels: the model's kernel choice (the ``attention_scores`` hot spot)."""
 
-    def __init__(self, query_dim: int, annotation_dim: int) -> None:
+    def __init__(self, query_dim: int, annotation_dim: int, kernels: KernelChoice) -> None:
         super().__init__()
+        self.kernels = kernels
         self.key_proj = init_linear_(nn.Linear(annotation_dim, annotation_dim))  # Wc_att (orth), b_att
         self.query_proj = init_linear_(nn.Linear(query_dim, annotation_dim, bias=False))  # W_comb_att
         self.v = nn.Parameter(torch.empty(annotation_dim))  # U_att
@@ -46,47 +53,25 @@ class SourceAttention(nn.Module):
         """:param annotations: shape (B, S, 2d).  :returns: keys W_a h + b_a, shape (B, S, 2d)."""
         return self.key_proj(annotations)
 
-    def forward(
-        self, query: Tensor, memory: SourceMemory, chunked: bool = False, sigmoid_tanh: bool = False
-    ) -> tuple[Tensor, Tensor]:
-        """Attend once.
+    def forward(self, query: Tensor, memory: SourceMemory) -> tuple[Tensor, Tensor]:
+        """Attend once: eqs. C6-C8 from s'_t.
 
         :param query: s'_t, shape (B·g, d), where g = ``memory.beams``: rows b·g .. b·g + g - 1 read sentence b.
         :param memory: keys from :meth:`project_keys` and annotations, shape (B, S, 2d); mask (B, S).
-        :param chunked: form the energies in cache-sized pieces (search, no autograd: ``kernels.chunked_attention``).
-        :param sigmoid_tanh: in those pieces, tanh as 2σ(2x) − 1 (``kernels.sigmoid_tanh``, :func:`tanh_`).
         :returns: the context c_t, shape (B·g, 2d), and the weights α, shape (B·g, S) (exactly 0 on padding).
         """
+        return self.attend(self.query_proj(query), memory)
+
+    def attend(self, projected: Tensor, memory: SourceMemory) -> tuple[Tensor, Tensor]:
+        """:meth:`forward` from the projected query U_a s'_t, shape (B·g, 2d)."""
         batch, length, dim = memory.keys.shape
-        if query.size(0) != batch * memory.beams:
-            raise ValueError(f"attention: {query.size(0)} query rows for {batch} sentences × {memory.beams} beams")
-        query = self.query_proj(query).view(batch, memory.beams, 1, dim)
-        if chunked:
-            scores = self._scores_in_chunks(query, memory.keys, sigmoid_tanh)
-        else:
-            hidden = torch.tanh_(memory.keys.unsqueeze(1) + query)  # in place: one (B, g, S, 2d) buffer
-            scores = torch.matmul(hidden, self.v) + self.score_bias  # (B, g, S)
+        if projected.size(0) != batch * memory.beams:
+            raise ValueError(f"attention: {projected.size(0)} query rows for {batch} sentences × {memory.beams} beams")
+        query = projected.view(batch, memory.beams, 1, dim)
+        scores = self.kernels(query).attention_scores(memory.keys, query, self.v, self.score_bias)  # (B, g, S)
         weights = torch.softmax(scores.masked_fill(~memory.mask.unsqueeze(1), float("-inf")), dim=-1)
         context = torch.bmm(weights, memory.annotations)  # (B, g, 2d)
         return context.view(-1, memory.annotations.size(2)), weights.view(-1, length)
-
-    def _scores_in_chunks(self, query: Tensor, keys: Tensor, sigmoid_tanh: bool) -> Tensor:
-        """v_aᵀ tanh(keys + query) + c without autograd, a few sentences at a time in one reused buffer.
-
-        :param query: U_a s'_t, shape (B, g, 1, 2d).  :param keys: shape (B, S, 2d).  :returns: shape (B, g, S).
-        """
-        batch, beams, _, dim = query.shape
-        rows = max(1, CACHE_CHUNK // (beams * keys.size(1) * dim))
-        buffer = torch.empty(
-            (min(rows, batch), beams, keys.size(1), dim), dtype=torch.result_type(keys, query), device=query.device
-        )
-        scores = []
-        for start in range(0, batch, rows):
-            part = buffer[: min(rows, batch - start)]
-            torch.add(keys[start : start + rows].unsqueeze(1), query[start : start + rows], out=part)
-            tanh_(part, sigmoid_tanh)
-            scores.append(torch.matmul(part, self.v))
-        return torch.cat(scores) + self.score_bias
 
 
 class BilinearAttention(nn.Module):

@@ -92,7 +92,7 @@ def build_model(
 
     :param model: a ``model=`` node.  :param decoder: a ``decoder=`` node; always built as a partial that the model
         completes with its own sizes (early checkpoints stored it without ``_partial_`` and with e and d).
-    :param kernels: ``auto``, ``fused`` or ``plain`` (:mod:`sarnmt.models.kernels`): the tool's choice, not the
+    :param kernels: ``auto``, ``fused`` or ``plain`` (:mod:`sarnmt.kernels`): the tool's choice, not the
         model's config (the same weights compute the same function either way).
     """
     model, decoder = _plain(model), _plain(decoder)

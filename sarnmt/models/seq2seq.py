@@ -11,8 +11,8 @@ from torch import Tensor, nn
 
 from sarnmt.models.decoder import ConditionalGRUDecoder, DecoderOutput, StepOutput
 from sarnmt.models.encoder import BiGRUEncoder
+from sarnmt.models.hot_spots import kernel_choice
 from sarnmt.models.init import PAPER_STD, normal_std
-from sarnmt.models.kernels import KernelChoice
 from sarnmt.models.state import DecoderState, SourceMemory
 from sarnmt.models.variants.base import DecoderVariant
 
@@ -24,7 +24,7 @@ class Seq2Seq(nn.Module):
     :param dropout_embeddings: dropout on source and target embeddings (paper text: "after each layer").
     :param dropout_hidden: dropout on encoder annotations and on s_t, c_t before the readout (paper text).
     :param init_std: the scale of the Gaussian initialisation (paper: 0.01).
-    :param kernels: ``auto``, ``fused`` or ``plain``: which implementations run (:mod:`sarnmt.models.kernels`; the
+    :param kernels: ``auto``, ``fused`` or ``plain``: which implementations run (:mod:`sarnmt.kernels`; the
         same equations either way). Not part of the model's config: the tools pass their own ``kernels=``.
     """
 
@@ -45,7 +45,7 @@ class Seq2Seq(nn.Module):
         kernels: str = "auto",
     ) -> None:
         super().__init__()
-        self.kernels = KernelChoice(kernels)
+        self.kernels = kernel_choice(kernels)
         with normal_std(init_std):
             self.encoder = BiGRUEncoder(
                 src_vocab_size, emb_dim, hidden_dim, dropout_embeddings, dropout_hidden, self.kernels

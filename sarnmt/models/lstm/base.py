@@ -24,8 +24,8 @@ from torch import Tensor, nn
 
 from sarnmt.loss import scatter_positions
 from sarnmt.models.decoder import DecoderOutput, StepOutput
+from sarnmt.models.hot_spots import kernel_choice
 from sarnmt.models.init import normal_
-from sarnmt.models.kernels import KernelChoice
 from sarnmt.models.state import DecoderState, SourceMemory
 
 
@@ -33,8 +33,8 @@ class LSTMTranslator(nn.Module):
     """:param tgt_vocab_size: V.  :param emb_dim: e.  :param hidden_dim: d.
     :param variant: builds the decoder variant (``decoder=`` group) with R_t of width V.
     :param dropout_embeddings: dropout on the target embeddings.
-    :param kernels: ``auto``, ``fused`` or ``plain`` (:mod:`sarnmt.models.kernels`): the fused output layer and
-        loss, and the search-time chunked attention, where a system has them.
+    :param kernels: ``auto``, ``fused`` or ``plain`` (:mod:`sarnmt.kernels`): the ``output_nll`` and
+        ``attention_scores`` hot spots, where a system has them.
     """
 
     hooks: ClassVar[frozenset[str]] = frozenset({"readout"})  # the variant hooks this decoder offers
@@ -50,7 +50,7 @@ class LSTMTranslator(nn.Module):
         kernels: str = "auto",
     ) -> None:
         super().__init__()
-        self.kernels = KernelChoice(kernels)
+        self.kernels = kernel_choice(kernels)
         self.emb_dim, self.hidden_dim = emb_dim, hidden_dim
         self.embedding = nn.Embedding(tgt_vocab_size, emb_dim)
         self.start = nn.Parameter(torch.empty(emb_dim))  # the embedding of y_0, the start symbol

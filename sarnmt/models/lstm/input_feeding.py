@@ -8,8 +8,8 @@ attention (Luong et al. 2015's design, as in Stanford's CS224n assignment)::
 
 No matrix has a bias (the tutorial writes none). y_1 is the start token: a learned embedding here. The output
 layer has no previous-word term, so the paper's residual connections have nothing to replace: the only decoder is
-``decoder=none``. The output layer and the loss are fused (:func:`~sarnmt.loss.linear_nll`) as the cGRU's, unless
-``kernels=plain``.
+``decoder=none``. The output layer and the loss are the ``output_nll`` hot spot, as the cGRU's (one
+operation unless ``kernels=plain``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from sarnmt.loss import linear_nll
 from sarnmt.models.attention import BilinearAttention
 from sarnmt.models.init import PAPER_STD, init_linear_, init_recurrent_, normal_std
 from sarnmt.models.lstm.base import LSTMTranslator
@@ -87,6 +86,4 @@ class InputFeedingLSTM(LSTMTranslator):
         return self.vocab(features)
 
     def output_nll(self, features: Tensor, target_context: Tensor | None, target: Tensor) -> Tensor:
-        if self.kernels(features).fused_output:
-            return linear_nll(features, self.vocab.weight, None, target)
-        return super().output_nll(features, target_context, target)
+        return self.kernels(features).output_nll(features, self.vocab.weight, None, target)

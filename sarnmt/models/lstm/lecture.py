@@ -111,7 +111,7 @@ class AttentionLSTM(_LectureLSTM):
     bidirectional = True
 
     def build_attention(self, hidden_dim: int) -> nn.Module:
-        return SourceAttention(hidden_dim, 2 * hidden_dim)  # θ_a
+        return SourceAttention(hidden_dim, 2 * hidden_dim, self.kernels)  # θ_a
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[SourceMemory, DecoderState]:
         """:returns: u(1..n) and their projected keys, each (B, S, 2d); the state before step 1."""
@@ -120,5 +120,4 @@ class AttentionLSTM(_LectureLSTM):
         return memory, self.zero_state(final[0])
 
     def context(self, query, memory):
-        kernels = self.kernels(query)
-        return self.attention(query, memory, kernels.chunked_attention, kernels.sigmoid_tanh)
+        return self.attention(query, memory)

@@ -1,4 +1,5 @@
-"""A linear map applied at every step of a recurrent loop, with its weight gradient formed once after the loop.
+"""The ``step_linear`` hot spot of a loop that will be differentiated (``kernels.loop_weights``): a linear map applied
+at every step, with its weight gradient formed once after the loop.
 
 Inside the teacher-forced loop the decoder applies the same matrices at every step (U of both cells, the attention's
 query projection, cell 2's input matrix). Plain autograd computes each step's weight gradient g_tᵀ x_t as its own
@@ -15,7 +16,7 @@ deferred; hooks on the parameters (DDP's gradient buckets among them) fire as us
 
 How it is ordered: every step's node also takes a one-element token made from the weight by a gathering node.
 Autograd runs the gathering node only after every step's node has passed its (zero) gradient to the token, that is
-after every g_t has been recorded (:func:`gather_token`; :mod:`sarnmt.models.loop_attention` defers the attention's
+after every g_t has been recorded (:func:`gather_token`; :mod:`sarnmt.kernels.loop_attention` defers the attention's
 source-side gradients the same way).
 """
 

@@ -1,6 +1,8 @@
-"""The source attention of one teacher-forced loop, with its source-side gradients formed once after the loop.
+"""The ``step_attention`` hot spot of a teacher-forced loop (``kernels.loop_weights``): the source attention with its
+source-side gradients formed once after the loop.
 
-At every step t the decoder attends over the same source (paper eqs. 5-7; :mod:`sarnmt.models.attention`)::
+At every step t the decoder attends over the same source (paper eqs. 5-7;
+:class:`sarnmt.models.attention.SourceAttention`)::
 
     e_tj = v_aᵀ tanh(k_j + q_t) + c      α_t = softmax_j(e_tj) over real positions      c_t = Σ_j α_tj h_j
 
@@ -16,7 +18,7 @@ backward product, each a pass over B·S·2d numbers. :class:`LoopAttention` keep
 
 where g_e is the gradient of the scores (the softmax's backward) and g_c,t that of c_t. The same sums in another
 order: the tests compare every gradient with plain autograd in float64. The deferred gradients reach keys,
-annotations, v_a and c through the gathering node of :func:`~sarnmt.models.loop_linear.gather_token`. On a 2-core
+annotations, v_a and c through the gathering node of :func:`~sarnmt.kernels.loop_linear.gather_token`. On a 2-core
 CPU at B=64, S=17, d=512 the attention's forward and backward over a loop take about 20% less time (+2% for a
 whole training step).
 """
@@ -26,12 +28,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from sarnmt.models.attention import SourceAttention
-from sarnmt.models.kernels import tanh_
-from sarnmt.models.loop_linear import gather_token
-from sarnmt.models.state import SourceMemory
+from sarnmt.kernels.attention import tanh_
+from sarnmt.kernels.loop_linear import gather_token
 from sarnmt.utils.precision import autocast_dtype
 
 
@@ -113,14 +113,15 @@ class LoopAttention:
     """The attention of :class:`~sarnmt.models.attention.SourceAttention` over ``memory`` for one teacher-forced
     loop; call it once per step with the projected query. Meant for loops that will be differentiated.
 
-    :param attention: supplies v_a and c.  :param memory: keys, annotations (B, S, 2d) and mask (B, S); one state
-        row per sentence (``beams`` = 1).  :param sigmoid_tanh: the energies' tanh as 2σ(2x) − 1
-        (``kernels.sigmoid_tanh``; :func:`~sarnmt.models.kernels.tanh_`).
+    :param attention: a :class:`~sarnmt.models.attention.SourceAttention`: supplies v_a and c.
+    :param memory: a :class:`~sarnmt.models.state.SourceMemory`: keys, annotations (B, S, 2d) and mask (B, S); one
+        state row per sentence (``beams`` = 1).  :param sigmoid_tanh: the energies' tanh as 2σ(2x) − 1
+        (``kernels.sigmoid_tanh``; :func:`~sarnmt.kernels.attention.tanh_`).
     Under autocast the energies and the context run in the autocast dtype and the softmax in float32, as the
     layer's own forward does.
     """
 
-    def __init__(self, attention: SourceAttention, memory: SourceMemory, sigmoid_tanh: bool = False) -> None:
+    def __init__(self, attention: nn.Module, memory: Any, sigmoid_tanh: bool = False) -> None:
         if memory.beams != 1:
             raise ValueError(f"LoopAttention: one state row per sentence (teacher forcing), got beams={memory.beams}")
         keys, annotations = memory.keys, memory.annotations
