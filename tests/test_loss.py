@@ -1,4 +1,4 @@
-"""The fused output layer and cross-entropy (:func:`sarnmt.loss.linear_nll`) against PyTorch's own."""
+"""The fused output layer and cross-entropy (:func:`sarnmt.training.loss.linear_nll`) against PyTorch's own."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sarnmt.loss import linear_nll
+from sarnmt.training.loss import linear_nll
 
 N, E, V = 7, 5, 11
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from sarnmt.cli.params import compose_params, count
 from sarnmt.decoding.greedy import greedy_decode
-from sarnmt.loss import token_nll
 from sarnmt.models import attention as attention_module
 from sarnmt.models.gru import gru_update
-from sarnmt.params import compose_params, count
+from sarnmt.training.loss import token_nll
 from tests.conftest import SYSTEM_IDS, SYSTEMS, decoder_cfg
 from tests.model_helpers import batch, build, build_system
 

@@ -9,7 +9,7 @@ from sarnmt.bench.plain import plain_beam, plain_greedy, plain_logits, plain_nll
 from sarnmt.decoding.beam import beam_decode
 from sarnmt.decoding.greedy import greedy_decode
 from sarnmt.decoding.penalties import LengthPenalty
-from sarnmt.loss import token_nll
+from sarnmt.training.loss import token_nll
 from tests.conftest import DECODER_FORMS
 from tests.test_reference import IDS, VOCAB, _batch, _model
 

@@ -16,9 +16,9 @@ from omegaconf import DictConfig
 from sarnmt.bench.reference import REFERENCE_MODEL
 from sarnmt.bench.report import markdown, write
 from sarnmt.bench.run import System, bench
+from sarnmt.cli.params import decoder_names
 from sarnmt.errors import InputError, UserError, reported
 from sarnmt.models.factory import check_combination
-from sarnmt.params import decoder_names
 from sarnmt.utils.compose import check_user_configs, config_dir
 from sarnmt.utils.runtime import quiet_known_warnings
 

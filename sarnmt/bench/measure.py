@@ -17,7 +17,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from sarnmt.bench.plain import plain_nll
 from sarnmt.bench.reference import reference_logits
 from sarnmt.bench.workload import TrainBatch
-from sarnmt.loss import token_nll, translation_loss
+from sarnmt.training.loss import token_nll, translation_loss
 from sarnmt.utils.precision import precision_context
 
 # (model, batch) -> −log p(y_t) of the batch's gold targets, shape (B, T), zero on padding
@@ -64,7 +64,7 @@ def gradients(model: torch.nn.Module, nll_fn: NllFn, batch: TrainBatch, clip: fl
 def train_step(
     model: torch.nn.Module, nll_fn: NllFn, optimizer: torch.optim.Optimizer, batch: TrainBatch, clip: float | None
 ) -> float:
-    """One training step as :class:`~sarnmt.lit_module.TranslationModule` takes it: :func:`gradients`, then the
+    """One training step as :class:`~sarnmt.training.lit_module.TranslationModule` takes it: :func:`gradients`, then the
     optimizer step.  :returns: the loss."""
     loss = gradients(model, nll_fn, batch, clip)
     optimizer.step()

@@ -21,7 +21,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from sarnmt.loss import linear_nll, scatter_positions
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.gru import DL4MTGRUCell
 from sarnmt.models.init import init_linear_, normal_
@@ -30,6 +29,7 @@ from sarnmt.models.loop_attention import LoopAttention
 from sarnmt.models.loop_linear import LoopLinear
 from sarnmt.models.state import DecoderState, SourceMemory
 from sarnmt.models.variants.base import DecoderVariant
+from sarnmt.training.loss import linear_nll, scatter_positions
 
 
 @dataclass
@@ -91,7 +91,7 @@ class Readout(nn.Module):
     def nll(
         self, hidden: Tensor, context: Tensor, target_context: Tensor, target: Tensor, fused: bool = True
     ) -> Tensor:
-        """−log p(target), the output layer and the cross-entropy fused (:func:`~sarnmt.loss.linear_nll`), or
+        """−log p(target), the output layer and the cross-entropy fused (:func:`~sarnmt.training.loss.linear_nll`), or
         (``fused=False``) as logits and ``F.cross_entropy``.
 
         :param hidden: shape (N, d).  :param context: shape (N, 2d).  :param target_context: shape (N, e).

@@ -11,7 +11,7 @@ how many kernels run and how much memory traffic there is (docs/performance.md):
 - ``unrolled_encoder``: the bi-GRU as one Python loop running both directions as one batch
   (:meth:`~sarnmt.models.encoder.DL4MTBiGRU.unrolled`) instead of PyTorch's GRU over packed sequences (cuDNN on a GPU,
   which is faster there; on a CPU PyTorch's GRU has no fused backward).
-- ``fused_output``: the output layer and the cross-entropy as one operation (:func:`~sarnmt.loss.linear_nll`)
+- ``fused_output``: the output layer and the cross-entropy as one operation (:func:`~sarnmt.training.loss.linear_nll`)
   instead of logits followed by ``F.cross_entropy``.
 - ``chunked_attention``: without autograd (search), the attention's energies formed a few sentences at a time in a
   cache-sized buffer instead of in one tensor.

@@ -8,8 +8,8 @@ attention (Luong et al. 2015's design, as in Stanford's CS224n assignment)::
 
 No matrix has a bias (the tutorial writes none). y_1 is the start token: a learned embedding here. The output
 layer has no previous-word term, so the paper's residual connections have nothing to replace: the only decoder is
-``decoder=none``. The output layer and the loss are fused (:func:`~sarnmt.loss.linear_nll`) as the cGRU's, unless
-``kernels=plain``.
+``decoder=none``. The output layer and the loss are fused (:func:`~sarnmt.training.loss.linear_nll`) as the cGRU's,
+unless ``kernels=plain``.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from sarnmt.loss import linear_nll
 from sarnmt.models.attention import BilinearAttention
 from sarnmt.models.init import PAPER_STD, init_linear_, init_recurrent_, normal_std
 from sarnmt.models.lstm.base import LSTMTranslator
 from sarnmt.models.lstm.encoder import LSTMEncoder
 from sarnmt.models.state import DecoderState, SourceMemory
+from sarnmt.training.loss import linear_nll
 
 
 class InputFeedingLSTM(LSTMTranslator):

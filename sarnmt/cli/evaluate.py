@@ -34,13 +34,13 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from tqdm import tqdm
 
-from sarnmt.checkpoint import load_model
 from sarnmt.data.text.codecs import TextCodec
 from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.search import Search, build_search
 from sarnmt.decoding.stream import decode_stream
 from sarnmt.errors import InputError, check_range, reported
 from sarnmt.evaluation.bleu import Score, corpus_bleu, corpus_chrf
+from sarnmt.training.checkpoint import load_model
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import atomic_files, check_folder
 from sarnmt.utils.compose import hydra_main
@@ -214,9 +214,3 @@ def summary(record: dict[str, Any]) -> str:
 def main(cfg: DictConfig) -> None:
     with reported():
         print(summary(evaluate(cfg)), flush=True)
-
-
-if __name__ == "__main__":  # python -m sarnmt.evaluate: an alias of sarnmt evaluate
-    from sarnmt.cli import alias
-
-    alias("evaluate", main)

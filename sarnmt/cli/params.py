@@ -144,9 +144,3 @@ def _run(argv: list[str]) -> int:
     cfg = compose_params(argv)
     print(f"{count(cfg):,}")
     return 0
-
-
-if __name__ == "__main__":  # python -m sarnmt.params: an alias of sarnmt params
-    from sarnmt.cli import alias
-
-    alias("params", main)

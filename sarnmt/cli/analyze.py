@@ -95,9 +95,3 @@ def main(argv: list[str]) -> int:
     print(result["report"])
     print("wrote: " + ", ".join(str(path) for path in result["files"]), file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":  # python -m sarnmt.analyze: an alias of sarnmt analyze
-    from sarnmt.cli import alias
-
-    alias("analyze", main)

@@ -103,9 +103,3 @@ def main(cfg: DictConfig) -> None:
                 Resampling(cfg.significance.resamples, cfg.significance.seed), allow_mixed_code=cfg.allow_mixed_code
             ),
         )
-
-
-if __name__ == "__main__":  # python -m sarnmt.tables: an alias of sarnmt tables
-    from sarnmt.cli import alias
-
-    alias("tables", main)

@@ -1,13 +1,13 @@
 """Average the weights of several checkpoints: ``python -m sarnmt.average checkpoints=[a.ckpt,b.ckpt] output=avg.ckpt``
 or ``python -m sarnmt.average dir=outputs/train/<run>/checkpoints last=5 output=avg.ckpt``.
 
-The output is a sarnmt checkpoint (loadable by :func:`sarnmt.checkpoint.load_model`, ``translate`` and
+The output is a sarnmt checkpoint (loadable by :func:`sarnmt.training.checkpoint.load_model`, ``translate`` and
 ``evaluate``) holding the element-wise mean of the model weights; its other entries come from the newest input,
 without optimizer, scheduler and loop states (it is for decoding, not for resuming), and
 ``checkpoint["sarnmt"]["averaged_from"]`` lists the inputs. "Last N" is by the stored ``global_step`` (``last.ckpt``
 is skipped, as it duplicates a numbered checkpoint). Inputs are read as every checkpoint is
-(:func:`sarnmt.checkpoint.read_checkpoint`: truncated files, other projects' checkpoints and pickles that would run
-code are refused by name), and checkpoints with different vocabularies are refused, naming both; the output is
+(:func:`sarnmt.training.checkpoint.read_checkpoint`: truncated files, other projects' checkpoints and pickles that
+would run code are refused by name), and checkpoints with different vocabularies are refused, naming both; the output is
 written atomically, so a failed write leaves the previous file, and never over a checkpoint a run resumes from
 (``last.ckpt``, or any checkpoint holding an optimizer state).
 """
@@ -22,9 +22,9 @@ import torch
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
-from sarnmt.checkpoint import CheckpointError, read_checkpoint
 from sarnmt.errors import InputError, reported
-from sarnmt.identity import TRAINING_STATE, sha256
+from sarnmt.training.checkpoint import CheckpointError, read_checkpoint
+from sarnmt.training.identity import TRAINING_STATE, sha256
 from sarnmt.utils.atomic import atomic_open
 from sarnmt.utils.compose import hydra_main
 
@@ -142,9 +142,3 @@ def average(cfg: DictConfig) -> Path:
 def main(cfg: DictConfig) -> None:
     with reported():
         print(average(cfg), flush=True)
-
-
-if __name__ == "__main__":  # python -m sarnmt.average: an alias of sarnmt average
-    from sarnmt.cli import alias
-
-    alias("average", main)

@@ -108,9 +108,3 @@ def main(cfg: DictConfig) -> None:
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-test progress lines
     with reported():
         print(score(cfg)["table"], flush=True)
-
-
-if __name__ == "__main__":  # python -m sarnmt.score: an alias of sarnmt score
-    from sarnmt.cli import alias
-
-    alias("score", main)

@@ -67,9 +67,3 @@ def main(cfg: DictConfig) -> None:
             if metric in v["scores"]
         )
         print(f"{record['job']}: {scores}", flush=True)
-
-
-if __name__ == "__main__":  # python -m sarnmt.sweep_job: an alias of sarnmt sweep-job
-    from sarnmt.cli import alias
-
-    alias("sweep-job", main)

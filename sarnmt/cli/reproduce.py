@@ -2,7 +2,7 @@
 
 Plan the jobs (:mod:`sarnmt.sweep.spec`), check the corpora before any job, skip the jobs with a complete record,
 run the others as one Hydra multirun (:mod:`sarnmt.sweep.launch`), then render the tables from the records
-(:mod:`sarnmt.tables`). ``dry_run=true`` prints the plan, the multirun command and the launcher's settings. Running
+(:mod:`sarnmt.cli.tables`). ``dry_run=true`` prints the plan, the multirun command and the launcher's settings. Running
 the same command again continues where it stopped. :func:`reproduce` is a pure function of the config.
 """
 
@@ -131,7 +131,7 @@ def reproduce(cfg: DictConfig, out=sys.stdout) -> dict[str, Any]:
     else:
         print("every job has a complete record: nothing to run", file=out)
     if cfg.render:
-        from sarnmt.tables import render_tables
+        from sarnmt.cli.tables import render_tables
 
         result["tables"] = render_tables(numbers, scale.name, settings.results_dir, out=out)
     return result
@@ -143,9 +143,3 @@ def main(cfg: DictConfig) -> None:
         result = reproduce(cfg)
     if result["returncode"]:
         sys.exit(result["returncode"])
-
-
-if __name__ == "__main__":  # python -m sarnmt.reproduce: an alias of sarnmt reproduce
-    from sarnmt.cli import alias
-
-    alias("reproduce", main)

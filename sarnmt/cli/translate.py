@@ -55,13 +55,13 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from sarnmt.checkpoint import CheckpointError, load_model
 from sarnmt.data.text.codecs import EOS_TOKEN
 from sarnmt.data.text.reading import Line, bounded_lines, check_file
 from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.search import build_search
 from sarnmt.decoding.stream import Translation, decode_stream
 from sarnmt.errors import InputError, check_range, reported
+from sarnmt.training.checkpoint import CheckpointError, load_model
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import AtomicFiles, atomic_files, check_output
 from sarnmt.utils.compose import hydra_main
@@ -243,9 +243,3 @@ def main(cfg: DictConfig) -> None:
     with reported():
         count = translate(cfg)
     log.info("wrote %d lines", count)
-
-
-if __name__ == "__main__":  # python -m sarnmt.translate: an alias of sarnmt translate
-    from sarnmt.cli import alias
-
-    alias("translate", main)

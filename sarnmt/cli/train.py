@@ -16,13 +16,13 @@ from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from sarnmt.average import average_checkpoints, last_checkpoints
+from sarnmt.cli.average import average_checkpoints, last_checkpoints
 from sarnmt.errors import InputError, reported
-from sarnmt.identity import resume_point, run_identity
-from sarnmt.lit_module import TranslationModule
 from sarnmt.models.factory import build_model, check_combination, count_parameters, net_config
-from sarnmt.preemption import Preemption
-from sarnmt.run_lock import run_lock
+from sarnmt.training.identity import resume_point, run_identity
+from sarnmt.training.lit_module import TranslationModule
+from sarnmt.training.preemption import Preemption
+from sarnmt.training.run_lock import run_lock
 from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
@@ -46,8 +46,9 @@ def build_module(cfg: DictConfig, src_vocab_size: int, tgt_vocab_size: int) -> T
 
 
 def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
-    """Fit, then test the best checkpoint. The run holds its folder's lock throughout (:mod:`sarnmt.run_lock`); a
-    resumed run must be the same run as its checkpoint's (:mod:`sarnmt.identity`).
+    """Fit, then test the best checkpoint. The run holds its folder's lock throughout
+    (:mod:`sarnmt.training.run_lock`); a resumed run must be the same run as its checkpoint's
+    (:mod:`sarnmt.training.identity`).
 
     :param after: called with the trainer and the result so far once training and testing are done, while the
         loggers are still open (the table sweeps evaluate there); what it returns is added to the result.
@@ -76,7 +77,7 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
         )
         loggers = instantiate_dict(cfg.get("logger"))
         callbacks = instantiate_dict(cfg.get("callbacks"))
-        if cfg.get("faults") is not None:  # the fault tests' injections (sarnmt/faults.py); off by default
+        if cfg.get("faults") is not None:  # the fault tests' injections (sarnmt/testing/faults.py); off by default
             callbacks.append(instantiate(cfg.faults))
         trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
         for logger in trainer.loggers:
@@ -107,7 +108,7 @@ def output_dir(cfg: DictConfig) -> str | None:
 
 def fit(trainer: L.Trainer, module: TranslationModule, datamodule, ckpt_path: str | None) -> None:
     """``trainer.fit``; a stop on a preemption signal becomes :class:`~sarnmt.errors.TrainingStopped` (exit status
-    128 + the signal), after the checkpoint was written (:mod:`sarnmt.preemption`)."""
+    128 + the signal), after the checkpoint was written (:mod:`sarnmt.training.preemption`)."""
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     except SIGTERMException:
@@ -169,9 +170,3 @@ def main(cfg: DictConfig) -> float | None:
         result = train(cfg)
     print(report(result), flush=True)
     return result.get("val/bleu")
-
-
-if __name__ == "__main__":  # python -m sarnmt.train: an alias of sarnmt train
-    from sarnmt.cli import alias
-
-    alias("train", main)

@@ -52,9 +52,3 @@ def format_report(report: dict[str, Any]) -> str:
 def main(cfg: DictConfig) -> None:
     with reported():
         print(format_report(prepare(cfg)), flush=True)
-
-
-if __name__ == "__main__":  # python -m sarnmt.prepare: an alias of sarnmt prepare
-    from sarnmt.cli import alias
-
-    alias("prepare", main)
