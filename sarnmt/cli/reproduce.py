@@ -66,8 +66,9 @@ def settings_of(cfg: DictConfig) -> JobSettings:
     )
 
 
-def reproduce(cfg: DictConfig, out=sys.stdout) -> dict[str, Any]:
+def reproduce(cfg: DictConfig, out=None) -> dict[str, Any]:
     """:returns: ``{"jobs": [...states], "command": [...], "returncode": int | None, "tables": {n: markdown}}``."""
+    out = out or sys.stdout  # the stream of the call, not of the import (tests run the command in their process)
     numbers = table_numbers(cfg.table)
     tables = [load_table(n) for n in numbers]
     scale = load_scale(cfg.scale)

@@ -34,13 +34,14 @@ def render_tables(
     results_dir: Path,
     write: bool = True,
     plot: bool = True,
-    out=sys.stdout,
+    out=None,
     wandb_settings: dict | None = None,
     settings: TableSettings | None = None,
 ) -> dict[int, str]:
     """:returns: ``{table number: Markdown}``; writes the files when ``write``. ``settings``: the resamples and
     generator seed of the bootstrap tests and ``allow_mixed_code`` (default: 10,000, 12345, off)."""
     settings = settings or TableSettings()
+    out = out or sys.stdout  # the stream of the call, not of the import (tests run the command in their process)
     scale = load_scale(scale_name)
     rendered = {}
     for number in numbers:
