@@ -99,7 +99,7 @@ def test_every_command_help_shows_groups_and_examples(capsys, args):
 
 def test_only_the_dispatcher_takes_arguments_from_sys_argv():
     """No command parses the command line by hand: ``sys.argv`` is indexed or assigned in sarnmt/cli only
-    (sarnmt/run_lock.py records it, unparsed, in the run folder's lock)."""
+    (sarnmt/training/run_lock.py records it, unparsed, in the run folder's lock)."""
     import re
 
     pattern = re.compile(r"sys\.argv\s*(\[|=(?!=))")
