@@ -3,6 +3,11 @@ language models: ``python -m sarnmt.params lm_model=<name>|all``.
 
 The model is built on PyTorch's ``meta`` device, so counting a 110M-parameter model allocates no weights.
 ``decoder=all`` prints every variant (both forms of the Memory RNN and the self-attentive RNN) beside Table 1.
+
+Not a Hydra application: ``decoder=all`` and ``lm_model=all`` are not options of a config group but one composition
+per option (:func:`compose_params`), which one ``@hydra.main`` run cannot do; each composition goes through Hydra's
+``compose`` with the same overrides and errors, and every error is one ``error:`` line
+(:func:`~sarnmt.errors.reported`).
 """
 
 from __future__ import annotations
