@@ -1,10 +1,10 @@
 """How a bad input reaches the user: one line on stderr naming the file, line or key and what to do, and exit status 2.
 
 Every error caused by what the user gave (a file, a line of it, a setting, a checkpoint) is a :class:`UserError`;
-the domain errors are too (:class:`~sarnmt.checkpoint.CheckpointError`,
+the domain errors are too (:class:`~sarnmt.training.checkpoint.CheckpointError`,
 :class:`~sarnmt.models.factory.ModelConfigError`, :class:`~sarnmt.sweep.spec.SpecError`,
 :class:`~sarnmt.sweep.launch.SweepError`, :class:`~sarnmt.data.corpora.fetch.FetchError`,
-:class:`~sarnmt.identity.RunMismatch`, :class:`~sarnmt.run_lock.RunFolderLocked`, :class:`InputError`,
+:class:`~sarnmt.training.identity.RunMismatch`, :class:`~sarnmt.training.run_lock.RunFolderLocked`, :class:`InputError`,
 :class:`WriteError`, :class:`TrainingStopped`). Every command line entry point runs its work inside
 :func:`reported`, the one place that turns them, and operating-system errors on the user's paths (a missing file, a
 directory where a file is expected, a full disk), into ``error: <message>`` and a non-zero exit status instead of a

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from sarnmt.train import train
+from sarnmt.cli.train import train
 from tests.conftest import compose_train
 
 QUIET_HYDRA = ["hydra/job_logging=none", "hydra/hydra_logging=none"]

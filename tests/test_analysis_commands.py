@@ -13,9 +13,9 @@ import torch
 
 from sarnmt.analysis import AnalysisError
 from sarnmt.analysis.trees import parse_brackets
-from sarnmt.analyze import main, run
-from sarnmt.train import train
-from sarnmt.translate import translate
+from sarnmt.cli.analyze import main, run
+from sarnmt.cli.train import train
+from sarnmt.cli.translate import translate
 from sarnmt.utils.compose import compose
 from tests.conftest import ROOT, compose_train
 

@@ -119,7 +119,10 @@ def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
     v = short["variants"][0]
     assert f"| baseline | {v['train_tok_s'] / v['plain_train_tok_s']:.2f}× | " in table
     # sarnmt steps with its fused Adadelta, the peers with PyTorch's, both with the paper's settings
-    assert cfg.optim._target_ == "sarnmt.optim.Adadelta" and cfg.reference_optim._target_ == "torch.optim.Adadelta"
+    assert (
+        cfg.optim._target_ == "sarnmt.training.optim.Adadelta"
+        and cfg.reference_optim._target_ == "torch.optim.Adadelta"
+    )
     assert cfg.reference_optim.rho == cfg.optim.rho == 0.95
     assert any("self_attentive_rnn" in line and "≤ 15%" in line for line in checks(record, short))
     # the profile: every implementation of the baseline, its phases and kinds of work adding up to the step

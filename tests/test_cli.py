@@ -72,6 +72,23 @@ def test_every_command_names_an_entry_point():
         assert callable(importlib.import_module(f"sarnmt.{command.module}").main), name
 
 
+def test_every_command_of_sarnmt_cli_keeps_its_published_python_m_path():
+    """A command that lives in sarnmt/cli (``cli.train``) is still ``python -m sarnmt.train``: a module there (a
+    package's ``__main__``, for ``sarnmt.lm``) that hands the arguments to its ``main`` through :func:`cli.alias`."""
+    import importlib.util
+
+    moved = {name: command for name, command in cli.COMMANDS.items() if command.module.startswith("cli.")}
+    assert {"train", "translate", "evaluate", "lm", "sweep-job"} <= set(moved)
+    for name, command in moved.items():
+        path = cli.published(command.module)
+        spec = importlib.util.find_spec(path)
+        if spec is not None and spec.submodule_search_locations is not None:
+            spec = importlib.util.find_spec(f"{path}.__main__")
+        assert spec is not None and Path(spec.origin).is_relative_to(ROOT / "sarnmt"), (name, path)
+        source = Path(spec.origin).read_text(encoding="utf-8")
+        assert f"from sarnmt.{command.module} import main" in source and f'alias("{name}", main)' in source, path
+
+
 HUMAN = ("create", "serve", "export", "annotators")
 
 
@@ -99,7 +116,7 @@ def test_every_command_help_shows_groups_and_examples(capsys, args):
 
 def test_only_the_dispatcher_takes_arguments_from_sys_argv():
     """No command parses the command line by hand: ``sys.argv`` is indexed or assigned in sarnmt/cli only
-    (sarnmt/run_lock.py records it, unparsed, in the run folder's lock)."""
+    (sarnmt/training/run_lock.py records it, unparsed, in the run folder's lock)."""
     import re
 
     pattern = re.compile(r"sys\.argv\s*(\[|=(?!=))")

@@ -177,12 +177,12 @@ def test_no_failure_leaves_a_partial_output(capsys, tmp_path, monkeypatch):
 def test_evaluate_checks_its_output_folder_before_decoding(capsys, tmp_path, monkeypatch):
     """evaluate output_dir=<a file> (or a folder under a file) is refused before the checkpoint is even loaded (it
     used to fail with "File exists" after decoding)."""
-    import sarnmt.evaluate
+    import sarnmt.cli.evaluate
 
     def not_reached(*args, **kwargs):
         raise AssertionError("decoding started")
 
-    monkeypatch.setattr(sarnmt.evaluate, "load_model", not_reached)
+    monkeypatch.setattr(sarnmt.cli.evaluate, "load_model", not_reached)
     file = tmp_path / "results"
     file.write_text("a file\n")
     common = [f"ckpt_path={CKPT}", f"hydra.run.dir={tmp_path / 'run'}"]
@@ -341,7 +341,7 @@ def test_analyze_trees_reads_a_3000_deep_gold_tree(capsys, tmp_path):
     """analyze trees with a gold tree 3,000 brackets deep (a RecursionError traceback before) parses it without
     recursion, scores it and draws a panel saying it is too deep to draw."""
     from sarnmt.analysis.trees import parse_brackets
-    from sarnmt.analyze import main
+    from sarnmt.cli.analyze import main
 
     (tmp_path / "src.txt").write_text("ta brin blorp\n")
     (tmp_path / "ref.txt").write_text("novan hemimi tobi wiko\n")  # teacher-forced: these are the tree's words

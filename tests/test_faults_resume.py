@@ -3,8 +3,8 @@ at three points and stopped by SIGTERM, each resumed from its last checkpoint, g
 every step and its weights bit for bit; SIGTERM during a validation and a cluster's SIGUSR2 (with the handler a
 launcher such as submitit installed) are honoured at the next step boundary.
 
-The kill points come from the fault-injection hook (``faults=inject``, :mod:`sarnmt.faults`), so they fall on exact
-updates: 13 batches an epoch, a resume checkpoint every 3 updates, a validation every 5.
+The kill points come from the fault-injection hook (``faults=inject``, :mod:`sarnmt.testing.faults`), so they fall on
+exact updates: 13 batches an epoch, a resume checkpoint every 3 updates, a validation every 5.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from sarnmt.cli.train import train
 from sarnmt.errors import TrainingStopped
-from sarnmt.train import train
 from tests.conftest import ROOT, compose_train
 from tests.test_resume import RESUMABLE
 

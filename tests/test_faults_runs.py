@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from sarnmt.run_lock import LOCK_NAME, RunFolderLocked, run_lock
-from sarnmt.train import train
+from sarnmt.cli.train import train
+from sarnmt.training.run_lock import LOCK_NAME, RunFolderLocked, run_lock
 from tests.cli_helpers import TINY, one_error, run_cli
 from tests.conftest import ROOT, compose_train
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from sarnmt.checkpoint import load_model
+from sarnmt.cli.train import train
 from sarnmt.errors import TrainingStopped, WriteError
-from sarnmt.resume import AtomicCheckpointIO
-from sarnmt.train import train
+from sarnmt.training.checkpoint import load_model
+from sarnmt.training.resume import AtomicCheckpointIO
 from tests.conftest import compose_train
 from tests.test_faults_resume import RUN
 

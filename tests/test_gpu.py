@@ -15,9 +15,9 @@ import torch
 
 from sarnmt.decoding.beam import beam_decode
 from sarnmt.kernels import KernelChoice
-from sarnmt.loss import translation_loss
 from sarnmt.models.hot_spots import kernel_choice
-from sarnmt.optim import Adadelta, adadelta_update
+from sarnmt.training.loss import translation_loss
+from sarnmt.training.optim import Adadelta, adadelta_update
 from tests.conftest import SYSTEM_IDS, SYSTEMS, decoder_cfg
 from tests.model_helpers import VOCAB, batch, build, build_system
 

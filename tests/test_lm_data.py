@@ -18,12 +18,13 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from lightning.fabric.utilities.apply_func import move_data_to_device
 
-from sarnmt.data.corpora import lm_mini, lm_text
-from sarnmt.data.corpora.lm_text import load_prepared, prepare_folder
-from sarnmt.data.corpora.lm_vocab import LMCorpusError, VocabSettings
-from sarnmt.data.loading.lm import LanguageModelDataModule
-from sarnmt.data.loading.lm_segments import LMBatch, Segments, eval_columns, training_columns
 from sarnmt.errors import InputError
+from sarnmt.lm import corpus as lm_text
+from sarnmt.lm import mini as lm_mini
+from sarnmt.lm.corpus import load_prepared, prepare_folder
+from sarnmt.lm.datamodule import LanguageModelDataModule
+from sarnmt.lm.segments import LMBatch, Segments, eval_columns, training_columns
+from sarnmt.lm.vocab import LMCorpusError, VocabSettings
 from tests.conftest import CONF_DIR, SHARED_DATA
 
 TRAIN = "the cat sat on the mat\n\nthe dog sat\n<unk> ran\n"

@@ -1,4 +1,4 @@
-"""The language models of Table 6 (sarnmt/models/lm): causality, the state carried across segments, parameter
+"""The language models of Table 6 (sarnmt/lm): causality, the state carried across segments, parameter
 parity at the configured sizes, overfitting, and the windowed forms of the shared attention and decoder variants."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from functools import partial
 import pytest
 import torch
 
+from sarnmt.lm.daniluk import AttentionOutput, NgramOutput
+from sarnmt.lm.heads import ModelConfigError as HeadConfigError
+from sarnmt.lm.heads import PlainOutput, ResidualOutput
+from sarnmt.lm.model import RecurrentLM
 from sarnmt.models.factory import ModelConfigError, build_language_model
 from sarnmt.models.history import HistoryAttention
-from sarnmt.models.lm.daniluk import AttentionOutput, NgramOutput
-from sarnmt.models.lm.heads import ModelConfigError as HeadConfigError
-from sarnmt.models.lm.heads import PlainOutput, ResidualOutput
-from sarnmt.models.lm.model import RecurrentLM
 from sarnmt.models.variants import MeanResidual, MemoryRNN, SelfAttentiveResidual, SelfAttentiveRNN
 from sarnmt.utils.compose import compose
 

@@ -7,6 +7,7 @@ from functools import partial
 import pytest
 import torch
 
+from sarnmt.cli.params import compose_params, count
 from sarnmt.decoding.greedy import greedy_decode
 from sarnmt.kernels import KernelChoice
 from sarnmt.kernels import attention as attention_kernels
@@ -16,9 +17,8 @@ from sarnmt.kernels.gru import gru_update
 from sarnmt.kernels.loop_attention import LoopAttention
 from sarnmt.kernels.loop_linear import LoopLinear
 from sarnmt.kernels.output import linear_nll
-from sarnmt.loss import token_nll
 from sarnmt.models.hot_spots import EQUATIONS, kernel_choice
-from sarnmt.params import compose_params, count
+from sarnmt.training.loss import token_nll
 from tests.conftest import SYSTEM_IDS, SYSTEMS, decoder_cfg
 from tests.model_helpers import batch, build, build_system
 

@@ -1,4 +1,4 @@
-"""sarnmt.optim.Adadelta: PyTorch's Adadelta update, fused by torch.compile, interchangeable with torch's."""
+"""sarnmt.training.optim.Adadelta: PyTorch's Adadelta update, fused by torch.compile, interchangeable with torch's."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 from hydra.utils import instantiate
 from torch import nn
 
-from sarnmt import optim as optim_module
-from sarnmt.optim import Adadelta
+from sarnmt.training import optim as optim_module
+from sarnmt.training.optim import Adadelta
 from tests.conftest import compose_train
 
 
@@ -80,7 +80,7 @@ def test_falls_back_to_eager_when_compiling_fails(monkeypatch, caplog):
     ours, theirs = _params(2), _params(2)
     opt = Adadelta(ours, rho=0.95)
     ref = torch.optim.Adadelta(theirs, rho=0.95)
-    with caplog.at_level(logging.WARNING, logger="sarnmt.optim"):
+    with caplog.at_level(logging.WARNING, logger="sarnmt.training.optim"):
         _run(opt, ours, 3)
     _run(ref, theirs, 3)
     assert [r.message for r in caplog.records if "torch.compile failed" in r.message] == [

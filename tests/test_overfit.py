@@ -7,8 +7,8 @@ import torch
 
 from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.decoding.greedy import greedy_decode
-from sarnmt.loss import token_nll, translation_loss
 from sarnmt.models.factory import build_model
+from sarnmt.training.loss import token_nll, translation_loss
 from tests.conftest import DECODERS, compose_train
 
 LSTM_SYSTEMS = [

@@ -10,7 +10,7 @@ from benchmarks.peers.plain import plain_beam, plain_greedy, plain_logits, plain
 from sarnmt.decoding.beam import beam_decode
 from sarnmt.decoding.greedy import greedy_decode
 from sarnmt.decoding.penalties import LengthPenalty
-from sarnmt.loss import token_nll
+from sarnmt.training.loss import token_nll
 from tests.conftest import DECODER_FORMS
 from tests.test_oracle import IDS, VOCAB, _batch, _model
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 import sarnmt.data.corpora.fetch as fetch
+from sarnmt.cli.prepare import format_report, prepare
 from sarnmt.data.corpora.catalog import CORPORA
 from sarnmt.data.corpora.fetch import FetchError, extract
-from sarnmt.prepare import format_report, prepare
 from tests.conftest import CONF_DIR, compose_train
 
 WORDS = 'the house of a new re-election vote is not what "they" said , but it\'s fine'.split()

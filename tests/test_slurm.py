@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sarnmt.reproduce import reproduce
+from sarnmt.cli.reproduce import reproduce
 from sarnmt.sweep.job import JobSettings
 from sarnmt.sweep.launch import job_states, multirun_command
 from sarnmt.sweep.plan import job_from_id

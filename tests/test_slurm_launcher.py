@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sarnmt.reproduce import reproduce
+from sarnmt.cli.reproduce import reproduce
 from sarnmt.sweep.folders import FolderInUse, clear_stale_run_lock, job_lock, lock_holder
 from sarnmt.sweep.launch import SweepError
 from sarnmt.utils import allocation
@@ -126,8 +126,8 @@ def test_two_sweeps_at_once_one_runs_each_job_the_other_reports_the_cells_it_ski
 
 
 def test_a_training_lock_left_on_a_lost_node_is_cleared_under_the_cells_lock(tmp_path):
-    """A job whose node was lost leaves the run folder's training lock (sarnmt/run_lock.py), which cannot be checked
-    from another host; the next sweep's job, holding the cell's lock, removes it and resumes."""
+    """A job whose node was lost leaves the run folder's training lock (sarnmt/training/run_lock.py), which cannot be
+    checked from another host; the next sweep's job, holding the cell's lock, removes it and resumes."""
     folder = tmp_path / "runs" / "en_de.baseline.s1"
     folder.mkdir(parents=True)
     (folder / ".lock").write_text(json.dumps({"pid": 7, "host": "node-lost", "slurm_job": "41"}))
@@ -137,4 +137,4 @@ def test_a_training_lock_left_on_a_lost_node_is_cleared_under_the_cells_lock(tmp
     assert not (folder / ".lock").exists()
     (folder / ".lock").write_text(json.dumps({"pid": 7, "host": socket.gethostname()}))
     clear_stale_run_lock(folder)
-    assert (folder / ".lock").exists()  # this host's: sarnmt.run_lock checks it itself
+    assert (folder / ".lock").exists()  # this host's: sarnmt.training.run_lock checks it itself

@@ -23,15 +23,15 @@ import torch
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
+from sarnmt.cli.reproduce import reproduce
+from sarnmt.cli.tables import render_tables
 from sarnmt.data.text.reading import read_lines
-from sarnmt.reproduce import reproduce
 from sarnmt.sweep import stats
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.launch import SweepError
 from sarnmt.sweep.plan import job_from_id, plan_jobs
 from sarnmt.sweep.records import MOVED_TARGETS, config_hash, gzip_bytes, read_record, write_atomic, write_json
 from sarnmt.sweep.spec import SpecError, load_scale, load_table
-from sarnmt.tables import render_tables
 from sarnmt.utils.compose import compose
 from tests.conftest import ROOT
 

@@ -16,16 +16,16 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from sarnmt.checkpoint import CheckpointError, load_language_model, load_model
-from sarnmt.lm import train_lm
+from sarnmt.cli.lm import train_lm
+from sarnmt.cli.reproduce import reproduce
 from sarnmt.models.factory import build_language_model
-from sarnmt.reproduce import reproduce
 from sarnmt.sweep.lm_job import line_statistics
 from sarnmt.sweep.plan import plan_jobs
 from sarnmt.sweep.records import read_sentence_stats
 from sarnmt.sweep.seed_tests import compare
 from sarnmt.sweep.spec import load_scale, load_table
 from sarnmt.sweep.stats import corpus_score
+from sarnmt.training.checkpoint import CheckpointError, load_language_model, load_model
 from sarnmt.utils.compose import compose
 from tests.conftest import ROOT
 

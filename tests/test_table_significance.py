@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sarnmt.cli.tables import render_tables
 from sarnmt.errors import InputError
 from sarnmt.sweep import seed_tests, stats
 from sarnmt.sweep.cells import RecordError, TableSettings, code_versions
@@ -25,7 +26,6 @@ from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import plan_jobs
 from sarnmt.sweep.records import gzip_bytes, write_json
 from sarnmt.sweep.spec import load_scale, load_table
-from sarnmt.tables import render_tables
 from tests.cli_helpers import one_error, run_cli
 
 TOTALS = np.array([20, 19, 18, 17])

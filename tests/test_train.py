@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sarnmt.train import report, train
+from sarnmt.cli.train import report, train
 from tests.conftest import DECODERS, compose_train
 
 SMALL_TOY = [

@@ -12,13 +12,13 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from sarnmt.average import average, average_checkpoints
-from sarnmt.checkpoint import CheckpointError, load_model, net_state_dict, read_checkpoint
+from sarnmt.cli.average import average, average_checkpoints
+from sarnmt.cli.evaluate import evaluate, summary
+from sarnmt.cli.train import train
+from sarnmt.cli.translate import translate
 from sarnmt.decoding.beam import BeamSearch
-from sarnmt.evaluate import evaluate, summary
-from sarnmt.lit_module import TranslationModule
-from sarnmt.train import train
-from sarnmt.translate import translate
+from sarnmt.training.checkpoint import CheckpointError, load_model, net_state_dict, read_checkpoint
+from sarnmt.training.lit_module import TranslationModule
 from tests.conftest import CONF_DIR, ROOT, compose_train
 
 TOY = ["data.n_train=300", "data.n_dev=30", "data.n_test=30", "data.max_tokens=600"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sarnmt import params
+from sarnmt.cli import params
 from sarnmt.utils.compose import check_user_configs, config_dir
 from tests.cli_helpers import one_error, run_cli
 

@@ -15,8 +15,8 @@ from torch import Tensor, nn
 
 from sarnmt.bench.peer import SearchFn
 from sarnmt.bench.workload import TrainBatch
-from sarnmt.loss import token_nll
 from sarnmt.models.factory import PAPER_MODEL
+from sarnmt.training.loss import token_nll
 from tests.oracle import textbook_greedy, textbook_logits
 
 

@@ -1,5 +1,5 @@
 """The analyses as pure functions of their configs (``sarnmt/conf/analyze/<name>.yaml``): files in, files out, a report
-returned. :mod:`sarnmt.analyze` is the command line over them; the tests call them directly.
+returned. :mod:`sarnmt.cli.analyze` is the command line over them; the tests call them directly.
 
 Each returns ``{"report": str (printed by the command), "files": [paths written], ...}``.
 """
@@ -19,9 +19,9 @@ from sarnmt.analysis import AnalysisError, agreement, examples, heatmaps, positi
 from sarnmt.analysis.drawing import plot_trees
 from sarnmt.analysis.runs import Run, load_runs, names_of, read_input
 from sarnmt.analysis.trees import brackets
-from sarnmt.checkpoint import load_model
 from sarnmt.data.corpora.toy import generate_toy_corpus, target_tree
 from sarnmt.data.corpora.toy_reading import parse_source
+from sarnmt.training.checkpoint import load_model
 from sarnmt.utils.device import pick_device
 
 log = logging.getLogger("sarnmt")

@@ -29,12 +29,12 @@ from hydra.utils import instantiate
 
 from sarnmt.analysis import AnalysisError
 from sarnmt.analysis.attention_file import AttentionRecord, read_attention, record_from_json, write_attention
-from sarnmt.checkpoint import LoadedModel, load_model
+from sarnmt.cli.translate import attention_record, target_pieces
 from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.data.text.codecs import EOS_TOKEN, UNK
 from sarnmt.data.text.reading import read_lines
 from sarnmt.decoding.stream import decode_stream
-from sarnmt.translate import attention_record, target_pieces
+from sarnmt.training.checkpoint import LoadedModel, load_model
 from sarnmt.utils.device import pick_device
 
 log = logging.getLogger("sarnmt")
@@ -241,8 +241,8 @@ def load_runs(cfg, out_dir: Path, self_attention_only: bool = False) -> list[Run
 
 def _labels_fit(codec, ids: list[int], words: list[str]) -> bool:
     """Whether ``words`` label ``ids`` in the codec's vocabulary, as ``translate`` writes them today
-    (:func:`~sarnmt.translate.target_pieces`) or wrote them before (each id decoded alone); an unknown word (``<unk>``
-    id) may keep its own spelling."""
+    (:func:`~sarnmt.cli.translate.target_pieces`) or wrote them before (each id decoded alone); an unknown word
+    (``<unk>`` id) may keep its own spelling."""
     if not all(0 <= i < codec.vocab_size for i in ids):
         return False
     for labels in (target_pieces(codec, ids), [codec.decode([i]) for i in ids]):
@@ -252,7 +252,7 @@ def _labels_fit(codec, ids: list[int], words: list[str]) -> bool:
 
 
 def _labels(codec, ids: list[int], line: str) -> list[str]:
-    """Target labels as ``translate`` writes them (:func:`~sarnmt.translate.target_pieces`), except that a piece
+    """Target labels as ``translate`` writes them (:func:`~sarnmt.cli.translate.target_pieces`), except that a piece
     outside the vocabulary keeps its own spelling from the target text rather than ``<unk>``."""
     pieces = codec.tokens(line)
     return [

@@ -17,7 +17,7 @@ right-nested trees whose left children are multi-word phrases. The reading imple
 
 1. *Focus*: each prediction's focus is the history item with the largest weight (``A`` binarised by a row-wise
    argmax). A word is *focused* when it is the focus of at least one later prediction. The zero slot before the
-   first word (item 0 of :mod:`sarnmt.translate`'s attention rows) is not a word: a prediction that focuses it
+   first word (item 0 of :mod:`sarnmt.cli.translate`'s attention rows) is not a word: a prediction that focuses it
    splits nothing.
 2. *Loop*: ``i <- 1; while i < n and word i is not focused: i <- i + 1`` (``and``, not ``or``, and starting from
    the second word: with ``i = 0`` a focused first word would give an empty left phrase and the recursion would

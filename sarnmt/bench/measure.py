@@ -15,7 +15,7 @@ from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
 from sarnmt.bench.workload import TrainBatch
-from sarnmt.loss import translation_loss
+from sarnmt.training.loss import translation_loss
 from sarnmt.utils.precision import precision_context
 
 # (model, batch) -> −log p(y_t) of the batch's gold targets, shape (B, T), zero on padding
@@ -51,7 +51,7 @@ def gradients(model: torch.nn.Module, nll_fn: NllFn, batch: TrainBatch, clip: fl
 def train_step(
     model: torch.nn.Module, nll_fn: NllFn, optimizer: torch.optim.Optimizer, batch: TrainBatch, clip: float | None
 ) -> float:
-    """One training step as :class:`~sarnmt.lit_module.TranslationModule` takes it: :func:`gradients`, then the
+    """One training step as :class:`~sarnmt.training.lit_module.TranslationModule` takes it: :func:`gradients`, then the
     optimizer step.  :returns: the loss."""
     loss = gradients(model, nll_fn, batch, clip)
     optimizer.step()

@@ -30,7 +30,8 @@ from sarnmt.errors import USER_ERROR_STATUS
 class Command:
     """A command: ``sarnmt.<module>``'s ``main``, a Hydra application (``hydra``: it reads its arguments through
     Hydra) or a function of the argument list and the program name (``main(args, prog=...)``) returning the exit
-    status."""
+    status. The commands of the package live in ``sarnmt/cli/`` (``cli.train``); each keeps its published
+    ``python -m sarnmt.train`` path as a thin alias module (:func:`published`)."""
 
     module: str
     summary: str
@@ -38,21 +39,21 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
-    "train": Command("train", "train a translation model (data=, model=, decoder=, optim=, trainer=, ...)"),
-    "translate": Command("translate", "translate plain text with a trained checkpoint"),
-    "evaluate": Command("evaluate", "a checkpoint's BLEU on a corpus split (greedy or beam search)"),
-    "score": Command("score", "BLEU of existing system outputs, with confidence intervals and p-values"),
-    "average": Command("average", "average the weights of several checkpoints"),
-    "params": Command("params", "parameter counts of the models, beside Table 1 and Table 6", hydra=False),
-    "prepare": Command("prepare", "fetch, preprocess and cache a corpus"),
-    "reproduce": Command("reproduce", "run a table's sweep (local, joblib or SLURM) and render the table"),
-    "tables": Command("tables", "render the paper's tables from the sweep's records"),
-    "analyze": Command("analyze", "the paper's analysis (section 8): figures, trees, Table 7", hydra=False),
-    "lm": Command("lm", "train a word-level language model (Table 6)"),
+    "train": Command("cli.train", "train a translation model (data=, model=, decoder=, optim=, trainer=, ...)"),
+    "translate": Command("cli.translate", "translate plain text with a trained checkpoint"),
+    "evaluate": Command("cli.evaluate", "a checkpoint's BLEU on a corpus split (greedy or beam search)"),
+    "score": Command("cli.score", "BLEU of existing system outputs, with confidence intervals and p-values"),
+    "average": Command("cli.average", "average the weights of several checkpoints"),
+    "params": Command("cli.params", "parameter counts of the models, beside Table 1 and Table 6", hydra=False),
+    "prepare": Command("cli.prepare", "fetch, preprocess and cache a corpus"),
+    "reproduce": Command("cli.reproduce", "run a table's sweep (local, joblib or SLURM) and render the table"),
+    "tables": Command("cli.tables", "render the paper's tables from the sweep's records"),
+    "analyze": Command("cli.analyze", "the paper's analysis (section 8): figures, trees, Table 7", hydra=False),
+    "lm": Command("cli.lm", "train a word-level language model (Table 6)"),
     "human": Command("human.cli", "the human evaluation (Table 5): create, serve, export, annotators", hydra=False),
     "bench": Command("bench.__main__", "the speed benchmark of every decoder beside its peers", hydra=False),
     "bench-lm": Command("bench.lm", "training speed of Table 6's language models"),
-    "sweep-job": Command("sweep_job", "one job of a table's sweep (what reproduce launches)"),
+    "sweep-job": Command("cli.sweep_job", "one job of a table's sweep (what reproduce launches)"),
     "sweep-systems": Command("sweep.systems", "the table of every system of a seeds sweep"),
 }
 
@@ -122,9 +123,13 @@ def run(name: str, args: Sequence[str], prog: str | None = None, entry: Callable
 
 def alias(name: str, entry: Callable[..., Any]) -> NoReturn:
     """``python -m sarnmt.<module> args``: the same as ``sarnmt <name> args``."""
-    sys.exit(
-        run(name, sys.argv[1:], prog=f"python -m sarnmt.{COMMANDS[name].module.removesuffix('.__main__')}", entry=entry)
-    )
+    sys.exit(run(name, sys.argv[1:], prog=f"python -m {published(COMMANDS[name].module)}", entry=entry))
+
+
+def published(module: str) -> str:
+    """The ``python -m`` path of a command's module: a command of this package (``cli.train``) keeps the path it was
+    published under (``sarnmt.train``, an alias module), a package's ``__main__`` is run as the package."""
+    return "sarnmt." + module.removeprefix("cli.").removesuffix(".__main__")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

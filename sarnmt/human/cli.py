@@ -68,7 +68,7 @@ def _list(value) -> list:
 
 
 def create(cfg: DictConfig) -> None:
-    from sarnmt.score import system_names
+    from sarnmt.cli.score import system_names
 
     with reported():
         _require(cfg, "create")

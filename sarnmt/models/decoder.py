@@ -27,12 +27,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from sarnmt.kernels import HotSpots, KernelChoice
-from sarnmt.loss import scatter_positions
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.gru import DL4MTGRUCell
 from sarnmt.models.init import init_linear_, normal_
 from sarnmt.models.state import DecoderState, SourceMemory
 from sarnmt.models.variants.base import DecoderVariant
+from sarnmt.training.loss import scatter_positions
 
 
 @dataclass

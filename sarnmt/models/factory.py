@@ -105,7 +105,7 @@ def build_model(
 
 
 def build_language_model(model: Mapping[str, Any] | DictConfig, vocab_size: int) -> nn.Module:
-    """A freshly initialised language model (Table 6; an ``lm_model=`` node, :mod:`sarnmt.models.lm`).
+    """A freshly initialised language model (Table 6; an ``lm_model=`` node, :mod:`sarnmt.lm`).
 
     :raises ModelConfigError: when the node is not a language model (a translation ``model=`` node, say).
     """

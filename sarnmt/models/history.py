@@ -119,7 +119,7 @@ class HistoryAttention(nn.Module):
         self, items: Tensor, queries: Tensor | None, steps: int, window: int, current: bool
     ) -> tuple[Tensor, Tensor]:
         """Every step of a segment of a continuous stream at once, each seeing a window of the items before it
-        (the language models of Table 6, :mod:`sarnmt.models.lm`).
+        (the language models of Table 6, :mod:`sarnmt.lm`).
 
         The last ``steps`` items belong to the segment; the M = N − ``steps`` before them are carried over from
         the previous segment. Query t (0-based) stands at item M + t and sees the ``window`` items ending there

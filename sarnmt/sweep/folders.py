@@ -7,9 +7,9 @@ One job at a time in a folder: :func:`job_lock` holds ``<runs_dir>/.locks/<job i
 kernel releases however the process ends: SIGKILL, preemption, requeue) while the job runs, from claiming the folder
 to writing the record. Of two sweeps of the same table started at once, the first job to take it runs the job; the
 other skips it (:class:`FolderInUse`, naming the holder), and its sweep reports the cells it skipped
-(:func:`lock_holder`). Training inside holds the run folder's own lock as well (:mod:`sarnmt.run_lock`, which cannot
-be nested and covers training only); one it cannot check, left on another host by a job of this cell whose node was
-lost, is removed under the cell's lock (:func:`clear_stale_run_lock`), so that the next sweep resumes the job."""
+(:func:`lock_holder`). Training inside holds the run folder's own lock as well (:mod:`sarnmt.training.run_lock`, which
+cannot be nested and covers training only); one it cannot check, left on another host by a job of this cell whose node
+was lost, is removed under the cell's lock (:func:`clear_stale_run_lock`), so that the next sweep resumes the job."""
 
 from __future__ import annotations
 
@@ -25,10 +25,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sarnmt.errors import UserError
-from sarnmt.run_lock import LOCK_NAME as RUN_LOCK
-from sarnmt.run_lock import launching_process
 from sarnmt.sweep.code import check_resume
 from sarnmt.sweep.records import write_json
+from sarnmt.training.run_lock import LOCK_NAME as RUN_LOCK
+from sarnmt.training.run_lock import launching_process
 
 log = logging.getLogger("sarnmt")
 MARKER = "job.json"
@@ -145,8 +145,8 @@ def job_lock(runs_dir: Path, job_id: str, attempts: int = 3, timeout: float = 60
     """Hold job ``job_id``'s lock inside the block; yields whether this process holds it (False on the ranks beside
     it, and where it cannot be taken).
 
-    The launching process takes it (:func:`sarnmt.run_lock.launching_process`); the other ranks of a SLURM job go on
-    once their rank 0 holds it (and skip when it was refused); ranks started by another launcher run under their
+    The launching process takes it (:func:`sarnmt.training.run_lock.launching_process`); the other ranks of a SLURM job
+    go on once their rank 0 holds it (and skip when it was refused); ranks started by another launcher run under their
     parent's lock. On a file system without ``flock`` (Lustre mounted without it) the job runs unlocked, with a warning.
 
     :raises FolderInUse: another process holds it (named), after ``attempts`` tries half a second apart.
@@ -185,10 +185,10 @@ def job_lock(runs_dir: Path, job_id: str, attempts: int = 3, timeout: float = 60
 
 
 def clear_stale_run_lock(folder: Path) -> None:
-    """Remove the run folder's training lock (:mod:`sarnmt.run_lock`) when another host left it. Only under the
+    """Remove the run folder's training lock (:mod:`sarnmt.training.run_lock`) when another host left it. Only under the
     cell's lock (:func:`job_lock`), which proves that no other job of the cell runs: such a lock is what a job whose
-    node was lost leaves, and :mod:`sarnmt.run_lock` cannot check it from here (it takes over the stale locks of this
-    host and of the same SLURM job requeued by itself)."""
+    node was lost leaves, and :mod:`sarnmt.training.run_lock` cannot check it from here (it takes over the stale locks
+    of this host and of the same SLURM job requeued by itself)."""
     path = folder / RUN_LOCK
     try:
         holder = json.loads(path.read_text())

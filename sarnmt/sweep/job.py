@@ -11,7 +11,7 @@ Folders (named from the job, never from the time):
   id>/<test>.txt.gz`` and ``.tok.txt.gz``: the test translations (detokenised and tokenised).
 
 Running a job again: a complete record with the current hash means nothing to do; otherwise training resumes from
-``checkpoints/last.ckpt`` (written every few minutes, mid-epoch included; see :mod:`sarnmt.resume`) or starts.
+``checkpoints/last.ckpt`` (written every few minutes, mid-epoch included; see :mod:`sarnmt.training.resume`) or starts.
 
 **The selected checkpoint** is the best by the validation rule of the scale (``validation=cost``: the lowest dev
 cost, dl4mt's rule; ``validation=bleu``: the highest greedy dev BLEU). It is decoded with beam search (beam 5, scores
@@ -35,9 +35,9 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
-from sarnmt.checkpoint import load_model
-from sarnmt.evaluate import translate_split
-from sarnmt.lm import train_lm
+from sarnmt.cli.evaluate import translate_split
+from sarnmt.cli.lm import train_lm
+from sarnmt.cli.train import train
 from sarnmt.sweep import stats as sentence_stats
 from sarnmt.sweep.code import check_clean, code_identity
 from sarnmt.sweep.folders import FolderInUse, clear_stale_run_lock, job_lock, now, take_folder
@@ -50,7 +50,7 @@ from sarnmt.sweep.records import (
     write_lines_gz,
 )
 from sarnmt.sweep.spec import Job
-from sarnmt.train import train
+from sarnmt.training.checkpoint import load_model
 from sarnmt.utils.compose import compose
 from sarnmt.utils.device import pick_device
 from sarnmt.utils.instantiate import instantiate_dict

@@ -1,5 +1,5 @@
 """Planning and launching a sweep: which jobs a table needs, which are done, the corpora checked before any job
-starts, and the Hydra multirun of :mod:`sarnmt.sweep_job` that runs the rest with the chosen launcher.
+starts, and the Hydra multirun of :mod:`sarnmt.cli.sweep_job` that runs the rest with the chosen launcher.
 
 Launchers (``launcher=``):
 

@@ -17,11 +17,11 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
-from sarnmt.checkpoint import CheckpointError, load_language_model
 from sarnmt.data.text.codecs import EOS
 from sarnmt.sweep.publish import publish_record
 from sarnmt.sweep.spec import Job
 from sarnmt.sweep.stats import corpus_score
+from sarnmt.training.checkpoint import CheckpointError, load_language_model
 from sarnmt.utils.device import pick_device
 
 
@@ -30,7 +30,7 @@ def line_statistics(net, datamodule, split: str, device: torch.device, progress:
     """Per line of ``split``: ``[summed NLL, words]``, float64 array (lines, 2), the lines in corpus order.
 
     The evaluation loader's columns are contiguous pieces of the stream; their mask-True targets, column by column,
-    are the split's words in order, each once (:mod:`sarnmt.data.loading.lm`)."""
+    are the split's words in order, each once (:mod:`sarnmt.lm.datamodule`)."""
     nlls, masks, targets, state = [], [], [], None
     for batch in tqdm(datamodule.eval_dataloader(split), desc=f"perplexity {split}", disable=not progress):
         batch = batch.to(device)

@@ -59,13 +59,22 @@ HASHED = (
 HASH_NEUTRAL = {("decoding", "min_len"): 0}
 # classes that moved to another module after records were first written: new dotted path -> the path the records were
 # hashed with. A moved class trains the same thing, so every ``_target_`` of the hash view is hashed under its first
-# path and the records written before the move stay current. Add a row (never change one) whenever a class that a
-# config names moves again; checkpoints need no row (they store codec kinds and model configs, not sarnmt.data paths).
+# path and the records written before the move stay current; so do the run identities stored in checkpoints
+# (sarnmt/training/identity.py), and checkpoints whose stored model config names a moved class are read with its new
+# path (sarnmt/training/checkpoint.py). Add a row (never change one) whenever a class that a config names moves again.
 MOVED_TARGETS = {
     # sarnmt.data split into text/, corpora/ and loading/ (issue 17)
     "sarnmt.data.loading.prepared_corpus.CorpusDataModule": "sarnmt.data.corpus_datamodule.CorpusDataModule",
     "sarnmt.data.loading.in_memory.ToyDataModule": "sarnmt.data.text_datamodules.ToyDataModule",
     "sarnmt.data.loading.in_memory.FilesDataModule": "sarnmt.data.text_datamodules.FilesDataModule",
+    # the training side to sarnmt/training/, the language model to sarnmt/lm/ (issue 30)
+    "sarnmt.training.optim.Adadelta": "sarnmt.optim.Adadelta",
+    "sarnmt.lm.datamodule.LanguageModelDataModule": "sarnmt.data.loading.lm.LanguageModelDataModule",
+    "sarnmt.lm.model.RecurrentLM": "sarnmt.models.lm.model.RecurrentLM",
+    "sarnmt.lm.heads.PlainOutput": "sarnmt.models.lm.heads.PlainOutput",
+    "sarnmt.lm.heads.ResidualOutput": "sarnmt.models.lm.heads.ResidualOutput",
+    "sarnmt.lm.daniluk.AttentionOutput": "sarnmt.models.lm.daniluk.AttentionOutput",
+    "sarnmt.lm.daniluk.NgramOutput": "sarnmt.models.lm.daniluk.NgramOutput",
 }
 # keys of `data` that say where files are or how fast they are read, not what is read
 DATA_VOLATILE = ("root", "cache_dir", "workers", "num_workers", "url_base", "checksums", "eval_batch_size")

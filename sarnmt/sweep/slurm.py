@@ -17,9 +17,9 @@ needs:
 
 Preemption and time limits: SLURM sends the job ``--signal`` (SIGUSR2, ``signal_delay_s`` before its end, or at
 preemption with ``SlurmctldParameters=preempt_send_user_signal``); the run checkpoints after the update in progress
-(:mod:`sarnmt.preemption`) and submitit requeues it; ``scontrol requeue`` sends SIGTERM, which checkpoints the same
-way. The requeued job resumes from its ``last.ckpt``. submitit counts a requeue against ``max_num_timeout`` when the
-signal comes in the last 20% of the time limit (the last 10 minutes of limits under 50 minutes: every signal, for
+(:mod:`sarnmt.training.preemption`) and submitit requeues it; ``scontrol requeue`` sends SIGTERM, which checkpoints the
+same way. The requeued job resumes from its ``last.ckpt``. submitit counts a requeue against ``max_num_timeout`` when
+the signal comes in the last 20% of the time limit (the last 10 minutes of limits under 50 minutes: every signal, for
 limits of 10 minutes or less); earlier ones, which it takes for preemptions, do not count.
 """
 

@@ -3,7 +3,7 @@
 A reader never sees a half-written file: until the rename the target is the previous version (or absent), after it
 the complete new one. A write that fails (the disk is full, a quota, a read-only file system) or is interrupted
 removes its temporary file and leaves the target as it was; a failed write raises :class:`~sarnmt.errors.WriteError`
-saying so. Checkpoints (:class:`sarnmt.resume.AtomicCheckpointIO`), averaged checkpoints, results records, the
+saying so. Checkpoints (:class:`sarnmt.training.resume.AtomicCheckpointIO`), averaged checkpoints, results records, the
 outputs of ``translate``, ``evaluate`` and ``score``, and the manifest of a prepared cache are written this way.
 
 What an output path names decides how it is written (:func:`output_target`):

@@ -10,7 +10,7 @@ warning
 naming what was wrong, and built again.
 
 The translation corpora (:func:`sarnmt.data.corpora.preparation.prepare_corpus`) and the language-model corpora
-(:mod:`sarnmt.data.corpora.lm_text`) both prepare through it.
+(:mod:`sarnmt.lm.corpus`) both prepare through it.
 """
 
 from __future__ import annotations

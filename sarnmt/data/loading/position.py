@@ -5,7 +5,7 @@ Lightning stores a DataModule's :meth:`EpochPosition.state_dict` in checkpoints 
 (:meth:`EpochPosition.load_state_dict`) before ``train_dataloader()``; the DataModule's training loader then calls
 :meth:`EpochPosition.skip_done` on its sampler, which skips the batches of the epoch whose update was done. The
 sampler needs ``__len__`` and ``skip_next(count, epoch)`` (:class:`~sarnmt.data.loading.sampler.TokenBatchSampler`,
-:class:`~sarnmt.data.loading.lm_segments.SegmentSampler`).
+:class:`~sarnmt.lm.segments.SegmentSampler`).
 """
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from sarnmt.loss import scatter_positions
 from sarnmt.models.decoder import DecoderOutput, StepOutput
 from sarnmt.models.hot_spots import kernel_choice
 from sarnmt.models.init import normal_
 from sarnmt.models.state import DecoderState, SourceMemory
+from sarnmt.training.loss import scatter_positions
 
 
 class LSTMTranslator(nn.Module):

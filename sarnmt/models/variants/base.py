@@ -92,7 +92,7 @@ class DecoderVariant(nn.Module):
         return self.prev_proj(prev_embs), None
 
     def readout_window(self, items: Tensor, hiddens: Tensor, window: int) -> tuple[Tensor, Tensor | None]:
-        """Hook 2 in a language model (Table 6, :class:`sarnmt.models.lm.heads.ResidualOutput`): every step of a
+        """Hook 2 in a language model (Table 6, :class:`sarnmt.lm.heads.ResidualOutput`): every step of a
         segment of a continuous stream, the history limited to a window and carried across segments.
 
         :param items: the embeddings of the previous words: M carried from the previous segment, then the segment's

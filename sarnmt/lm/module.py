@@ -1,8 +1,8 @@
 """The LightningModule of the language models (Table 6): truncated back-propagation through time over a stream.
 
-Batches are :class:`~sarnmt.data.loading.lm_segments.LMBatch` segments: B columns of the text, T words each, consecutive
+Batches are :class:`~sarnmt.lm.segments.LMBatch` segments: B columns of the text, T words each, consecutive
 segments continuing the same columns. The state a segment ends with (LSTM state and the head's memory,
-:class:`~sarnmt.models.lm.model.LMState`) is carried into the next one without gradients; a batch marked ``first``
+:class:`~sarnmt.lm.model.LMState`) is carried into the next one without gradients; a batch marked ``first``
 starts its columns afresh. Training, validation and test keep separate carried states, so a validation in the
 middle of an epoch leaves training's untouched, and training's is saved in checkpoints, so a run resumed from a
 mid-epoch checkpoint continues exactly.
@@ -20,9 +20,9 @@ from typing import Any
 import lightning as L
 import torch
 
-from sarnmt.lit_module import step_seed
+from sarnmt.lm.model import LMState, RecurrentLM
 from sarnmt.models.factory import count_parameters
-from sarnmt.models.lm.model import LMState, RecurrentLM
+from sarnmt.training.lit_module import step_seed
 
 STATE_KEY = "sarnmt_lm_carried"  # the carried training state in a checkpoint
 
@@ -31,7 +31,8 @@ class LanguageModelModule(L.LightningModule):
     """:param net: the model.  :param optimizer: a partial optimizer (``optim=`` group).
     :param net_config: the resolved model config, stored in checkpoints to rebuild the model.
     :param train_seed: random generators are seeded from (seed, update, rank) before every update, as in
-        translation (:class:`~sarnmt.lit_module.TranslationModule`), so a resumed run draws the same dropout masks.
+        translation (:class:`~sarnmt.training.lit_module.TranslationModule`), so a resumed run draws the same dropout
+        masks.
     """
 
     def __init__(
@@ -47,7 +48,7 @@ class LanguageModelModule(L.LightningModule):
         self.optimizer_factory = optimizer
         self._carried: dict[str, LMState | None] = {"train": None, "val": None, "test": None}
         self._sums = torch.zeros(2, dtype=torch.float64)  # summed NLL, words
-        self.identity: dict[str, Any] | None = None  # the run's identity, stored in checkpoints (sarnmt/identity.py)
+        self.identity: dict[str, Any] | None = None  # the run's identity, stored in checkpoints (training/identity.py)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return self.optimizer_factory(params=self.parameters())

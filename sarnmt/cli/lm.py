@@ -16,12 +16,12 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Timer
 from omegaconf import DictConfig, OmegaConf
 
+from sarnmt.cli.train import fit, output_dir
 from sarnmt.errors import reported
-from sarnmt.identity import resume_point, run_identity
-from sarnmt.lm_module import LanguageModelModule
+from sarnmt.lm.module import LanguageModelModule
 from sarnmt.models.factory import build_language_model, count_parameters, plain_config
-from sarnmt.run_lock import run_lock
-from sarnmt.train import fit, output_dir
+from sarnmt.training.identity import resume_point, run_identity
+from sarnmt.training.run_lock import run_lock
 from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
@@ -50,8 +50,8 @@ def train_lm(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
         per split).
     """
     quiet_known_warnings()
-    with finish_wandb(), run_lock(output_dir(cfg), cfg):  # one run at a time in a run folder (sarnmt/run_lock.py)
-        # a resumed run is the same run as its checkpoint's (sarnmt/identity.py): the config before any data is read
+    with finish_wandb(), run_lock(output_dir(cfg), cfg):  # one run at a time in a run folder (training/run_lock.py)
+        # a resumed run is the same run as its checkpoint's (training/identity.py): the config before any data is read
         resumed = resume_point(cfg.ckpt_path, cfg, task="lm") if cfg.ckpt_path else None
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         datamodule = instantiate(cfg.data)
@@ -102,9 +102,3 @@ def main(cfg: DictConfig) -> float | None:
         result = train_lm(cfg)
     print(report(result), flush=True)
     return result.get("val/ppl")
-
-
-if __name__ == "__main__":  # python -m sarnmt.lm: an alias of sarnmt lm
-    from sarnmt.cli import alias
-
-    alias("lm", main)

@@ -1,5 +1,5 @@
 """The mini English corpus of the language models (Table 6 at scale mini), built from the shared data folder and
-prepared as a corpus folder (:mod:`sarnmt.data.corpora.lm_text`).
+prepared as a corpus folder (:mod:`sarnmt.lm.corpus`).
 
 **Mini corpus** (:func:`prepare_mini`): the English sides under ``root``, Moses-tokenised (sacremoses, ``escape=False``,
 no aggressive dash splitting, no punctuation normalisation) and lowercased, PTB style (numbers are kept, not
@@ -40,15 +40,15 @@ from typing import Any
 
 from sacremoses import MosesDetokenizer, MosesTokenizer
 
-from sarnmt.data.corpora.lm_text import (
+from sarnmt.data.text.reading import read_lines
+from sarnmt.lm.corpus import (
     SPLITS,
     build_prepared,
     cache_key,
     file_stamp,
     prepared_report,
 )
-from sarnmt.data.corpora.lm_vocab import LMCorpusError, VocabSettings
-from sarnmt.data.text.reading import read_lines
+from sarnmt.lm.vocab import LMCorpusError, VocabSettings
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from torch import nn
 from sarnmt.data.loading.batching import Batch
 from sarnmt.decoding.greedy import GreedySearch
 from sarnmt.decoding.search import Search
-from sarnmt.loss import translation_loss
 from sarnmt.models.factory import count_parameters
+from sarnmt.training.loss import translation_loss
 
 
 def step_seed(seed: int, step: int, rank: int = 0) -> int:
@@ -63,7 +63,7 @@ class TranslationModule(L.LightningModule):
         self.net = net
         self.optimizer_factory = optimizer
         self.bleu_signature = ""
-        self.identity: dict[str, Any] | None = None  # the run's identity, stored in checkpoints (sarnmt/identity.py)
+        self.identity: dict[str, Any] | None = None  # the run's identity, stored in checkpoints (training/identity.py)
         self.hypotheses: dict[str, list[str]] = {}
         self._outputs: dict[int, str] = {}
         self._sums = torch.zeros(3, dtype=torch.float64)  # summed NLL, tokens, sentences

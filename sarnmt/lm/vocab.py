@@ -1,4 +1,4 @@
-"""The vocabulary and the token-id streams of a word-level language-model corpus (:mod:`sarnmt.data.corpora.lm_text`
+"""The vocabulary and the token-id streams of a word-level language-model corpus (:mod:`sarnmt.lm.corpus`
 reads the corpus folders and caches what this module builds).
 
 **Vocabulary**, built from the training split only: ``<eos>`` = 0 and ``<unk>`` = 1 (the ids of
@@ -10,7 +10,7 @@ split and are counted (``unk_oov``) apart from the literal ones (``unk_literal``
 
 **Streams.** A split is one int32 array of shape (N,): the words of its non-empty lines in file order, each line
 followed by ``<eos>``; N is the split's ``tokens`` (every one of them is a target once in evaluation,
-:mod:`sarnmt.data.loading.lm`). Per split the report gives ``lines``, ``empty_lines``, ``words``, ``tokens``
+:mod:`sarnmt.lm.datamodule`). Per split the report gives ``lines``, ``empty_lines``, ``words``, ``tokens``
 (words + one ``<eos>`` per non-empty line), ``unk_oov``, ``oov_rate`` (= unk_oov / tokens), ``unk_literal`` and
 ``eos_literal``.
 """

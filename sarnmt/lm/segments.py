@@ -1,5 +1,5 @@
 """A language model's split as parallel streams cut into segments of ``bptt`` tokens, for truncated
-back-propagation through time (what :class:`~sarnmt.data.loading.lm.LanguageModelDataModule` serves).
+back-propagation through time (what :class:`~sarnmt.lm.datamodule.LanguageModelDataModule` serves).
 
 A split's stream ``w_1 .. w_N`` (``<eos>`` after every line) gets one ``<eos>`` in front as the first context,
 ``x = <eos> w_1 .. w_N``; position ``i`` (0 <= i < N) is the pair (input ``x_i``, target ``x_{i+1} = w_{i+1}``), so

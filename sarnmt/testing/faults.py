@@ -1,5 +1,5 @@
-"""Fault injection, for the fault tests (``make faults``) only: a training run that kills itself, signals itself or
-meets a NaN at a chosen update, so the tests can interrupt it at exact points.
+"""Test-only: fault injection for the fault tests (``make faults``), never part of a user's run. A training run
+that kills itself, signals itself or meets a NaN at a chosen update, so the tests can interrupt it at exact points.
 
 Off unless selected: ``python -m sarnmt.train faults=inject faults.kill_at_step=7``
 (``sarnmt/conf/faults/inject.yaml``).
@@ -12,8 +12,9 @@ Steps count updates: "at step k" means after k updates, when update k + 1 is abo
 - ``signal_in_validation_after_step``: send it at the first validation batch after update k instead.
 - ``nan_at_steps``: the gradients of update k + 1 become NaN, for every k listed (a diverged batch).
 - ``pause_at_step`` with ``pause_s``: wait (asleep) up to that many seconds before update k + 1, until a preemption
-  signal arrives (:mod:`sarnmt.preemption`): a run that a scheduler's signal reaches at a known update, whenever the
-  scheduler sends it (the SLURM tests requeue, preempt and time out jobs held there). Nothing it computes changes.
+  signal arrives (:mod:`sarnmt.training.preemption`): a run that a scheduler's signal reaches at a known update,
+  whenever the scheduler sends it (the SLURM tests requeue, preempt and time out jobs held there). Nothing it computes
+  changes.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from sarnmt.preemption import Preemption
+from sarnmt.training.preemption import Preemption
 
 
 class FaultInjection(Callback):

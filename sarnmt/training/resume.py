@@ -10,8 +10,8 @@ checkpoint (``last.ckpt``) written often, mid-epoch included.
 
 Mid-epoch resumption also needs the training batches the epoch has not yet seen: the DataModule keeps that in the
 checkpoint (:meth:`sarnmt.data.loading.translation.TranslationDataModule.state_dict`), and dropout masks are a function
-of the seed and the step (:meth:`sarnmt.lit_module.TranslationModule.on_train_batch_start`), so a resumed run trains on
-what the uninterrupted run would have.
+of the seed and the step (:meth:`sarnmt.training.lit_module.TranslationModule.on_train_batch_start`), so a resumed run
+trains on what the uninterrupted run would have.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
-"""The Lightning DataModule of a word-level language model: a prepared corpus (:mod:`sarnmt.data.corpora.lm_text`)
+"""The Lightning DataModule of a word-level language model: a prepared corpus (:mod:`sarnmt.lm.corpus`)
 walked as parallel streams in segments of ``bptt`` tokens, for truncated back-propagation through time (the layout:
-:mod:`sarnmt.data.loading.lm_segments`).
+:mod:`sarnmt.lm.segments`).
 
 - **Sharding**: under DDP rank ``r`` of ``R`` takes the training columns ``r*B/R .. (r+1)*B/R - 1`` (B must be
   divisible by R); validation and test are not sharded: every rank sees the whole split.
 - **Mid-epoch resume**: as :class:`sarnmt.data.loading.translation.TranslationDataModule`:
   :meth:`~LanguageModelDataModule.state_dict` records ``{"epoch", "batches_done"}`` in checkpoints, and the resumed
-  run's training loader starts at segment ``batches_done`` (:meth:`~sarnmt.data.loading.lm_segments.SegmentSampler.
-  skip_next`). The state a model carries across segments is the model's: :class:`sarnmt.lm_module.LanguageModelModule`
+  run's training loader starts at segment ``batches_done`` (:meth:`~sarnmt.lm.segments.SegmentSampler.
+  skip_next`). The state a model carries across segments is the model's: :class:`sarnmt.lm.module.LanguageModelModule`
   keeps it in its checkpoints, so a resumed run continues bit for bit (only segment 0 is the streams' start: ``first``).
 
-Lightning moves the :class:`~sarnmt.data.loading.lm_segments.LMBatch` es to the device with their ``to``.
+Lightning moves the :class:`~sarnmt.lm.segments.LMBatch` es to the device with their ``to``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import numpy as np
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from torch.utils.data import DataLoader, Sampler
 
-from sarnmt.data.corpora.lm_mini import prepare_mini
-from sarnmt.data.corpora.lm_text import (
+from sarnmt.data.loading.position import EpochPosition
+from sarnmt.errors import InputError
+from sarnmt.lm.corpus import (
     SPLITS,
     PreparedCorpus,
     format_report,
@@ -32,10 +33,9 @@ from sarnmt.data.corpora.lm_text import (
     prepare_folder,
     prepare_toy,
 )
-from sarnmt.data.corpora.lm_vocab import VocabSettings
-from sarnmt.data.loading.lm_segments import Segments, SegmentSampler, eval_columns, training_columns
-from sarnmt.data.loading.position import EpochPosition
-from sarnmt.errors import InputError
+from sarnmt.lm.mini import prepare_mini
+from sarnmt.lm.segments import Segments, SegmentSampler, eval_columns, training_columns
+from sarnmt.lm.vocab import VocabSettings
 from sarnmt.utils.paths import resolve_path
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class LanguageModelDataModule(EpochPosition, L.LightningDataModule):
     @property
     def report(self) -> dict[str, Any]:
         """The preparation report: ``corpus``, ``source``, ``cache``, ``vocab`` and per-split ``splits`` counts
-        (``tokens``, ``unk_oov``, ``oov_rate``, ...; :mod:`sarnmt.data.corpora.lm_vocab`); empty before the corpus is
+        (``tokens``, ``unk_oov``, ``oov_rate``, ...; :mod:`sarnmt.lm.vocab`); empty before the corpus is
         prepared."""
         if self._prepared is None:
             return dict(self._report)

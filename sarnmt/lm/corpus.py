@@ -1,5 +1,5 @@
 """Corpora for word-level language models: a corpus folder (WikiText, PTB), the mini English corpus
-(:mod:`sarnmt.data.corpora.lm_mini`) or the toy corpus, turned into token-id streams and cached.
+(:mod:`sarnmt.lm.mini`) or the toy corpus, turned into token-id streams and cached.
 
 **Folder layout.** A folder holds three already-tokenised UTF-8 text files, one per split; the accepted names are, per
 split (exactly one of them must be present): ``train``: ``wiki.train.tokens``, ``ptb.train.txt``, ``train.txt``;
@@ -11,9 +11,9 @@ skipped and counted. Errors, one line each (:class:`LMCorpusError`, an :class:`~
 split names the folder, the split and the file names looked for; an empty split names its file; bytes that are not
 UTF-8 name the file and the line (:mod:`sarnmt.data.text.reading`).
 
-**Vocabulary and streams**: :mod:`sarnmt.data.corpora.lm_vocab` (built from the training split only).
+**Vocabulary and streams**: :mod:`sarnmt.lm.vocab` (built from the training split only).
 
-**Mini corpus**: :mod:`sarnmt.data.corpora.lm_mini` builds an English corpus from ``../shared/data`` and
+**Mini corpus**: :mod:`sarnmt.lm.mini` builds an English corpus from ``../shared/data`` and
 prepares it here. **Toy corpus** (:func:`prepare_toy`): the toy translation corpus's target side.
 
 Cache: ``<cache_dir>/lm-<name>-<key>/`` (``name``: ``mini``, or the folder's name), ``key`` a hash of the settings
@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from sarnmt.data.corpora import manifest as manifest_file
-from sarnmt.data.corpora.lm_vocab import LMCorpusError, VocabSettings, build_vocab, encode_lines, word_counts
 from sarnmt.data.corpora.prepared_cache import build_once
 from sarnmt.data.corpora.toy import generate_toy_corpus
 from sarnmt.data.text.reading import read_lines
+from sarnmt.lm.vocab import LMCorpusError, VocabSettings, build_vocab, encode_lines, word_counts
 from sarnmt.utils.atomic import write_text
 
 log = logging.getLogger(__name__)

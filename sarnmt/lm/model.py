@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from sarnmt.lm.heads import OutputHead
 from sarnmt.models.init import init_linear_, init_recurrent_, normal_, normal_std
-from sarnmt.models.lm.heads import OutputHead
 
 
 @dataclass(frozen=True)

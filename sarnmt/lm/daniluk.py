@@ -9,9 +9,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from sarnmt.lm.heads import ModelConfigError, OutputHead
 from sarnmt.models.history import HistoryAttention
 from sarnmt.models.init import init_linear_
-from sarnmt.models.lm.heads import ModelConfigError, OutputHead
 
 
 class AttentionOutput(OutputHead):

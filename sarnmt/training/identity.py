@@ -35,8 +35,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from sarnmt.checkpoint import CheckpointError, read_checkpoint
 from sarnmt.sweep.records import hash_view
+from sarnmt.training.checkpoint import CheckpointError, read_checkpoint
 
 log = logging.getLogger("sarnmt")
 IDENTITY_VERSION = 1

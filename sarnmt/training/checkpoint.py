@@ -1,8 +1,8 @@
 """Loading sarnmt checkpoints without unpickling arbitrary objects (``torch.load(weights_only=True)``).
 
 A sarnmt checkpoint is a Lightning checkpoint whose ``"sarnmt"`` entry (written by
-:meth:`sarnmt.lit_module.TranslationModule.on_save_checkpoint`) holds what is needed to rebuild the model and its
-text codecs::
+:meth:`sarnmt.training.lit_module.TranslationModule.on_save_checkpoint`) holds what is needed to rebuild the model and
+its text codecs::
 
     checkpoint["sarnmt"] = {"net_config": {"model": {...}, "decoder": {...}, "src_vocab_size": int,
                                            "tgt_vocab_size": int},
@@ -31,8 +31,11 @@ from sarnmt.data.text.codec_state import codecs_from_state
 from sarnmt.data.text.codecs import TextCodec
 from sarnmt.errors import UserError
 from sarnmt.models.factory import ModelConfigError, build_language_model, build_model
+from sarnmt.sweep.records import MOVED_TARGETS
 
 NET_PREFIX = "net."
+# a class's path before it moved -> its path now (the rows of MOVED_TARGETS): a stored model config may name either
+CURRENT_TARGETS = {first: now for now, first in MOVED_TARGETS.items()}
 
 
 class CheckpointError(UserError, ValueError):
@@ -110,7 +113,22 @@ def read_checkpoint(path: str | Path, task: str = "translation", mmap: bool = Fa
     )
     if not isinstance(net_config, dict) or any(key not in net_config for key in required):
         raise CheckpointError(f"checkpoint {path} is not a sarnmt checkpoint: 'sarnmt.net_config' lacks {required}")
+    info["net_config"] = current_targets(net_config)  # written before a class it names moved: read as today's
     return checkpoint
+
+
+def current_targets(node: Any) -> Any:
+    """``node`` with every ``_target_`` that names a class by the path it had before it moved
+    (:data:`~sarnmt.sweep.records.MOVED_TARGETS`, e.g. a language model of a checkpoint written when it lived in
+    ``sarnmt.models.lm``) set to the class's path now."""
+    if isinstance(node, dict):
+        return {
+            k: CURRENT_TARGETS.get(v, v) if k == "_target_" and isinstance(v, str) else current_targets(v)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [current_targets(v) for v in node]
+    return node
 
 
 def build_net(net_config: dict[str, Any], path: str | Path = "<checkpoint>", kernels: str = "auto") -> nn.Module:

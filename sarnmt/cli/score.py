@@ -1,0 +1,110 @@
+"""Score existing system outputs: ``python -m sarnmt.score ref=REF hyps=[BASE,SYS1,...] [tokenize=none]
+[lowercase=true]``.
+
+The first system is the baseline. Prints a Markdown table with BLEU, its 95% confidence interval and three
+p-values against the baseline (see :mod:`sarnmt.evaluation.significance`). :func:`score` is a pure function of
+the config; :func:`main` is the Hydra entry point.
+
+Files are read strictly (:mod:`sarnmt.data.text.reading`: lines end at ``\\n`` only, CRLF read as LF, empty lines kept
+as empty lines, non-UTF-8 bytes refused naming the file and line); a hypothesis file whose line count differs from the
+reference's, an empty reference and a folder given as a file are refused with one line naming them. Resample counts
+(``n_bootstrap``, ``n_randomization``) are 1 to 1,000,000 (:data:`sarnmt.evaluation.significance.MAX_RESAMPLES`),
+resampled in bounded memory; the signature gives the counts used. ``output=`` is checked before scoring, and its
+``.md`` and ``.json`` are written together (:func:`sarnmt.utils.atomic.atomic_files`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import to_absolute_path
+from omegaconf import DictConfig, OmegaConf
+
+from sarnmt.data.text.reading import read_lines
+from sarnmt.errors import InputError, reported
+from sarnmt.evaluation.bleu import TOKENIZERS, check_parallel
+from sarnmt.evaluation.significance import check_samples, compare_systems, markdown_table
+from sarnmt.utils.atomic import atomic_files, check_output
+from sarnmt.utils.compose import hydra_main
+
+
+def system_names(paths: list[str]) -> list[str]:
+    """Short names: the dot-separated parts of the file names that are not shared by every system
+    (``newstest2013.baseline.en.gz`` → ``baseline``); the full file names when that leaves nothing."""
+    parts = [Path(p).name.split(".") for p in paths]
+    if len(paths) < 2:
+        return [Path(p).name for p in paths]
+    head = 0
+    while all(len(q) > head and q[head] == parts[0][head] for q in parts):
+        head += 1
+    tail = 0
+    while all(len(q) - head > tail and q[-1 - tail] == parts[0][-1 - tail] for q in parts):
+        tail += 1
+    names = [".".join(q[head : len(q) - tail]) for q in parts]
+    return names if all(names) and len(set(names)) == len(names) else [Path(p).name for p in paths]
+
+
+def _path(path: str) -> str:
+    from hydra.core.hydra_config import HydraConfig
+
+    return to_absolute_path(path) if HydraConfig.initialized() else path
+
+
+def score(cfg: DictConfig) -> dict[str, Any]:
+    """:returns: ``{"table": markdown, "signature": ..., "systems": [row dicts]}``."""
+    check_samples(cfg.n_bootstrap, cfg.n_randomization)
+    if cfg.tokenize not in TOKENIZERS:
+        raise InputError(f"tokenize={cfg.tokenize}: not a tokenizer; one of {', '.join(TOKENIZERS)}")
+    out = Path(_path(cfg.output)) if cfg.output else None
+    if out is not None:
+        check_output(out.with_suffix(".md"), "output")
+        check_output(out.with_suffix(".json"), "output")
+    hyp_paths = list(cfg.hyps) if not isinstance(cfg.hyps, str) else [cfg.hyps]
+    if not hyp_paths:
+        raise InputError("hyps is empty: give hyps=[baseline.txt,system.txt,...]")
+    names = list(cfg.names) if cfg.names is not None else system_names(hyp_paths)
+    if len(names) != len(hyp_paths):
+        raise InputError(f"names has {len(names)} entries but hyps has {len(hyp_paths)}")
+    refs = read_lines(_path(cfg.ref))
+    if not refs:
+        raise InputError(f"reference {cfg.ref} is empty: there is nothing to score")
+    systems = []
+    for path in hyp_paths:
+        hyps = read_lines(_path(path))
+        check_parallel(hyps, refs, path, cfg.ref)
+        systems.append(hyps)
+    results, signature = compare_systems(
+        names,
+        systems,
+        refs,
+        tokenize=cfg.tokenize,
+        lowercase=cfg.lowercase,
+        n_bootstrap=cfg.n_bootstrap,
+        n_randomization=cfg.n_randomization,
+    )
+    record = {
+        "ref": cfg.ref,
+        "hyps": hyp_paths,
+        "signature": signature,
+        "table": markdown_table(results, signature),
+        "systems": [vars(r) for r in results],
+        "settings": OmegaConf.to_container(cfg, resolve=True),
+    }
+    if out is not None:
+        with atomic_files() as files:  # both or neither
+            files.open(out.with_suffix(".md"), "w", "output").write(record["table"] + "\n")
+            text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
+            files.open(out.with_suffix(".json"), "w", "output").write(text)
+    return record
+
+
+@hydra_main("score")
+def main(cfg: DictConfig) -> None:
+    os.environ.setdefault("SACREBLEU_SEED", "12345")
+    logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-test progress lines
+    with reported():
+        print(score(cfg)["table"], flush=True)

@@ -1,0 +1,106 @@
+"""Render the paper's tables from the sweep's records: ``python -m sarnmt.tables table=1 scale=mini``.
+
+Prints each table as Markdown and writes ``<results_dir>/tables/table<N>.{md,tex,csv,png}``; with ``wandb.log=true``
+also logs it as a W&B Table in a summary run (group ``table<N>-<scale>``, job type ``summary``). The cells, the
+significance tests and the formats are :mod:`sarnmt.sweep.cells`, :mod:`sarnmt.sweep.stats` and
+:mod:`sarnmt.sweep.render`.
+
+The markers are the seed-aware test, a two-level paired bootstrap over runs and test sentences (one-sided;
+``significance.resamples`` resamples, 10,000 by default, from numpy's generator seeded ``significance.seed``), and
+the paper's t-test, sentence-level with seeds pooled. A cell never averages runs of different code unless
+``allow_mixed_code=true`` (off by default), which the footer then states.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hydra.utils import to_absolute_path
+from omegaconf import DictConfig
+
+from sarnmt.errors import reported
+from sarnmt.sweep import figure, render
+from sarnmt.sweep.cells import TableSettings, collect
+from sarnmt.sweep.records import write_atomic
+from sarnmt.sweep.seed_tests import Resampling
+from sarnmt.sweep.spec import available_tables, load_scale, load_table
+from sarnmt.utils.compose import hydra_main
+
+
+def render_tables(
+    numbers: list[int],
+    scale_name: str,
+    results_dir: Path,
+    write: bool = True,
+    plot: bool = True,
+    out=None,
+    wandb_settings: dict | None = None,
+    settings: TableSettings | None = None,
+) -> dict[int, str]:
+    """:returns: ``{table number: Markdown}``; writes the files when ``write``. ``settings``: the resamples and
+    generator seed of the bootstrap tests and ``allow_mixed_code`` (default: 10,000, 12345, off)."""
+    settings = settings or TableSettings()
+    out = out or sys.stdout  # the stream of the call, not of the import (tests run the command in their process)
+    scale = load_scale(scale_name)
+    rendered = {}
+    for number in numbers:
+        table = load_table(number)
+        cells = collect(table, scale, results_dir, settings)
+        text = render.markdown(table, scale, cells, settings)
+        print(text, file=out, flush=True)
+        if write:
+            folder = results_dir / "tables"
+            write_atomic(folder / f"table{number}.md", text.encode())
+            write_atomic(folder / f"table{number}.tex", render.latex(table, scale, cells, settings).encode())
+            write_atomic(folder / f"table{number}.csv", render.csv_text(table, scale, cells, settings).encode())
+            if plot:
+                figure.plot(table, scale, cells, folder / f"table{number}.png")
+            print(f"written: {folder}/table{number}.{{md,tex,csv{',png' if plot else ''}}}", file=out)
+        if wandb_settings is not None:
+            log_wandb(table.number, scale.name, render.csv_text(table, scale, cells, settings), text, wandb_settings)
+        rendered[number] = text
+    return rendered
+
+
+def log_wandb(number: int, scale: str, csv_text: str, markdown: str, settings: dict) -> None:
+    """One summary run per table: the cells as a W&B Table, the Markdown as a text artifact of the run."""
+    import csv
+
+    import wandb
+
+    rows = list(csv.reader(csv_text.splitlines()))
+    run = wandb.init(
+        project=settings["project"],
+        group=f"table{number}-{scale}",
+        job_type="summary",
+        name=f"table{number}-{scale}",
+        tags=[scale, f"table{number}"],
+        mode="offline" if settings.get("offline", True) else "online",
+        dir=settings["save_dir"],
+        reinit="finish_previous",
+    )
+    run.log({f"table{number}": wandb.Table(columns=rows[0], data=rows[1:])})
+    run.summary["markdown"] = markdown
+    run.finish()
+
+
+@hydra_main("tables")
+def main(cfg: DictConfig) -> None:
+    with reported():
+        numbers = available_tables() if str(cfg.table) == "all" else [load_table(cfg.table).number]
+        wandb_settings = None
+        if cfg.wandb.log:
+            wandb_settings = {**cfg.wandb, "save_dir": to_absolute_path(cfg.wandb.save_dir)}
+            Path(wandb_settings["save_dir"]).mkdir(parents=True, exist_ok=True)
+        render_tables(
+            numbers,
+            cfg.scale,
+            Path(to_absolute_path(cfg.results_dir)),
+            cfg.write,
+            cfg.plot,
+            wandb_settings=wandb_settings,
+            settings=TableSettings(
+                Resampling(cfg.significance.resamples, cfg.significance.seed), allow_mixed_code=cfg.allow_mixed_code
+            ),
+        )
