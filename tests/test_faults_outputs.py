@@ -80,9 +80,10 @@ def test_translate_writes_through_a_fifo_and_leaves_it_a_fifo(capsys, tmp_path):
     reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
     reader.start()
     outcome = _translate(capsys, f"output={fifo}")
-    if reader.is_alive():  # translate never opened it: let the reader go
+    reader.join(timeout=60)  # it ends once translate's write side is closed (a reader just ending has no FIFO open)
+    if reader.is_alive():  # translate never opened it: the reader still waits in open(); let it go
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-    reader.join(timeout=60)
+        reader.join(timeout=60)
     assert outcome.code == 0, outcome.err
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and received == [expected.encode()]
 
