@@ -63,6 +63,16 @@ def test_train_and_params_refuse_a_pair_that_does_not_go_together_in_one_line():
     assert out.returncode == 0 and "| self_attentive_content |" in out.stdout and "memory_rnn" not in out.stdout
 
 
+def test_an_unknown_kernels_choice_is_one_line_before_any_data_is_read(tmp_path):
+    # the corpus folder does not exist: reading it would be a different error
+    args = ["kernels=fast", "data=multi30k_en_de", f"data.root={tmp_path / 'absent'}", f"hydra.run.dir={tmp_path}"]
+    out = _run(["sarnmt.train", *args])
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        "error: kernels='fast' is not a choice: use one of auto, fused, plain (sarnmt/kernels/)"
+    )
+
+
 def test_train_help_lists_groups():
     out = _run(["sarnmt.train", "--help"])
     assert out.returncode == 0

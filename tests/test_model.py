@@ -9,6 +9,7 @@ import torch
 
 from sarnmt.cli.params import compose_params, count
 from sarnmt.decoding.greedy import greedy_decode
+from sarnmt.errors import InputError
 from sarnmt.kernels import KernelChoice
 from sarnmt.kernels import attention as attention_kernels
 from sarnmt.kernels.attention import scores_in_chunks
@@ -344,7 +345,7 @@ def test_kernel_choice_is_resolved_in_one_place():
     assert not any(vars(kernel_choice("plain").flags(cpu)).values())
     assert searched.sigmoid_tanh and auto.flags(cpu).sigmoid_tanh
     assert not auto._flags_by_call[(True, False)].sigmoid_tanh  # a GPU keeps PyTorch's tanh
-    with pytest.raises(ValueError, match=r"kernels must be one of \('auto', 'fused', 'plain'\), got 'fast'"):
+    with pytest.raises(InputError, match=r"^kernels='fast' is not a choice: use one of auto, fused, plain"):
         kernel_choice("fast")
     # each flag puts its registered kernel on its hot spot; the others keep the model's equations
     assert kernel_choice("plain")(cpu) is EQUATIONS

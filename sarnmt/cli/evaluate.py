@@ -40,6 +40,7 @@ from sarnmt.decoding.search import Search, build_search
 from sarnmt.decoding.stream import decode_stream
 from sarnmt.errors import InputError, check_range, reported
 from sarnmt.evaluation.bleu import Score, corpus_bleu, corpus_chrf
+from sarnmt.kernels.choice import check_choice
 from sarnmt.training.checkpoint import load_model
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import atomic_files, check_folder
@@ -124,6 +125,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
 
     :raises InputError: for a setting out of range or an ``output_dir`` that cannot be a folder, before decoding."""
     check_precision(cfg.precision)
+    check_choice(cfg.kernels)
     check_range("batch_size", cfg.batch_size, 1)
     check_folder(cfg.output_dir, "output_dir")
     search = build_search(cfg.decoding)

@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.cli.average import average_checkpoints, last_checkpoints
 from sarnmt.errors import InputError, reported
+from sarnmt.kernels.choice import check_choice
 from sarnmt.models.factory import build_model, check_combination, count_parameters, net_config
 from sarnmt.training.identity import resume_point, run_identity
 from sarnmt.training.lit_module import TranslationModule
@@ -59,6 +60,7 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
     with finish_wandb(), run_lock(output_dir(cfg), cfg):  # one run at a time in a run folder
         check_averaging(cfg)
         check_combination(cfg.model, cfg.decoder)  # before any data is read
+        check_choice(cfg.kernels)
         resumed = resume_point(cfg.ckpt_path, cfg) if cfg.ckpt_path else None  # the same run's checkpoint?
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         datamodule = instantiate(cfg.data)

@@ -61,6 +61,7 @@ from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.search import build_search
 from sarnmt.decoding.stream import Translation, decode_stream
 from sarnmt.errors import InputError, check_range, reported
+from sarnmt.kernels.choice import check_choice
 from sarnmt.training.checkpoint import CheckpointError, load_model
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import AtomicFiles, atomic_files, check_output
@@ -188,6 +189,7 @@ def translate(cfg: DictConfig, stdin: IO[Any] | None = None, stdout: TextIO | No
     limit = InputLimit(cfg.max_input_tokens, cfg.truncate_long_input, max_line_bytes=max_line_bytes)
     check_range("batch_size", cfg.batch_size, 1)
     check_range("nbest", cfg.nbest, 1)
+    check_choice(cfg.kernels)
     search = build_search(cfg.decoding)
     if cfg.nbest > search.beam_size:
         raise InputError(

@@ -18,9 +18,18 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from sarnmt.errors import InputError
 from sarnmt.kernels.registry import resolve
 
 CHOICES = ("auto", "fused", "plain")
+
+
+def check_choice(choice: str) -> None:
+    """Refuse a ``kernels=`` value that is not a choice; commands call it before they read any data.
+
+    :raises InputError: naming the key, the value and the choices."""
+    if choice not in CHOICES:
+        raise InputError(f"kernels={choice!r} is not a choice: use one of {', '.join(CHOICES)} (sarnmt/kernels/)")
 
 
 @dataclass(frozen=True)
@@ -80,12 +89,11 @@ class KernelChoice:
 
     :param choice: ``auto``, ``fused`` or ``plain``.
     :param equations: the model's own implementation of every hot spot (``kernels=plain`` runs them alone).
-    :raises ValueError: for another ``choice``.
+    :raises InputError: for another ``choice`` (:func:`check_choice`).
     """
 
     def __init__(self, choice: str, equations: HotSpots) -> None:
-        if choice not in CHOICES:
-            raise ValueError(f"kernels must be one of {CHOICES}, got {choice!r}")
+        check_choice(choice)
         self.choice = choice
         self.equations = equations
         self.override()
