@@ -8,11 +8,12 @@ import platform
 import pytest
 import torch
 
+from sarnmt.bench import decode
 from sarnmt.bench.__main__ import compose_bench, main
 from sarnmt.bench.decode import evenly_spaced
 from sarnmt.bench.report import checks, markdown
-from sarnmt.bench.run import bench
-from sarnmt.bench.workload import corpus_workload, hashed_ids, sorted_batches, synthetic_workload
+from sarnmt.bench.run import bench, bench_model
+from sarnmt.bench.workload import corpus_workload, hashed_ids, make_workload, sorted_batches, synthetic_workload
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.precision import native_bf16
 from tests.conftest import ROOT
@@ -109,13 +110,13 @@ def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
     assert all(len(s["length"]) == 2 and len(s["batch"]) == 2 for s in record["series"].values())
     table = markdown(record)
     assert "workload **multi30k**" in table and "workload **wmt**" in table
-    # a row in each workload's table and in its ratios to the plain peer (which the LSTM system has not)
-    assert table.count("| self_attentive_rnn | ") == 4 and table.count("| lstm_input_feeding_tiny | ") == 2
+    # a row in each workload's table and in its ratios to each peer (which the LSTM system has not)
+    assert table.count("| self_attentive_rnn | ") == 2 * 3 and table.count("| lstm_input_feeding_tiny | ") == 2
     assert "as the plain peer (target ≥ 1.5×)" in table and "as the textbook reference (target ≥ 2.0×)" in table
     assert "the matrix-product work" in table and "without the optimizer step" in table
     # each workload's ratios to the plain peer, measured in the same run
-    assert table.count("sarnmt ÷ the plain peer on ") == 2
-    assert "| decoder | training × plain | greedy × plain | beam5 × plain |" in table
+    assert table.count("sarnmt ÷ the plain peer on ") == 2 and table.count("sarnmt ÷ the textbook reference on ") == 2
+    assert "| decoder | training × plain | model only × plain | greedy × plain | beam5 × plain |" in table
     v = short["variants"][0]
     assert f"| baseline | {v['train_tok_s'] / v['plain_train_tok_s']:.2f}× | " in table
     # sarnmt steps with its fused Adadelta, the peers with PyTorch's, both with the paper's settings
@@ -242,3 +243,25 @@ def test_workloads(tmp_path):
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 def test_keep_freed_memory_is_accepted_by_glibc():
     assert keep_freed_memory() is True
+
+
+def test_every_round_times_each_search_once_in_alternating_order(monkeypatch):
+    """sarnmt's searches and its peers' take turns within each repeat, the order reversed every other repeat."""
+    cfg, systems = compose_bench([CHECKOUT_PEERS, *TINY, "decoders=[baseline]", "systems=[]", "repeats=3"])
+    calls = []
+
+    def fake_timed(fn, device):  # records which search each timing ran, and whether one sentence at a time
+        calls.append((fn.args[0], fn.func.__name__))
+        return 1.0
+
+    monkeypatch.setattr(decode, "timed", fake_timed)
+    workload = make_workload(cfg.lengths.multi30k, cfg.vocab, 32, cfg.seed)
+    system = systems["baseline"]
+    model = bench_model(cfg, system, torch.device("cpu"))
+    decode.decode_rates(cfg, model, sorted_batches(workload.pairs, 8, 1), system.peers)
+    batched = [search for search, how in calls if how == "run"]
+    assert len(batched) == 3 * 4 and len(set(map(id, batched[:4]))) == 4  # greedy, beam5, plain_greedy, plain_beam5
+    first = batched[:4]
+    assert batched[4:8] == first[::-1] and batched[8:] == first
+    singles = [search for search, how in calls if how == "run_each"]
+    assert len(singles) == 3 * 2 and set(map(id, singles)) == set(map(id, first[:2]))  # sarnmt's own only

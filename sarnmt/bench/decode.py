@@ -49,7 +49,9 @@ def decode_rates(
     cfg: DictConfig, model: nn.Module, batches: list[TrainBatch], peers: Mapping[str, Peer]
 ) -> dict[str, float]:
     """Sentences/s of every search of :func:`searches` on the sources of the median-length batch: ``<name>_batched``
-    for all, ``<name>_single`` (one sentence at a time, ``decode.single`` of them) for sarnmt's own.
+    for all, ``<name>_single`` (one sentence at a time, ``decode.single`` of them) for sarnmt's own; medians over
+    ``repeats`` rounds, each round timing every search once, in reverse order every other round (sarnmt and its peers
+    interleaved, as in training).
 
     :param peers: the peers that implement ``model``."""
     device = batches[0].src.device
@@ -66,15 +68,20 @@ def decode_rates(
         for sentence in group:
             run(search, [sentence])
 
+    timed_searches = searches(cfg, peers)
+    batched: dict[str, list[tuple[float, float]]] = {name: [] for name in timed_searches}
+    one_by_one: dict[str, list[tuple[float, float]]] = {name: [] for name, (_, own) in timed_searches.items() if own}
     with precision_context(device, cfg.precision), torch.no_grad():
-        for name, (search, own) in searches(cfg, peers).items():
+        for search, _ in timed_searches.values():
             run(search, sources[:1])  # warm-up
-            batched, one_by_one = [], []
-            for _ in range(cfg.repeats):
-                batched.append((len(sources), timed(partial(run, search, sources), device)))
-                if own:
-                    one_by_one.append((len(single), timed(partial(run_each, search, single), device)))
-            rates[f"{name}_batched"] = median_rate(batched)
-            if own:
-                rates[f"{name}_single"] = median_rate(one_by_one)
+        order = list(timed_searches.items())
+        for repeat in range(cfg.repeats):  # every search once per repeat: a slow spell of the machine slows all alike
+            for name, (search, _) in order if repeat % 2 == 0 else order[::-1]:  # no one always first or last
+                batched[name].append((len(sources), timed(partial(run, search, sources), device)))
+                if name in one_by_one:
+                    one_by_one[name].append((len(single), timed(partial(run_each, search, single), device)))
+    for name in timed_searches:
+        rates[f"{name}_batched"] = median_rate(batched[name])
+        if name in one_by_one:
+            rates[f"{name}_single"] = median_rate(one_by_one[name])
     return rates

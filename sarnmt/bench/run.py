@@ -43,6 +43,7 @@ from sarnmt.bench.measure import (
 from sarnmt.bench.peer import Peer
 from sarnmt.bench.profile import profile_steps
 from sarnmt.bench.workload import TrainBatch, fixed_batch, make_workload, sorted_batches
+from sarnmt.kernels.choice import check_choice
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.factory import build_model, count_parameters
 from sarnmt.utils.allocator import keep_freed_memory
@@ -83,8 +84,9 @@ def train_rates(
 
     sarnmt steps with ``optim``, the peers with ``reference_optim`` (PyTorch's stock optimizer, as their users
     would), each its own optimizer state over the shared weights. One step of every (variant, implementation) pair
-    on each batch in turn, repeated: all figures see the same machine state, so their ratios hold on a shared
-    machine. The optimizer step is timed apart from the rest of the step as well.
+    on each batch in turn, repeated, in reverse order every other repeat: all figures see the same machine state and
+    none always follows the same neighbour, so their ratios hold on a shared machine. The optimizer step is timed
+    apart from the rest of the step as well.
 
     :returns: {variant: {implementation: {"tok_s": whole steps, "model_tok_s": forward, loss, backward and clipping
         only, "optimizer_ms": milliseconds per optimizer step}}}.
@@ -106,10 +108,10 @@ def train_rates(
             for batch in batches[: cfg.warmup]:
                 train_step(models[name], nll_of(systems[name], impl), optimizers[(name, impl)], batch, cfg.clip)
                 progress.update()
-        for _ in range(cfg.repeats):
+        for repeat in range(cfg.repeats):
             totals = {run: [0.0, 0.0, 0.0] for run in runs}  # tokens, seconds before the optimizer, optimizer
             for batch in batches:
-                for name, impl in runs:
+                for name, impl in runs if repeat % 2 == 0 else runs[::-1]:  # no one always first or last
                     total = totals[(name, impl)]
                     total[0] += batch.tokens
                     nll_fn = nll_of(systems[name], impl)
@@ -271,6 +273,7 @@ def bench(cfg: DictConfig, systems: dict[str, System]) -> dict[str, Any]:
         torch.set_num_threads(int(cfg.threads))
     device = resolve_device(cfg.device)
     check_hardware(device, cfg.precision)
+    check_choice(cfg.kernels)
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()
     record: dict[str, Any] = {
