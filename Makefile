@@ -64,6 +64,11 @@ bench:  ## ~5 min: the six decoders at Multi30K lengths, each one's ratios to th
 bench-full:  ## ~30 min: both workloads, LSTM systems, plain + textbook peers, 5 repeats, plots (bench_preset=full)
 	$(PY) -m sarnmt.bench bench_preset=full $(BENCH_PEERS) $(ARGS)
 
+# REF is required; both trees step with sarnmt's Adadelta of now, so the ratios compare the model and search code
+bench-commit:  ## ~5 min: sarnmt now ÷ sarnmt at REF=<commit>, in one process on the same batches and weights
+	@test -n "$(REF)" || { echo "error: make bench-commit needs REF=<commit> (e.g. REF=HEAD~1)" >&2; exit 2; }
+	$(PY) -m sarnmt.bench $(BENCH_PEERS) peers=commit peers.before.ref=$(REF) optim@reference_optim=adadelta $(ARGS)
+
 gpu-wheels:  ## wheels of what an air-gapped GPU node lacks (hydra, omegaconf, ...) into .whl/ (PY_VERSION, PLATFORM)
 	$(PY) benchmarks/gpu_check.py wheels --python-version $(PY_VERSION) $(addprefix --platform ,$(PLATFORM))
 
@@ -112,5 +117,5 @@ human-eval-screenshot:  ## the picture of the ranking page (docs/human-eval.png)
 clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
-.PHONY: help install browser test test-full faults lint hooks train params bench bench-full gpu-wheels gpu-check peers \
+.PHONY: help install browser test test-full faults lint hooks train params bench bench-full bench-commit gpu-wheels gpu-check peers \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 reproduce-table6 reproduce-tables systems-m30k tables human-eval-screenshot clean-logs
