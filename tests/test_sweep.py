@@ -24,7 +24,7 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from sarnmt.cli.reproduce import reproduce
-from sarnmt.cli.tables import render_tables
+from sarnmt.cli.tables import render_tables, shown_path
 from sarnmt.data.text.reading import read_lines
 from sarnmt.sweep import stats
 from sarnmt.sweep.job import JobSettings, job_config
@@ -579,3 +579,11 @@ def test_systems_table_reads_evaluate_records_and_lists_unfinished_systems(tmp_p
     ) in table
     with pytest.raises(InputError, match="nothing: no system folders"):
         systems_table(tmp_path / "nothing")
+
+
+def test_published_footers_name_records_relative_to_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert shown_path("sweeps/results/mini") == Path("sweeps/results/mini")
+    assert shown_path(str(tmp_path / "sweeps")) == Path("sweeps")
+    outside = tmp_path.parent / "elsewhere"
+    assert shown_path(str(outside)) == outside  # not under the working directory: absolute, as given

@@ -85,6 +85,13 @@ def log_wandb(number: int, scale: str, csv_text: str, markdown: str, settings: d
     run.finish()
 
 
+def shown_path(path: str) -> Path:
+    """``path`` relative to the working directory when it lies under it (the published footers name records as
+    ``sweeps/results/mini/records/...``, not by one machine's absolute path), else absolute."""
+    absolute = Path(to_absolute_path(path))
+    return absolute.relative_to(Path.cwd()) if absolute.is_relative_to(Path.cwd()) else absolute
+
+
 @hydra_main("tables")
 def main(cfg: DictConfig) -> None:
     with reported():
@@ -96,7 +103,7 @@ def main(cfg: DictConfig) -> None:
         render_tables(
             numbers,
             cfg.scale,
-            Path(to_absolute_path(cfg.results_dir)),
+            shown_path(cfg.results_dir),
             cfg.write,
             cfg.plot,
             wandb_settings=wandb_settings,
