@@ -156,6 +156,10 @@ def test_create_command_errors_are_one_line_and_a_task_is_never_replaced(tmp_pat
     assert out.returncode == 2 and out.stderr.strip() == (
         "error: missing pair=, hyps= (python -m sarnmt.human create --help lists the keys)"
     )
+    out = _human(["create", "nokey=1"], tmp_path)  # Hydra's own errors name the command as it was run, too
+    assert out.returncode == 2 and out.stderr.strip().endswith(
+        "(python -m sarnmt.human create --help lists the groups and settings)"
+    )
     out = _human(["serve", "port=99999"], tmp_path)
     assert out.returncode == 2 and out.stderr.strip().startswith("error: cannot listen on 127.0.0.1:99999")
     out = _human(["serve", "--help"], tmp_path)

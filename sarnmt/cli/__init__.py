@@ -50,7 +50,9 @@ COMMANDS: dict[str, Command] = {
     "tables": Command("cli.tables", "render the paper's tables from the sweep's records"),
     "analyze": Command("cli.analyze", "the paper's analysis (section 8): figures, trees, Table 7", hydra=False),
     "lm": Command("cli.lm", "train a word-level language model (Table 6)"),
-    "human": Command("human.cli", "the human evaluation (Table 5): create, serve, export, annotators", hydra=False),
+    "human": Command(
+        "human.__main__", "the human evaluation (Table 5): create, serve, export, annotators", hydra=False
+    ),
     "bench": Command("bench.__main__", "the speed benchmark of every decoder beside its peers", hydra=False),
     "bench-lm": Command("bench.lm", "training speed of Table 6's language models"),
     "sweep-job": Command("cli.sweep_job", "one job of a table's sweep (what reproduce launches)"),
