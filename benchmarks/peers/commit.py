@@ -98,14 +98,10 @@ def retarget(node: Any, package: str) -> Any:
         out = {}
         for key, value in node.items():
             if key == "_target_" and isinstance(value, str) and value.startswith("sarnmt."):
-                found = [
-                    package + path[len("sarnmt") :]
-                    for path in (value, MOVED_TARGETS.get(value))
-                    if path and _importable(package + path[len("sarnmt") :])
-                ]
-                if not found:
+                paths = (package + path.removeprefix("sarnmt") for path in (value, MOVED_TARGETS.get(value)) if path)
+                value = next((path for path in paths if _importable(path)), None)
+                if value is None:
                     return None
-                value = found[0]
             else:
                 value = retarget(value, package)
                 if value is None and node[key] is not None:
@@ -140,7 +136,7 @@ class CommitPeer:
         self.model, self.decoder = (retarget(node, self.package) for node in nodes)
         self.implements = self.model is not None and self.decoder is not None
         self.kernels = kernels
-        self._twins: dict[int, tuple[weakref.ref, nn.Module]] = {}  # by id(model), with the model itself
+        self._twins: weakref.WeakKeyDictionary[nn.Module, nn.Module] = weakref.WeakKeyDictionary()
 
     def _module(self, path: str) -> Any:
         return importlib.import_module(f"{self.package}.{path}")
@@ -149,8 +145,7 @@ class CommitPeer:
         """The old tree's model holding ``model``'s own parameters (built once per model).
 
         :raises InputError: when the two trees name or shape their parameters differently."""
-        known = self._twins.get(id(model))
-        if known is None or known[0]() is not model:  # a new model (perhaps at a freed one's address)
+        if model not in self._twins:
             sizes = {m.num_embeddings for m in model.modules() if isinstance(m, nn.Embedding)}
             if len(sizes) != 1:
                 raise InputError(f"peers.commit: the bench builds V_src = V_tgt; this model's embeddings have {sizes}")
@@ -165,9 +160,10 @@ class CommitPeer:
             for dotted, parameter in ours.items():
                 owner, _, leaf = dotted.rpartition(".")
                 setattr(old.get_submodule(owner), leaf, parameter)
-            self._twins[id(model)] = (weakref.ref(model), old.to(next(model.parameters()).device))
-        old = self._twins[id(model)][1]
-        old.train(model.training)
+            self._twins[model] = old.to(next(model.parameters()).device)
+        old = self._twins[model]
+        if old.training != model.training:  # train() walks every module: not inside the timed calls each time
+            old.train(model.training)
         return old
 
     def nll(self, model: nn.Module, batch: TrainBatch) -> Tensor:

@@ -17,7 +17,7 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
-from sarnmt.bench.measure import median_rate, sources_of, timed
+from sarnmt.bench.measure import in_turn, median_rate, sources_of, timed
 from sarnmt.bench.peer import Peer, SearchFn
 from sarnmt.bench.workload import TrainBatch
 from sarnmt.data.loading.batching import pad_sequences
@@ -76,7 +76,7 @@ def decode_rates(
             run(search, sources[:1])  # warm-up
         order = list(timed_searches.items())
         for repeat in range(cfg.repeats):  # every search once per repeat: a slow spell of the machine slows all alike
-            for name, (search, _) in order if repeat % 2 == 0 else order[::-1]:  # no one always first or last
+            for name, (search, _) in in_turn(order, repeat):
                 batched[name].append((len(sources), timed(partial(run, search, sources), device)))
                 if name in one_by_one:
                     one_by_one[name].append((len(single), timed(partial(run_each, search, single), device)))

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import torch
 from torch import Tensor
@@ -20,6 +21,7 @@ from sarnmt.utils.precision import precision_context
 
 # (model, batch) -> −log p(y_t) of the batch's gold targets, shape (B, T), zero on padding
 NllFn = Callable[[torch.nn.Module, TrainBatch], Tensor]
+T = TypeVar("T")
 
 
 def sarnmt_nll(model: torch.nn.Module, batch: TrainBatch) -> Tensor:
@@ -65,6 +67,12 @@ def timed(fn: Callable[[], object], device: torch.device) -> float:
     fn()
     synchronize(device)
     return time.perf_counter() - start
+
+
+def in_turn(contenders: Sequence[T], repeat: int) -> Sequence[T]:
+    """The order in which repeat number ``repeat`` times ``contenders``: as given, reversed every other repeat, so
+    that none always comes first or last, or always after the same neighbour."""
+    return contenders if repeat % 2 == 0 else contenders[::-1]
 
 
 def median_rate(samples: list[tuple[float, float]]) -> float:

@@ -33,6 +33,7 @@ from sarnmt.bench.measure import (
     NllFn,
     activation_bytes,
     gradients,
+    in_turn,
     matmul_flops,
     median_rate,
     peak_cuda_bytes,
@@ -111,7 +112,7 @@ def train_rates(
         for repeat in range(cfg.repeats):
             totals = {run: [0.0, 0.0, 0.0] for run in runs}  # tokens, seconds before the optimizer, optimizer
             for batch in batches:
-                for name, impl in runs if repeat % 2 == 0 else runs[::-1]:  # no one always first or last
+                for name, impl in in_turn(runs, repeat):
                     total = totals[(name, impl)]
                     total[0] += batch.tokens
                     nll_fn = nll_of(systems[name], impl)
