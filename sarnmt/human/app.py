@@ -33,7 +33,8 @@ from urllib.parse import urlsplit
 
 from sarnmt.errors import InputError
 from sarnmt.human import store
-from sarnmt.human.server import PooledHandler, PooledHTTPServer
+from sarnmt.human.handler import PooledHandler
+from sarnmt.human.server import PooledHTTPServer
 from sarnmt.human.validate import ApiError, fields, json_object, query, read_body, whole_number
 
 STATIC = Path(__file__).with_name("static")
