@@ -120,3 +120,27 @@ def test_code_paths_cover_the_package_and_configs():
     assert {"sarnmt", "pyproject.toml"} <= set(code_module.CODE_PATHS)
     assert "conf" not in code_module.CODE_PATHS  # the configs ship inside the package: sarnmt/conf
     assert config_dir().is_relative_to(code_module.PACKAGE_DIR)  # so the package's source hash covers them too
+
+
+def test_a_job_run_again_for_other_code_moves_the_folder_other_code_started_aside(tmp_path):
+    """The record came from other code, so the job runs again: the run folder that code started is set aside (never
+    resumed, never deleted); one this code started is resumed; one from before pinning cannot be shown to be this
+    code and is set aside too."""
+    folder = tmp_path / "en_de.baseline.s1"
+    first = {"commit": "a" * 40, "dirty": False, "source_hash": "1111", "allow_dirty": False}
+    now = {**first, "commit": "b" * 40, "source_hash": "2222"}
+    claim_folder(folder, "en_de.baseline.s1", "hash", first)
+    (folder / "fit.json").write_text("{}")
+    claim_folder(folder, "en_de.baseline.s1", "hash", now, replace_other_code=True)
+    aside = tmp_path / "en_de.baseline.s1.other-code-1111"
+    assert folder_code(aside) == first and (aside / "fit.json").is_file()
+    assert folder_code(folder) == now and not (folder / "fit.json").exists()
+    (folder / "fit.json").write_text("{}")
+    claim_folder(folder, "en_de.baseline.s1", "hash", dict(now), replace_other_code=True)  # this code's: kept
+    assert (folder / "fit.json").is_file()
+    legacy = tmp_path / "en_de.baseline.s2"
+    legacy.mkdir()
+    (legacy / "job.json").write_text(json.dumps({"job": "en_de.baseline.s2", "config_hash": "hash"}))
+    take_folder(legacy, "en_de.baseline.s2", "hash", now, replace_other_code=True)
+    assert (tmp_path / "en_de.baseline.s2.other-code-unpinned" / "job.json").is_file()
+    assert folder_code(legacy) == now

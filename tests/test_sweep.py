@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 from sarnmt.cli.reproduce import reproduce
 from sarnmt.cli.tables import render_tables, shown_path
 from sarnmt.data.text.reading import read_lines
+from sarnmt.sweep import code as code_module
 from sarnmt.sweep import stats
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.launch import SweepError
@@ -214,6 +215,54 @@ def test_broken_and_stale_records_are_reported_never_averaged(smoke_table3, tmp_
     assert comparable(json.loads(broken.read_text())) == comparable(
         json.loads((smoke_table3 / "results" / "records" / broken.name).read_text())
     )
+
+
+def test_records_of_other_code_run_again_where_their_cell_would_be_mixed(smoke_table3, tmp_path):
+    """A sweep leaves every cell one code: a record of other code is run again when its cell has seeds to run now or
+    runs of this code, kept when its whole cell is one code (or allow_mixed_code=true); the run folder other code
+    started is moved aside, and the record written again is the one this code gives."""
+    tmp = tmp_path / "copy"
+    shutil.copytree(smoke_table3, tmp)
+    records, runs = tmp / "results" / "records", tmp / "runs"
+    old = "0" * 16
+
+    def set_source(job: str, source: str | None) -> None:
+        path = records / f"{job}.json"
+        data = {k: v for k, v in json.loads(path.read_text()).items() if k != "source_hash"}
+        path.write_text(json.dumps({**data, **({"source_hash": source} if source else {})}))
+
+    set_source("en_de.baseline.s1", old)  # beside s2 of this code
+    marker = json.loads((runs / "en_de.baseline.s1" / "job.json").read_text())
+    marker["code"]["source_hash"] = old  # and trained by that code: its folder is set aside
+    (runs / "en_de.baseline.s1" / "job.json").write_text(json.dumps(marker))
+    set_source("en_de.mean_residual.s1", old)
+    set_source("en_de.mean_residual.s2", old)  # the whole cell one (other) code: kept
+    set_source("en_de.self_attentive_content.s1", None)  # unpinned, and its cell's s2 runs now
+    (records / "en_de.self_attentive_content.s2.json").unlink()
+
+    plan = {j["job"]: j for j in run_sweep(tmp, "3", "dry_run=true")["jobs"]}
+    assert plan["en_de.baseline.s1"]["state"] == "new" and plan["en_de.baseline.s2"]["state"] == "complete"
+    assert f"ran on commit {marker['code']['commit'][:10]}" in plan["en_de.baseline.s1"]["note"]
+    assert "runs again on this code" in plan["en_de.baseline.s1"]["note"]
+    assert {plan[f"en_de.mean_residual.s{s}"]["state"] for s in (1, 2)} == {"complete"}
+    assert "kept, its cell is one code" in plan["en_de.mean_residual.s1"]["note"]
+    sac = [plan[f"en_de.self_attentive_content.s{s}"] for s in (1, 2)]
+    assert [j["state"] for j in sac] == ["evaluate", "evaluate"]  # this code trained both: evaluated again
+    assert "unpinned" in sac[0]["note"]
+    mixed = {j["job"]: j for j in run_sweep(tmp, "3", "dry_run=true", "allow_mixed_code=true")["jobs"]}
+    assert mixed["en_de.baseline.s1"]["state"] == "complete"
+    assert "kept, allow_mixed_code=true" in mixed["en_de.baseline.s1"]["note"]
+
+    assert run_sweep(tmp, "3", "render=false")["returncode"] == 0
+    now = code_module.source_hash()
+    for path in sorted(records.glob("*.json")):
+        record = json.loads(path.read_text())
+        assert record["source_hash"] == (old if "mean_residual" in path.name else now), path.name
+        original = json.loads((smoke_table3 / "results" / "records" / path.name).read_text())
+        assert comparable(record) == comparable(original), path.name
+    aside = runs / f"en_de.baseline.s1.other-code-{old}"
+    assert (aside / "fit.json").is_file() and (runs / "en_de.baseline.s1" / "fit.json").is_file()
+    assert {j["state"] for j in run_sweep(tmp, "3", "dry_run=true")["jobs"]} == {"complete"}
 
 
 def test_sigkill_mid_job_then_rerun_resumes_and_equals_the_uninterrupted_sweep(smoke_table3, tmp_path):

@@ -63,6 +63,7 @@ def settings_of(cfg: DictConfig) -> JobSettings:
         eval_batch_size=cfg.eval_batch_size,
         progress=cfg.progress,
         allow_dirty=bool(cfg.allow_dirty),
+        allow_mixed_code=bool(cfg.allow_mixed_code),
     )
 
 
@@ -118,7 +119,7 @@ def reproduce(cfg: DictConfig, out=None) -> dict[str, Any]:
                 print(f"corpus ready: {line}", file=out)
         print(f"running {len(todo)} jobs: {format_command(command)}", file=out, flush=True)
         result["returncode"] = subprocess.run(command, check=False).returncode
-        missing = [s.job.id for s in job_states(todo, settings) if s.state != "complete"]
+        missing = [s.job.id for s in job_states(jobs, settings) if s.state != "complete"]  # cells judged whole
         held = {job: holder for job in missing if (holder := lock_holder(settings.runs_dir, job))}
         result["skipped"] = held
         for job, holder in held.items():
@@ -133,8 +134,10 @@ def reproduce(cfg: DictConfig, out=None) -> dict[str, Any]:
         print("every job has a complete record: nothing to run", file=out)
     if cfg.render:
         from sarnmt.cli.tables import render_tables
+        from sarnmt.sweep.cells import TableSettings
 
-        result["tables"] = render_tables(numbers, scale.name, settings.results_dir, out=out)
+        table_settings = TableSettings(allow_mixed_code=settings.allow_mixed_code)
+        result["tables"] = render_tables(numbers, scale.name, settings.results_dir, out=out, settings=table_settings)
     return result
 
 

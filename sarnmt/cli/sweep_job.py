@@ -51,6 +51,7 @@ def sweep_job(cfg: DictConfig) -> dict[str, Any] | None:
         device=device,
         progress=cfg.progress,
         allow_dirty=bool(cfg.allow_dirty),
+        allow_mixed_code=bool(cfg.allow_mixed_code),
     )
     return run_job(job, settings)
 

@@ -97,9 +97,14 @@ def check_clean(code: dict[str, Any], allow_dirty: bool, job_id: str) -> None:
         )
 
 
+def same_code(started: dict[str, Any], code: dict[str, Any]) -> bool:
+    """Whether two code identities are one code: the same source hash."""
+    return started.get("source_hash") == code.get("source_hash")
+
+
 def check_resume(started: dict[str, Any] | None, code: dict[str, Any], folder: Path) -> None:
     """Refuse to go on with a run that ``started`` on other code than ``code`` (compared by source hash)."""
-    if started is None or started.get("source_hash") == code.get("source_hash"):
+    if started is None or same_code(started, code):
         return
     raise CodeError(
         f"{folder} was started by {describe(started)}; this checkout is {describe(code)}: finish the run with its "

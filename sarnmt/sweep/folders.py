@@ -1,7 +1,8 @@
 """A job's run folder (``<runs_dir>/<job id>/``) and who owns it: ``job.json`` holds the config hash the folder's
 checkpoints belong to and the code that started them (:mod:`sarnmt.sweep.code`). A folder of another hash is moved
-aside as ``<job id>.stale-<hash>``, never resumed; one started by other code is refused; under SLURM the DDP ranks
-other than 0 wait until rank 0 has claimed the folder.
+aside as ``<job id>.stale-<hash>``, never resumed; one started by other code is refused (or moved aside as
+``<job id>.other-code-<source hash>`` when the job runs again because its record came from other code); under SLURM
+the DDP ranks other than 0 wait until rank 0 has claimed the folder.
 
 One job at a time in a folder: :func:`job_lock` holds ``<runs_dir>/.locks/<job id>.lock`` (an ``flock``, which the
 kernel releases however the process ends: SIGKILL, preemption, requeue) while the job runs, from claiming the folder
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sarnmt.errors import UserError
-from sarnmt.sweep.code import check_resume
+from sarnmt.sweep.code import check_resume, describe, same_code
 from sarnmt.sweep.records import write_json
 from sarnmt.training.run_lock import LOCK_NAME as RUN_LOCK
 from sarnmt.training.run_lock import launching_process
@@ -60,21 +61,24 @@ def folder_code(folder: Path) -> dict | None:
         return None
 
 
-def claim_folder(folder: Path, job_id: str, digest: str, code: dict | None = None) -> None:
+def claim_folder(
+    folder: Path, job_id: str, digest: str, code: dict | None = None, replace_other_code: bool = False
+) -> None:
     """Make ``folder`` this job's, for this config hash and this ``code``; a folder of another hash is moved aside,
-    one of the same hash started by other code is refused (:func:`sarnmt.sweep.code.check_resume`)."""
+    one of the same hash started by other code is refused (:func:`sarnmt.sweep.code.check_resume`), or moved aside
+    too when ``replace_other_code`` (the job runs again because its record came from other code)."""
     if folder.exists():
         owner = folder_hash(folder) or "unknown"
-        if owner == digest:
-            if code is not None:
-                check_resume(folder_code(folder), code, folder)
+        if owner != digest:
+            _move_aside(folder, f"stale-{owner}", f"holds a run of config {owner}, not {digest}")
+        elif code is None:
             return
-        aside = folder.with_name(f"{folder.name}.stale-{owner}")
-        k = 1
-        while aside.exists():
-            aside, k = folder.with_name(f"{folder.name}.stale-{owner}-{k}"), k + 1
-        log.warning("%s holds a run of config %s, not %s: moved to %s", folder, owner, digest, aside)
-        folder.rename(aside)
+        elif replace_other_code and not same_code(started := folder_code(folder) or {}, code):
+            source = started.get("source_hash") or "unpinned"
+            _move_aside(folder, f"other-code-{source}", f"was started by {describe(started)}")
+        else:
+            check_resume(folder_code(folder), code, folder)
+            return
     folder.mkdir(parents=True)
     write_json(folder / MARKER, {"job": job_id, "config_hash": digest, "created": now(), "code": code})
 
@@ -84,11 +88,28 @@ def rank() -> int:
     return int(os.environ.get("SLURM_PROCID", os.environ.get("RANK", "0")))
 
 
-def take_folder(folder: Path, job_id: str, digest: str, code: dict | None = None, timeout: float = 600.0) -> None:
-    """Rank 0 claims ``folder``; the other ranks (one process per SLURM task) wait until it has, then refuse other
-    code as rank 0 does (a rank left waiting for a rank 0 that refused would hang in DDP's rendezvous)."""
+def _move_aside(folder: Path, suffix: str, why: str) -> None:
+    aside = folder.with_name(f"{folder.name}.{suffix}")
+    k = 1
+    while aside.exists():
+        aside, k = folder.with_name(f"{folder.name}.{suffix}-{k}"), k + 1
+    log.warning("%s %s: moved to %s", folder, why, aside)
+    folder.rename(aside)
+
+
+def take_folder(
+    folder: Path,
+    job_id: str,
+    digest: str,
+    code: dict | None = None,
+    timeout: float = 600.0,
+    replace_other_code: bool = False,
+) -> None:
+    """Rank 0 claims ``folder`` (:func:`claim_folder`); the other ranks (one process per SLURM task) wait until it
+    has, then refuse other code as rank 0 does (a rank left waiting for a rank 0 that refused would hang in DDP's
+    rendezvous)."""
     if rank() == 0:
-        claim_folder(folder, job_id, digest, code)
+        claim_folder(folder, job_id, digest, code, replace_other_code)
         return
     deadline = time.monotonic() + timeout
     while folder_hash(folder) != digest:

@@ -10,8 +10,12 @@ Folders (named from the job, never from the time):
 - ``<results_dir>/records/<job id>.json`` (+ ``.sentences.json.gz``): the record; ``<results_dir>/hypotheses/<job
   id>/<test>.txt.gz`` and ``.tok.txt.gz``: the test translations (detokenised and tokenised).
 
-Running a job again: a complete record with the current hash means nothing to do; otherwise training resumes from
-``checkpoints/last.ckpt`` (written every few minutes, mid-epoch included; see :mod:`sarnmt.training.resume`) or starts.
+Running a job again: a complete record with the current hash, written by this code (its source hash), means nothing
+to do; otherwise training resumes from ``checkpoints/last.ckpt`` (written every few minutes, mid-epoch included; see
+:mod:`sarnmt.training.resume`) or starts. A record of this config written by **other code** is run again on this code
+(its run folder, when other code started it, is moved aside as ``<job id>.other-code-<source hash>``), so that a
+cell's seeds are one code, unless ``allow_mixed_code=true`` keeps it. Which such jobs a sweep runs again is decided per
+cell by :func:`sarnmt.sweep.launch.job_states`.
 
 **The selected checkpoint** is the best by the validation rule of the scale (``validation=cost``: the lowest dev
 cost, dl4mt's rule; ``validation=bleu``: the highest greedy dev BLEU). It is decoded with beam search (beam 5, scores
@@ -69,6 +73,7 @@ class JobSettings:
     :param eval_batch_size: sentences per beam-search batch.
     :param device: decoding device (``auto``: CUDA when available).
     :param allow_dirty: run from a checkout with uncommitted changes to the code (the record says so).
+    :param allow_mixed_code: take a record of this config written by other code as complete (never on by default).
     """
 
     runs_dir: Path
@@ -78,6 +83,7 @@ class JobSettings:
     device: str = "auto"
     progress: bool = True
     allow_dirty: bool = False
+    allow_mixed_code: bool = False
 
     def record_path(self, job: Job) -> Path:
         return self.results_dir / "records" / f"{job.id}.json"
@@ -118,31 +124,40 @@ def run_job(job: Job, settings: JobSettings) -> dict[str, Any] | None:
     :returns: its record (None on a DDP rank other than 0, and when another process runs the job now).
     """
     cfg, digest = job_config(job, settings)
-    status = read_record(settings.record_path(job), digest)
+    code = {**code_identity(), "allow_dirty": settings.allow_dirty}
+    source = None if settings.allow_mixed_code else code["source_hash"]
+    status = read_record(settings.record_path(job), digest, source)
     if status.state == "complete":
         log.info("%s: complete record %s, skipped", job.id, status.path)
         return status.record
-    code = {**code_identity(), "allow_dirty": settings.allow_dirty}
     check_clean(code, settings.allow_dirty, job.id)
     try:
         with job_lock(settings.runs_dir, job.id) as exclusive:
-            status = read_record(settings.record_path(job), digest)  # finished by another sweep meanwhile?
+            status = read_record(settings.record_path(job), digest, source)  # finished by another sweep meanwhile?
             if status.state == "complete":
                 log.info("%s: complete record %s, skipped", job.id, status.path)
                 return status.record
-            if status.state in ("broken", "stale"):
+            if status.state in ("broken", "stale", "other_code"):
                 log.warning("%s; job %s runs again", status.reason, job.id)
-            return _run(job, settings, cfg, digest, code, exclusive)
+            return _run(job, settings, cfg, digest, code, exclusive, replace=status.state == "other_code")
     except FolderInUse as busy:
         log.warning("%s", busy)
         return None
 
 
 def _run(
-    job: Job, settings: JobSettings, cfg: DictConfig, digest: str, code: dict[str, Any], exclusive: bool
+    job: Job,
+    settings: JobSettings,
+    cfg: DictConfig,
+    digest: str,
+    code: dict[str, Any],
+    exclusive: bool,
+    replace: bool = False,
 ) -> dict[str, Any] | None:
+    """``replace``: the job runs again because its record came from other code; a run folder that other code
+    started is then moved aside rather than refused."""
     folder = settings.runs_dir / job.id
-    take_folder(folder, job.id, digest, code)
+    take_folder(folder, job.id, digest, code, replace_other_code=replace)
     if exclusive:
         clear_stale_run_lock(folder)
     fit_path = folder / "fit.json"

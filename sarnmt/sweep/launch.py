@@ -28,7 +28,8 @@ from omegaconf import OmegaConf
 
 from sarnmt.data.corpora.fetch import FetchError
 from sarnmt.errors import UserError
-from sarnmt.sweep.folders import folder_hash
+from sarnmt.sweep.code import source_hash
+from sarnmt.sweep.folders import folder_code, folder_hash
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.records import read_record
 from sarnmt.sweep.spec import Job
@@ -59,7 +60,7 @@ class SweepError(UserError, RuntimeError):
 @dataclass
 class JobState:
     """``state``: ``complete`` (skipped), ``evaluate`` (trained, not evaluated), ``resume`` (has a checkpoint),
-    ``new``; ``note`` says why a record was not taken (stale, broken)."""
+    ``new``; ``note`` says why a record was not taken (stale, broken, other code) or why one of other code was."""
 
     job: Job
     digest: str
@@ -68,13 +69,36 @@ class JobState:
 
 
 def job_states(jobs: list[Job], settings: JobSettings) -> list[JobState]:
-    states = []
+    """What each job needs, its seeds judged together: a cell (pair and row) must end up one code.
+
+    A record of the job's config written by other code (another source hash, or none) is kept when nothing else of
+    its cell runs now and the cell's records are one code; otherwise the job runs again on this code, since its cell
+    would be mixed code (:mod:`sarnmt.sweep.cells`). ``allow_mixed_code`` keeps every such record.
+    """
+    source = source_hash()
+    found = []
     for job in jobs:
         _, digest = job_config(job, settings)
-        status = read_record(settings.record_path(job), digest)
-        note = status.reason if status.state in ("broken", "stale") else ""
+        found.append((job, digest, read_record(settings.record_path(job), digest, source)))
+    cells: dict[tuple[str, str], list] = {}
+    for job, _, status in found:
+        cells.setdefault((job.pair, job.row), []).append(status)
+    states = []
+    for job, digest, status in found:
+        cell = cells[job.pair, job.row]
+        note = status.reason if status.state in ("broken", "stale", "other_code") else ""
+        if status.state == "other_code":
+            codes = {s.record.get("source_hash") for s in cell if s.state in ("complete", "other_code")}
+            runs_now = any(s.state not in ("complete", "other_code") for s in cell)
+            if settings.allow_mixed_code or (len(codes) == 1 and not runs_now):
+                why = "allow_mixed_code=true" if settings.allow_mixed_code else "its cell is one code"
+                states.append(JobState(job, digest, "complete", f"{note}: kept, {why}"))
+                continue
+            note += ": runs again on this code, so that its cell is one code (allow_mixed_code=true keeps it)"
         folder = settings.runs_dir / job.id
         same_config = folder_hash(folder) == digest
+        if same_config and status.state == "other_code":  # a folder other code started is moved aside
+            same_config = (folder_code(folder) or {}).get("source_hash") == source
         if status.state == "complete":
             state = "complete"
         elif same_config and (folder / "fit.json").is_file():
@@ -202,6 +226,7 @@ def multirun_command(
         f"eval_batch_size={settings.eval_batch_size}",
         f"progress={str(settings.progress).lower()}",
         f"allow_dirty={str(settings.allow_dirty).lower()}",
+        f"allow_mixed_code={str(settings.allow_mixed_code).lower()}",
         *hydra_args,
         *(hydra_overrides or []),
     ]

@@ -25,6 +25,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from sarnmt.sweep.code import describe
 from sarnmt.utils.atomic import write_bytes
 
 RECORD_VERSION = 1
@@ -150,7 +151,8 @@ def read_lines_gz(path: Path) -> list[str]:
 @dataclass
 class RecordStatus:
     """What a record file says about its job: ``state`` is ``missing``, ``broken`` (truncated or unparsable),
-    ``stale`` (another config hash) or ``complete``; ``reason`` says why in words."""
+    ``stale`` (another config hash), ``other_code`` (this config, run by other code: another source hash, or none)
+    or ``complete``; ``reason`` says why in words."""
 
     state: str
     path: Path
@@ -158,8 +160,9 @@ class RecordStatus:
     reason: str = ""
 
 
-def read_record(path: Path, expected_hash: str | None = None) -> RecordStatus:
-    """Read a record and judge it against ``expected_hash`` (None: any hash is current)."""
+def read_record(path: Path, expected_hash: str | None = None, source: str | None = None) -> RecordStatus:
+    """Read a record and judge it against ``expected_hash`` (None: any hash is current) and the ``source`` hash of
+    the code that would run it now (:func:`sarnmt.sweep.code.source_hash`; None: any code is current)."""
     if path.is_dir():
         return RecordStatus("broken", path, reason=f"record {path} is a folder, not a file")
     if not path.is_file():
@@ -189,6 +192,9 @@ def read_record(path: Path, expected_hash: str | None = None) -> RecordStatus:
             record,
             f"record {path} has config hash {record['config_hash']}, the sweep's config gives {expected_hash}",
         )
+    if source is not None and record.get("source_hash") != source:
+        ran = describe(record) if record.get("source_hash") else "code from before records pinned it (unpinned)"
+        return RecordStatus("other_code", path, record, f"record {path} ran on {ran}; this checkout is source {source}")
     return RecordStatus("complete", path, record)
 
 
