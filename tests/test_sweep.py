@@ -240,7 +240,10 @@ def test_records_of_other_code_run_again_where_their_cell_would_be_mixed(smoke_t
     set_source("en_de.self_attentive_content.s1", None)  # unpinned, and its cell's s2 runs now
     (records / "en_de.self_attentive_content.s2.json").unlink()
 
-    plan = {j["job"]: j for j in run_sweep(tmp, "3", "dry_run=true")["jobs"]}
+    with open(tmp / "plan.txt", "w") as handle:
+        result = reproduce(reproduce_cfg(tmp, "table=3", "scale=smoke", "dry_run=true"), out=handle)
+    assert "3 complete, 2 evaluate, 1 new\n" in (tmp / "plan.txt").read_text()  # how far the sweep is, in one line
+    plan = {j["job"]: j for j in result["jobs"]}
     assert plan["en_de.baseline.s1"]["state"] == "new" and plan["en_de.baseline.s2"]["state"] == "complete"
     assert f"ran on commit {marker['code']['commit'][:10]}" in plan["en_de.baseline.s1"]["note"]
     assert "runs again on this code" in plan["en_de.baseline.s1"]["note"]

@@ -12,6 +12,7 @@ import json
 import logging
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,8 @@ def reproduce(cfg: DictConfig, out=None) -> dict[str, Any]:
             + (f"  ({s.note})" if s.note else ""),
             file=out,
         )
+    counts = Counter(s.state for s in states)
+    print(", ".join(f"{counts[k]} {k}" for k in ("complete", "evaluate", "resume", "new") if counts[k]), file=out)
     todo = [s.job for s in states if s.state != "complete"]
     command = multirun_command(
         todo,
