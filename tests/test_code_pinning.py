@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,29 @@ def test_a_job_run_again_for_other_code_moves_the_folder_other_code_started_asid
     take_folder(legacy, "en_de.baseline.s2", "hash", now, replace_other_code=True)
     assert (tmp_path / "en_de.baseline.s2.other-code-unpinned" / "job.json").is_file()
     assert folder_code(legacy) == now
+
+
+def test_other_ranks_wait_for_the_folder_of_this_code_when_rank_0_replaces_one(tmp_path, monkeypatch):
+    """Rank 0 moves the other code's folder aside and claims a new one; a rank that saw the old folder first (same
+    config hash) must wait for the new one, not refuse the old one and leave rank 0 alone in the rendezvous."""
+    folder = tmp_path / "en_de.baseline.s1"
+    first = {"commit": "a" * 40, "dirty": False, "source_hash": "1111", "allow_dirty": False}
+    now = {**first, "commit": "b" * 40, "source_hash": "2222"}
+    claim_folder(folder, "en_de.baseline.s1", "hash", first)
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    with pytest.raises(TimeoutError, match="rank 0 did not claim"):  # waits; never takes the old folder for its own
+        take_folder(folder, "en_de.baseline.s1", "hash", now, timeout=0.5, replace_other_code=True)
+    errors: list[Exception] = []
+
+    def rank1_takes() -> None:
+        try:
+            take_folder(folder, "en_de.baseline.s1", "hash", now, timeout=30.0, replace_other_code=True)
+        except Exception as err:  # noqa: BLE001 - reported by the assertion below
+            errors.append(err)
+
+    rank1 = threading.Thread(target=rank1_takes, daemon=True)
+    rank1.start()
+    time.sleep(0.5)
+    claim_folder(folder, "en_de.baseline.s1", "hash", now, replace_other_code=True)  # what rank 0 does
+    rank1.join(timeout=30)
+    assert not rank1.is_alive() and errors == [] and folder_code(folder) == now

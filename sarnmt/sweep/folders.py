@@ -107,12 +107,19 @@ def take_folder(
 ) -> None:
     """Rank 0 claims ``folder`` (:func:`claim_folder`); the other ranks (one process per SLURM task) wait until it
     has, then refuse other code as rank 0 does (a rank left waiting for a rank 0 that refused would hang in DDP's
-    rendezvous)."""
+    rendezvous). With ``replace_other_code`` they wait for the folder of this code, not for the one rank 0 is about
+    to move aside, which has the same config hash."""
     if rank() == 0:
         claim_folder(folder, job_id, digest, code, replace_other_code)
         return
+
+    def claimed() -> bool:
+        if folder_hash(folder) != digest:
+            return False
+        return not replace_other_code or code is None or same_code(folder_code(folder) or {}, code)
+
     deadline = time.monotonic() + timeout
-    while folder_hash(folder) != digest:
+    while not claimed():
         if time.monotonic() > deadline:
             raise TimeoutError(f"{folder}: rank 0 did not claim the job folder within {timeout:.0f} s")
         time.sleep(2.0)
