@@ -97,9 +97,9 @@ def check_clean(code: dict[str, Any], allow_dirty: bool, job_id: str) -> None:
         )
 
 
-def same_code(started: dict[str, Any], code: dict[str, Any]) -> bool:
-    """Whether two code identities are one code: the same source hash."""
-    return started.get("source_hash") == code.get("source_hash")
+def same_code(started: dict[str, Any] | None, code: dict[str, Any]) -> bool:
+    """Whether two code identities are one code: the same source hash (``started`` None: unknown, never the same)."""
+    return started is not None and started.get("source_hash") == code.get("source_hash")
 
 
 def check_resume(started: dict[str, Any] | None, code: dict[str, Any], folder: Path) -> None:

@@ -116,7 +116,7 @@ def take_folder(
     def claimed() -> bool:
         if folder_hash(folder) != digest:
             return False
-        return not replace_other_code or code is None or same_code(folder_code(folder) or {}, code)
+        return not replace_other_code or code is None or same_code(folder_code(folder), code)
 
     deadline = time.monotonic() + timeout
     while not claimed():

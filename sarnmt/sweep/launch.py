@@ -28,7 +28,7 @@ from omegaconf import OmegaConf
 
 from sarnmt.data.corpora.fetch import FetchError
 from sarnmt.errors import UserError
-from sarnmt.sweep.code import source_hash
+from sarnmt.sweep.code import same_code, source_hash
 from sarnmt.sweep.folders import folder_code, folder_hash
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.records import read_record
@@ -98,7 +98,7 @@ def job_states(jobs: list[Job], settings: JobSettings) -> list[JobState]:
         folder = settings.runs_dir / job.id
         same_config = folder_hash(folder) == digest
         if same_config and status.state == "other_code":  # a folder other code started is moved aside
-            same_config = (folder_code(folder) or {}).get("source_hash") == source
+            same_config = same_code(folder_code(folder), {"source_hash": source})
         if status.state == "complete":
             state = "complete"
         elif same_config and (folder / "fit.json").is_file():
