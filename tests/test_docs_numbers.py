@@ -1,0 +1,102 @@
+"""The numbers that ``docs/reproducing.md`` quotes are the committed tables' (``sweeps/results/*/tables/*.csv``).
+
+A markdown table in the docs that quotes the tables is preceded by a comment naming its source::
+
+    <!-- from the tables: scale mini; rows baseline mean_residual; columns table2/nt14 table3/nt16 -->
+
+and has, per row, the row's label, its number of seeds, then per named column two cells: the mean ± sd over seeds
+(with † or ‡ where the seed-aware test marks it) and the difference with the baseline with its 95% interval (empty
+for the baseline), or ``–`` and an empty cell where the table has no such cell. The text after such a table, up to
+the next heading, may say "the smallest p_seed is X" and "No row is marked": both are checked against the same
+cells. A failing check prints the row as the tables give it.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "reproducing.md"
+SOURCE = re.compile(r"<!-- from the tables: scale (\w+); rows ([\w ]+); columns ([\w/ ]+) -->")
+
+
+def quoted_tables() -> list[tuple[str, list[str], list[str], list[list[str]], str]]:
+    """Each quoting table of the page: (scale, row keys, columns, its body rows' cells, the text after it)."""
+    text = DOC.read_text(encoding="utf-8")
+    found = []
+    for match in SOURCE.finditer(text):
+        scale, rows, columns = match.group(1), match.group(2).split(), match.group(3).split()
+        lines = text[match.end() :].lstrip("\n").splitlines()
+        table = list(itertools.takewhile(lambda line: line.startswith("|"), lines))
+        rest = "\n".join(lines[len(table) :])
+        after = re.split(r"\n#+ |<!-- from the tables", rest, maxsplit=1)[0]
+        body = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table[2:]]
+        found.append((scale, rows, columns, body, after))
+    return found
+
+
+def table_cells(scale: str, name: str) -> dict[tuple[str, str], dict[str, str]]:
+    path = ROOT / "sweeps" / "results" / scale / "tables" / f"{name}.csv"
+    with path.open(encoding="utf-8", newline="") as handle:
+        return {(row["row"], row["column"]): row for row in csv.DictReader(handle)}
+
+
+def expected_cells(cell: dict[str, str] | None) -> list[str]:
+    """The two docs cells of one table cell: mean ± sd with the seed-aware marker, and Δ [95% interval]."""
+    if cell is None or not cell["n"] or int(cell["n"]) == 0:
+        return ["–", ""]
+    mean = f"{float(cell['mean']):.2f}" + (f" ± {float(cell['sd']):.2f}" if cell["sd"] else "")
+    if cell["p_seed"]:
+        p = float(cell["p_seed"])
+        mean += " ‡" if p < 0.01 else " †" if p < 0.05 else ""
+    if not cell["diff"]:
+        return [mean, ""]
+    diff, low, high = (float(cell[key]) for key in ("diff", "diff_lo", "diff_hi"))
+    return [mean, f"{diff:+.2f} [{low:+.2f}, {high:+.2f}]"]
+
+
+def source_cells(scale: str, rows: list[str], columns: list[str]) -> dict[str, list[dict[str, str] | None]]:
+    tables = {name: table_cells(scale, name) for name in {column.split("/")[0] for column in columns}}
+    return {row: [tables[column.split("/")[0]].get((row, column.split("/")[1])) for column in columns] for row in rows}
+
+
+QUOTED = quoted_tables()
+
+
+def test_the_page_quotes_the_tables():
+    assert QUOTED, f"{DOC}: no table says where its numbers come from (<!-- from the tables: ... -->)"
+
+
+@pytest.mark.parametrize("index", range(len(QUOTED)))
+def test_each_quoted_row_is_the_tables(index):
+    scale, rows, columns, body, _ = QUOTED[index]
+    assert len(body) == len(rows), f"{DOC}: table {index + 1} has {len(body)} rows, its comment names {len(rows)}"
+    for row, cells in zip(rows, body, strict=True):
+        sources = source_cells(scale, [row], columns)[row]
+        first = next((cell for cell in sources if cell is not None), None)
+        expected = [cells[0], first["n"] if first else "0"]
+        for cell in sources:
+            expected += expected_cells(cell)
+        assert cells == expected, f"{DOC}: row {row} should read | " + " | ".join(expected) + " |"
+
+
+@pytest.mark.parametrize("index", range(len(QUOTED)))
+def test_the_text_after_a_table_states_its_markers(index):
+    scale, rows, columns, _, after = QUOTED[index]
+    p_values = [
+        float(cell["p_seed"])
+        for cells in source_cells(scale, rows, columns).values()
+        for cell in cells
+        if cell is not None and cell["p_seed"]
+    ]
+    said = re.search(r"smallest p_seed is ([0-9.]+)", after)
+    if said:
+        smallest = f"{min(p_values):.2f}" if p_values else "none"
+        assert smallest == said.group(1), f"{DOC}: the smallest p_seed is {smallest}"
+    if "No row is marked" in after:
+        assert all(p >= 0.05 for p in p_values), f"{DOC}: a row is marked (p_seed {min(p_values):.3f})"
