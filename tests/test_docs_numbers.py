@@ -6,9 +6,10 @@ A markdown table in the docs that quotes the tables is preceded by a comment nam
 
 and has, per row, the row's label, its number of seeds, then per named column two cells: the mean ± sd over seeds
 (with † or ‡ where the seed-aware test marks it) and the difference with the baseline with its 95% interval (empty
-for the baseline), or ``–`` and an empty cell where the table has no such cell. The text after such a table, up to
-the next heading, may say "the smallest p_seed is X" and "No row is marked": both are checked against the same
-cells. A failing check prints the row as the tables give it.
+for the baseline; ``Δ, n/a (1 run)`` where the row or the baseline has one run), or ``–`` and an empty cell where
+the table has no such cell. The text after such a table, up to the next heading or quoting table, may say "the
+smallest p_seed is X" and "No row is marked": both are checked against the same cells. A failing check prints the
+row as the tables give it.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def expected_cells(cell: dict[str, str] | None) -> list[str]:
         mean += " ‡" if p < 0.01 else " †" if p < 0.05 else ""
     if not cell["diff"]:
         return [mean, ""]
+    if not cell["diff_lo"]:  # one run in the row or the baseline: no interval, the marker says why
+        return [mean, f"{float(cell['diff']):+.2f}, {cell['seed_test']}"]
     diff, low, high = (float(cell[key]) for key in ("diff", "diff_lo", "diff_hi"))
     return [mean, f"{diff:+.2f} [{low:+.2f}, {high:+.2f}]"]
 
