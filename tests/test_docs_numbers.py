@@ -64,8 +64,14 @@ def expected_cells(cell: dict[str, str] | None) -> list[str]:
 
 
 def source_cells(scale: str, rows: list[str], columns: list[str]) -> dict[str, list[dict[str, str] | None]]:
+    """Per row, its cell in each column (None where that table has no such row); a name no table has fails."""
     tables = {name: table_cells(scale, name) for name in {column.split("/")[0] for column in columns}}
-    return {row: [tables[column.split("/")[0]].get((row, column.split("/")[1])) for column in columns] for row in rows}
+    keys = [tuple(column.split("/")) for column in columns]
+    for name, column in keys:
+        assert any(key[1] == column for key in tables[name]), f"{DOC}: {name}.csv has no column {column}"
+    for row in rows:
+        assert any((row, column) in tables[name] for name, column in keys), f"{DOC}: no quoted table has row {row}"
+    return {row: [tables[name].get((row, column)) for name, column in keys] for row in rows}
 
 
 QUOTED = quoted_tables()
