@@ -85,8 +85,9 @@ def test_the_page_quotes_the_tables():
 def test_each_quoted_row_is_the_tables(index):
     scale, rows, columns, body, _ = QUOTED[index]
     assert len(body) == len(rows), f"{DOC}: table {index + 1} has {len(body)} rows, its comment names {len(rows)}"
+    table = source_cells(scale, rows, columns)
     for row, cells in zip(rows, body, strict=True):
-        sources = source_cells(scale, [row], columns)[row]
+        sources = table[row]
         first = next((cell for cell in sources if cell is not None), None)
         expected = [cells[0], first["n"] if first else "0"]
         for cell in sources:
