@@ -345,3 +345,28 @@ def test_a_recorded_score_within_a_hundredth_of_its_statistics_is_counted(digest
     path.write_text(json.dumps(record))
     text, rows, _ = render3(tmp_path)
     assert "corrupt" not in text and rows["+ Mean residual connections"].count("(2)") == 3
+
+
+def test_baseline_compares_every_row_with_another_row_in_files_of_their_own(digests, tmp_path, capsys):
+    """``baseline=mean_residual``: the self-attentive residual row is tested against the mean residual row (an
+    ordering the paper claims), in ``table3.vs-mean_residual.*``; the table's own files are not written, the
+    footer names the row, and a row the table lacks is a one-line error that lists its rows."""
+    write_records(tmp_path, digests)
+    text = render_tables([3], "smoke", tmp_path, plot=False, out=open(os.devnull, "w"), baseline="mean_residual")[3]
+    assert sorted(p.name for p in (tmp_path / "tables").iterdir()) == [
+        f"table3.vs-mean_residual.{ext}" for ext in ("csv", "md", "tex")
+    ]
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    assert "| baseline |" in rows["+ Mean residual connections"] and "| baseline |" not in rows["NMT baseline"]
+    sac = [c.strip() for c in rows["+ Self-attentive residual connections"].split("|")]
+    base = [c.strip() for c in rows["NMT baseline"].split("|")]
+    assert "‡" in sac[3] and sac[4].startswith("+") and base[4].startswith("-") and "†" not in base[3]
+    assert (
+        "Baseline: every test, Δ and power line compares a row with + Mean residual connections "
+        "(baseline=mean_residual), not with the table's NMT baseline row" in text
+    )
+    table = load_table(3)
+    assert table.compared_with("mean_residual").compared_with("baseline") == table and table.stem == "table3"
+    args = ["table=3", "scale=smoke", f"results_dir={tmp_path}", "plot=false", "write=false", "baseline=memory_rnn"]
+    line = one_error(run_cli(capsys, "tables", args))
+    assert "table 3 has no row 'memory_rnn'" in line and "'self_attentive_content'" in line

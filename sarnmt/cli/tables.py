@@ -37,34 +37,39 @@ def render_tables(
     out=None,
     wandb_settings: dict | None = None,
     settings: TableSettings | None = None,
+    baseline: str | None = None,
 ) -> dict[int, str]:
     """:returns: ``{table number: Markdown}``; writes the files when ``write``. ``settings``: the resamples and
-    generator seed of the bootstrap tests and ``allow_mixed_code`` (default: 10,000, 12345, off)."""
+    generator seed of the bootstrap tests and ``allow_mixed_code`` (default: 10,000, 12345, off). ``baseline``: the
+    row every other row is compared with instead of the table's baseline; its files are then
+    ``table<N>.vs-<row>.*`` (:attr:`Table.stem`), so the published tables stay as they are."""
     settings = settings or TableSettings()
     out = out or sys.stdout  # the stream of the call, not of the import (tests run the command in their process)
     scale = load_scale(scale_name)
     rendered = {}
     for number in numbers:
         table = load_table(number)
+        table = table.compared_with(baseline) if baseline else table
         cells = collect(table, scale, results_dir, settings)
         text = render.markdown(table, scale, cells, settings)
         print(text, file=out, flush=True)
         if write:
             folder = results_dir / "tables"
-            write_atomic(folder / f"table{number}.md", text.encode())
-            write_atomic(folder / f"table{number}.tex", render.latex(table, scale, cells, settings).encode())
-            write_atomic(folder / f"table{number}.csv", render.csv_text(table, scale, cells, settings).encode())
+            write_atomic(folder / f"{table.stem}.md", text.encode())
+            write_atomic(folder / f"{table.stem}.tex", render.latex(table, scale, cells, settings).encode())
+            write_atomic(folder / f"{table.stem}.csv", render.csv_text(table, scale, cells, settings).encode())
             if plot:
-                figure.plot(table, scale, cells, folder / f"table{number}.png")
-            print(f"written: {folder}/table{number}.{{md,tex,csv{',png' if plot else ''}}}", file=out)
+                figure.plot(table, scale, cells, folder / f"{table.stem}.png")
+            print(f"written: {folder}/{table.stem}.{{md,tex,csv{',png' if plot else ''}}}", file=out)
         if wandb_settings is not None:
-            log_wandb(table.number, scale.name, render.csv_text(table, scale, cells, settings), text, wandb_settings)
+            log_wandb(table.stem, scale.name, render.csv_text(table, scale, cells, settings), text, wandb_settings)
         rendered[number] = text
     return rendered
 
 
-def log_wandb(number: int, scale: str, csv_text: str, markdown: str, settings: dict) -> None:
-    """One summary run per table: the cells as a W&B Table, the Markdown as a text artifact of the run."""
+def log_wandb(stem: str, scale: str, csv_text: str, markdown: str, settings: dict) -> None:
+    """One summary run per table (``stem``: ``table<N>``, or ``table<N>.vs-<row>``): the cells as a W&B Table, the
+    Markdown as a text artifact of the run."""
     import csv
 
     import wandb
@@ -72,15 +77,15 @@ def log_wandb(number: int, scale: str, csv_text: str, markdown: str, settings: d
     rows = list(csv.reader(csv_text.splitlines()))
     run = wandb.init(
         project=settings["project"],
-        group=f"table{number}-{scale}",
+        group=f"{stem}-{scale}",
         job_type="summary",
-        name=f"table{number}-{scale}",
-        tags=[scale, f"table{number}"],
+        name=f"{stem}-{scale}",
+        tags=[scale, stem.split(".")[0]],
         mode="offline" if settings.get("offline", True) else "online",
         dir=settings["save_dir"],
         reinit="finish_previous",
     )
-    run.log({f"table{number}": wandb.Table(columns=rows[0], data=rows[1:])})
+    run.log({stem: wandb.Table(columns=rows[0], data=rows[1:])})
     run.summary["markdown"] = markdown
     run.finish()
 
@@ -110,4 +115,5 @@ def main(cfg: DictConfig) -> None:
             settings=TableSettings(
                 Resampling(cfg.significance.resamples, cfg.significance.seed), allow_mixed_code=cfg.allow_mixed_code
             ),
+            baseline=cfg.baseline,
         )

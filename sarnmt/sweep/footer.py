@@ -155,6 +155,12 @@ def footer(table: Table, scale: Scale, cells: dict, settings: TableSettings = DE
         lines.append(f"{pair}: {p.label}{shared}; {tests}." + (f" {p.note}" if p.note else ""))
     for metric in dict.fromkeys(c.metric for c in table.columns):
         lines.append(f"{', '.join(c.label for c in table.columns if c.metric == metric)}: {METRICS[metric]}.")
+    if table.declared_baseline:
+        lines.append(
+            f"Baseline: every test, Δ and power line compares a row with {table.row(table.baseline).label} "
+            f"(baseline={table.baseline}), not with the table's {table.row(table.declared_baseline).label} row; "
+            "the power line's gains are the paper's differences from that row."
+        )
     lines += method_notes(table, cells, settings)
     records = [r for cell in cells.values() for r in cell.counted]
     if records:

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +73,25 @@ class Table:
     paper: dict[str, dict[str, float]]
     path: str
     task: str = "translation"
+    declared_baseline: str = ""  # the table file's baseline when ``compared_with`` chose another row
 
     def row(self, key: str) -> Row:
         for row in self.rows:
             if row.key == key:
                 return row
         raise SpecError(f"table {self.number} has no row {key!r}; its rows: {[r.key for r in self.rows]}")
+
+    def compared_with(self, key: str) -> Table:
+        """This table with every test, Δ and power line against row ``key`` instead of its file's baseline
+        (``sarnmt tables baseline=<row>``: e.g. whether the self-attentive residual beats the mean residual)."""
+        if key == (self.declared_baseline or self.baseline):
+            return replace(self, baseline=key, declared_baseline="")
+        return replace(self, baseline=self.row(key).key, declared_baseline=self.declared_baseline or self.baseline)
+
+    @property
+    def stem(self) -> str:
+        """The rendered files' name: ``table<N>``, or ``table<N>.vs-<row>`` against another row than the file's."""
+        return f"table{self.number}" + (f".vs-{self.baseline}" if self.declared_baseline else "")
 
 
 @dataclass(frozen=True)
