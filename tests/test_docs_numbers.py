@@ -4,6 +4,8 @@ A markdown table in the docs that quotes the tables is preceded by a comment nam
 
     <!-- from the tables: scale mini; rows baseline mean_residual; columns table2/nt14 table3/nt16 -->
 
+(a column of ``table1.vs-mean_residual/es_en`` quotes the table rendered against another row, ``also_against``)
+
 and has, per row, the row's label, its number of seeds, then per named column two cells: the mean ± sd over seeds
 (with † or ‡ where the seed-aware test marks it) and the difference with the baseline with its 95% interval (empty
 for the baseline; ``Δ, n/a (1 run)`` where the row or the baseline has one run), or ``–`` and an empty cell where
@@ -23,7 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "reproducing.md"
-SOURCE = re.compile(r"<!-- from the tables: scale (\w+); rows ([\w ]+); columns ([\w/ ]+) -->")
+SOURCE = re.compile(r"<!-- from the tables: scale (\w+); rows ([\w ]+); columns ([\w/ .-]+) -->")
 
 
 def quoted_tables() -> list[tuple[str, list[str], list[str], list[list[str]], str]]:

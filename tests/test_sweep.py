@@ -107,6 +107,27 @@ def test_bad_names_list_the_valid_ones():
         reproduce(reproduce_cfg(Path("/nonexistent"), "table=1", "launcher=pbs"))
 
 
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        ("also_against: [self_attentive_content]", None),
+        ("also_against: [baseline]", "also_against: expected a list of rows other than the baseline"),
+        ("also_against: [transformer]", "also_against: expected a list of rows other than the baseline"),
+        ("also_against: mean_residual", "also_against: expected a list of rows other than the baseline"),
+        ("also_agianst: [mean_residual]", r"unknown keys \['also_agianst'\]"),
+    ],
+)
+def test_a_table_file_names_its_other_reference_rows_or_fails_by_key(tmp_path, line, error):
+    text = (ROOT / "sweeps" / "table3.yaml").read_text()
+    text = "\n".join(row for row in text.splitlines() if not row.startswith("also_against"))
+    (tmp_path / "table3.yaml").write_text(f"{text}\n{line}\n")
+    if error is None:
+        assert load_table(3, tmp_path).also_against == ("self_attentive_content",)
+        return
+    with pytest.raises(SpecError, match=f"table3.yaml: {error}"):
+        load_table(3, tmp_path)
+
+
 def test_reproduce_command_reports_bad_names_in_one_line(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "sarnmt.reproduce", "table=9", "scale=smoke"],

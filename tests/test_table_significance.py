@@ -361,12 +361,16 @@ def test_baseline_compares_every_row_with_another_row_in_files_of_their_own(dige
     sac = [c.strip() for c in rows["+ Self-attentive residual connections"].split("|")]
     base = [c.strip() for c in rows["NMT baseline"].split("|")]
     assert "‡" in sac[3] and sac[4].startswith("+") and base[4].startswith("-") and "†" not in base[3]
+    assert text.startswith("**Table 3: ") and ", against + Mean residual connections** — scale `smoke`" in text
     assert (
         "Baseline: every test, Δ and power line compares a row with + Mean residual connections "
         "(baseline=mean_residual), not with the table's NMT baseline row" in text
     )
     table = load_table(3)
     assert table.compared_with("mean_residual").compared_with("baseline") == table and table.stem == "table3"
+    render3(tmp_path)  # without baseline=: the table and, beside it, the table against each row of also_against
+    assert table.also_against == ("mean_residual",)
+    assert {p.name for p in (tmp_path / "tables").iterdir()} >= {"table3.md", "table3.vs-mean_residual.md"}
     args = ["table=3", "scale=smoke", f"results_dir={tmp_path}", "plot=false", "write=false", "baseline=memory_rnn"]
     line = one_error(run_cli(capsys, "tables", args))
     assert "table 3 has no row 'memory_rnn'" in line and "'self_attentive_content'" in line

@@ -24,7 +24,7 @@ from sarnmt.sweep import figure, render
 from sarnmt.sweep.cells import TableSettings, collect
 from sarnmt.sweep.records import write_atomic
 from sarnmt.sweep.seed_tests import Resampling
-from sarnmt.sweep.spec import available_tables, load_scale, load_table
+from sarnmt.sweep.spec import Scale, Table, available_tables, load_scale, load_table
 from sarnmt.utils.compose import hydra_main
 
 
@@ -42,29 +42,50 @@ def render_tables(
     """:returns: ``{table number: Markdown}``; writes the files when ``write``. ``settings``: the resamples and
     generator seed of the bootstrap tests and ``allow_mixed_code`` (default: 10,000, 12345, off). ``baseline``: the
     row every other row is compared with instead of the table's baseline; its files are then
-    ``table<N>.vs-<row>.*`` (:attr:`Table.stem`), so the published tables stay as they are."""
+    ``table<N>.vs-<row>.*`` (:attr:`Table.stem`), so the published tables stay as they are. Without it, each table
+    is also rendered against each row of its ``also_against`` (the orderings the paper claims between two of its
+    rows); the Markdown returned is then the table's own."""
     settings = settings or TableSettings()
     out = out or sys.stdout  # the stream of the call, not of the import (tests run the command in their process)
     scale = load_scale(scale_name)
     rendered = {}
     for number in numbers:
         table = load_table(number)
-        table = table.compared_with(baseline) if baseline else table
-        cells = collect(table, scale, results_dir, settings)
-        text = render.markdown(table, scale, cells, settings)
-        print(text, file=out, flush=True)
-        if write:
-            folder = results_dir / "tables"
-            write_atomic(folder / f"{table.stem}.md", text.encode())
-            write_atomic(folder / f"{table.stem}.tex", render.latex(table, scale, cells, settings).encode())
-            write_atomic(folder / f"{table.stem}.csv", render.csv_text(table, scale, cells, settings).encode())
-            if plot:
-                figure.plot(table, scale, cells, folder / f"{table.stem}.png")
-            print(f"written: {folder}/{table.stem}.{{md,tex,csv{',png' if plot else ''}}}", file=out)
-        if wandb_settings is not None:
-            log_wandb(table.stem, scale.name, render.csv_text(table, scale, cells, settings), text, wandb_settings)
-        rendered[number] = text
+        versions = (
+            [table.compared_with(baseline)] if baseline else [table, *map(table.compared_with, table.also_against)]
+        )
+        texts = [
+            render_one(version, scale, results_dir, write, plot, out, wandb_settings, settings) for version in versions
+        ]
+        rendered[number] = texts[0]
     return rendered
+
+
+def render_one(
+    table: Table,
+    scale: Scale,
+    results_dir: Path,
+    write: bool,
+    plot: bool,
+    out,
+    wandb_settings: dict | None,
+    settings: TableSettings,
+) -> str:
+    """Print one table (against its baseline row) and write ``<results_dir>/tables/<stem>.{md,tex,csv,png}``."""
+    cells = collect(table, scale, results_dir, settings)
+    text = render.markdown(table, scale, cells, settings)
+    print(text, file=out, flush=True)
+    if write:
+        folder = results_dir / "tables"
+        write_atomic(folder / f"{table.stem}.md", text.encode())
+        write_atomic(folder / f"{table.stem}.tex", render.latex(table, scale, cells, settings).encode())
+        write_atomic(folder / f"{table.stem}.csv", render.csv_text(table, scale, cells, settings).encode())
+        if plot:
+            figure.plot(table, scale, cells, folder / f"{table.stem}.png")
+        print(f"written: {folder}/{table.stem}.{{md,tex,csv{',png' if plot else ''}}}", file=out)
+    if wandb_settings is not None:
+        log_wandb(table.stem, scale.name, render.csv_text(table, scale, cells, settings), text, wandb_settings)
+    return text
 
 
 def log_wandb(stem: str, scale: str, csv_text: str, markdown: str, settings: dict) -> None:

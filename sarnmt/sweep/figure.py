@@ -59,7 +59,7 @@ def plot(table: Table, scale: Scale, cells: dict, path: Path) -> None:
     axes[0][0].set_yticks(range(len(labels)), labels)
     axes[0][0].invert_yaxis()
     fig.suptitle(
-        f"{table.title} — scale {scale.name}\n"
+        f"{table.heading} — scale {scale.name}\n"
         + textwrap.fill(
             "dots: seeds; bars: mean; whiskers: the baseline's mean + the 95% interval of the difference (bootstrap "
             "over runs and sentences); † ‡ seed-aware test, * ** sentence-level t-test; one-sided",

@@ -166,14 +166,14 @@ def _rows(table: Table, cells: dict, latex: bool = False) -> list[list[str]]:
 
 def markdown(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> str:
     head, align = _head(table)
-    title = f"**{table.title}** — scale `{scale.name}`"
+    title = f"**{table.heading}** — scale `{scale.name}`"
     return formats.markdown(title, head, align, _rows(table, cells), footer(table, scale, cells, settings))
 
 
 def latex(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> str:
     head, align = _head(table, latex=True)
     notes = " ".join(tex(n) for n in method_notes(table, cells, settings))
-    caption = f"{tex(table.title)} (sarnmt, scale {scale.name}). {_latex_markers(notes)}"
+    caption = f"{tex(table.heading)} (sarnmt, scale {scale.name}). {_latex_markers(notes)}"
     return formats.latex(align, head, _rows(table, cells, latex=True), caption)
 
 

@@ -73,6 +73,7 @@ class Table:
     paper: dict[str, dict[str, float]]
     path: str
     task: str = "translation"
+    also_against: tuple[str, ...] = ()  # rows the paper ranks the others against too: rendered as table<N>.vs-<row>
     declared_baseline: str = ""  # the table file's baseline when ``compared_with`` chose another row
 
     def row(self, key: str) -> Row:
@@ -87,6 +88,11 @@ class Table:
         if key == (self.declared_baseline or self.baseline):
             return replace(self, baseline=key, declared_baseline="")
         return replace(self, baseline=self.row(key).key, declared_baseline=self.declared_baseline or self.baseline)
+
+    @property
+    def heading(self) -> str:
+        """The title, naming the row the tests compare with when it is not the file's baseline."""
+        return self.title + (f", against {self.row(self.baseline).label}" if self.declared_baseline else "")
 
     @property
     def stem(self) -> str:
@@ -217,6 +223,9 @@ def load_table(number: int | str, sweeps_dir: Path = SWEEPS_DIR) -> Table:
         raise SpecError(f"unknown table {str(number)!r}; valid tables: {valid}")
     path = sweeps_dir / f"table{int(number)}.yaml"
     node = _load_yaml(path, "table", valid)
+    unknown = set(node) - {"title", "baseline", "also_against", "rows", "columns", "paper", "task"}
+    if unknown:
+        raise SpecError(f"{path}: unknown keys {sorted(unknown)}")
     task = str(node.get("task", "translation"))
     if task not in TASKS:
         raise SpecError(f"{path}: unknown task {task!r}; valid: {list(TASKS)}")
@@ -259,13 +268,15 @@ def load_table(number: int | str, sweeps_dir: Path = SWEEPS_DIR) -> Table:
     baseline = str(_get(node, "baseline", str(path)))
     if baseline not in keys:
         raise SpecError(f"{path}: baseline {baseline!r} is not a row; rows: {keys}")
+    also = node.get("also_against") or []
+    if not isinstance(also, ListConfig) or any(key not in keys or key == baseline for key in also):
+        raise SpecError(f"{path}: also_against: expected a list of rows other than the baseline; rows: {keys}")
     paper = _get(node, "paper", str(path)) if "paper" in node else {}
     for row_key, cells in paper.items():
         if row_key not in keys or not set(cells) <= {c.key for c in columns}:
             raise SpecError(f"{path}: paper.{row_key} names a row or column the table does not have")
-    return Table(
-        int(number), str(_get(node, "title", str(path))), baseline, tuple(rows), tuple(columns), paper, str(path), task
-    )
+    title = str(_get(node, "title", str(path)))
+    return Table(int(number), title, baseline, tuple(rows), tuple(columns), paper, str(path), task, tuple(also))
 
 
 def load_scale(name: str, sweeps_dir: Path = SWEEPS_DIR) -> Scale:
