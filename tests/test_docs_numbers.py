@@ -6,12 +6,12 @@ A markdown table in the docs that quotes the tables is preceded by a comment nam
 
 (a column of ``table1.vs-mean_residual/es_en`` quotes the table rendered against another row, ``also_against``)
 
-and has, per row, the row's label, its number of seeds, then per named column two cells: the mean ± sd over seeds
-(with † or ‡ where the seed-aware test marks it) and the difference with the baseline with its 95% interval (empty
-for the baseline; ``Δ, n/a (1 run)`` where the row or the baseline has one run), or ``–`` and an empty cell where
-the table has no such cell. The text after such a table, up to the next heading or quoting table, may say "the
-smallest p_seed is X" and "No row is marked": both are checked against the same cells. A failing check prints the
-row as the tables give it.
+and has, per row, the row's label, its number of seeds (``5 / 3`` where its columns differ), then per named column
+two cells: the mean ± sd over seeds (with † or ‡ where the seed-aware test marks it) and the difference with the
+baseline with its 95% interval (empty for the baseline; ``Δ, n/a (1 run)`` where the row or the baseline has one
+run), or ``–`` and an empty cell where the table has no such cell. The text after such a table, up to the next
+heading or quoting table, may say "the smallest p_seed is X" and "No row is marked": both are checked against the
+same cells. A failing check prints the row as the tables give it.
 """
 
 from __future__ import annotations
@@ -90,8 +90,8 @@ def test_each_quoted_row_is_the_tables(index):
     table = source_cells(scale, rows, columns)
     for row, cells in zip(rows, body, strict=True):
         sources = table[row]
-        first = next((cell for cell in sources if cell is not None), None)
-        expected = [cells[0], first["n"] if first else "0"]
+        seeds = list(dict.fromkeys(cell["n"] for cell in sources if cell is not None and cell["n"]))
+        expected = [cells[0], " / ".join(seeds) or "0"]  # "5 / 3" where the columns' cells have different seeds
         for cell in sources:
             expected += expected_cells(cell)
         assert cells == expected, f"{DOC}: row {row} should read | " + " | ".join(expected) + " |"
