@@ -566,12 +566,15 @@ def test_rendered_table_logged_as_a_wandb_table_in_a_summary_run(smoke_table3, t
     render_tables(
         [3], "smoke", smoke_table3 / "results", write=False, out=open(os.devnull, "w"), wandb_settings=settings
     )
-    (run_file,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
-    kinds = {}
-    for item in _wandb_records(run_file):
-        kinds.setdefault(item.WhichOneof("record_type"), []).append(item)
-    run = kinds["run"][0].run
-    assert (run.run_group, run.job_type) == ("table3-smoke", "summary")
+    runs = {}  # one summary run per rendered table: Table 3, and Table 3 against its also_against row
+    for run_file in tmp_path.glob("wandb/offline-run-*/run-*.wandb"):
+        kinds = {}
+        for item in _wandb_records(run_file):
+            kinds.setdefault(item.WhichOneof("record_type"), []).append(item)
+        runs[kinds["run"][0].run.run_group] = (run_file, kinds)
+    assert sorted(runs) == ["table3-smoke", "table3.vs-mean_residual-smoke"]
+    run_file, kinds = runs["table3-smoke"]
+    assert kinds["run"][0].run.job_type == "summary"
     logged = {
         ".".join(u.nested_key) or u.key: json.loads(u.value_json) for h in kinds["history"] for u in h.history.item
     }
