@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 
 from sarnmt.errors import reported
 from sarnmt.sweep import figure, render
-from sarnmt.sweep.cells import TableSettings, collect
+from sarnmt.sweep.cells import Cell, TableSettings, compare, read_cells
 from sarnmt.sweep.records import write_atomic
 from sarnmt.sweep.seed_tests import Resampling
 from sarnmt.sweep.spec import Scale, Table, available_tables, load_scale, load_table
@@ -54,8 +54,20 @@ def render_tables(
         versions = (
             [table.compared_with(baseline)] if baseline else [table, *map(table.compared_with, table.also_against)]
         )
+        read = read_cells(table, scale, results_dir, settings)  # the records, read once for every version
         texts = [
-            render_one(version, scale, results_dir, write, plot, out, wandb_settings, settings) for version in versions
+            render_one(
+                version,
+                scale,
+                compare(version, read, settings),
+                results_dir,
+                write,
+                plot,
+                out,
+                wandb_settings,
+                settings,
+            )
+            for version in versions
         ]
         rendered[number] = texts[0]
     return rendered
@@ -64,6 +76,7 @@ def render_tables(
 def render_one(
     table: Table,
     scale: Scale,
+    cells: dict[tuple[str, str], Cell],
     results_dir: Path,
     write: bool,
     plot: bool,
@@ -71,8 +84,8 @@ def render_one(
     wandb_settings: dict | None,
     settings: TableSettings,
 ) -> str:
-    """Print one table (against its baseline row) and write ``<results_dir>/tables/<stem>.{md,tex,csv,png}``."""
-    cells = collect(table, scale, results_dir, settings)
+    """Print one table (its ``cells`` compared with its baseline row) and write
+    ``<results_dir>/tables/<stem>.{md,tex,csv,png}``."""
     text = render.markdown(table, scale, cells, settings)
     print(text, file=out, flush=True)
     if write:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -188,14 +188,12 @@ def corruption(
     return None
 
 
-def collect(
-    table: Table, scale: Scale, results_dir: Path, settings: TableSettings | None = None
-) -> dict[tuple[str, str], Cell]:
-    """Every cell of ``table`` at ``scale``, filled from ``results_dir/records``, compared with the baseline.
+def read_cells(table: Table, scale: Scale, results_dir: Path, settings: TableSettings) -> dict[tuple[str, str], Cell]:
+    """Every cell of ``table`` at ``scale`` filled from ``results_dir/records``, not yet compared with any row: read
+    once, they serve the table against each of its reference rows (:func:`compare`).
 
     :raises RecordError: a current record whose score is not a number or whose sentence statistics are missing.
     """
-    settings = settings or TableSettings()
     # runs_dir only names paths.output_dir, which the config hash leaves out
     job_settings = JobSettings(runs_dir=Path("/nonexistent"), results_dir=results_dir)
     registry = row_registry([table])
@@ -218,6 +216,16 @@ def collect(
             if cell.records:
                 cell.score = seed_tests.CellScore([float(s) for s in cell_scores(cell)])
             cells[row.key, column.key] = cell
+    return cells
+
+
+def compare(table: Table, read: dict[tuple[str, str], Cell], settings: TableSettings) -> dict[tuple[str, str], Cell]:
+    """The cells of :func:`read_cells`, each with its comparison against its column's cell of ``table.baseline``
+    (copies: ``read`` is left as it was, for another reference row)."""
+    cells = {
+        key: replace(cell, score=replace(cell.score, comparison=None) if cell.score else None)
+        for key, cell in read.items()
+    }
     for column in table.columns:
         base = cells[table.baseline, column.key]
         for row in table.rows:

@@ -155,7 +155,7 @@ def footer(table: Table, scale: Scale, cells: dict, settings: TableSettings = DE
         lines.append(f"{pair}: {p.label}{shared}; {tests}." + (f" {p.note}" if p.note else ""))
     for metric in dict.fromkeys(c.metric for c in table.columns):
         lines.append(f"{', '.join(c.label for c in table.columns if c.metric == metric)}: {METRICS[metric]}.")
-    if table.declared_baseline:
+    if table.against_other_row:
         lines.append(
             f"Baseline: every test, Δ and power line compares a row with {table.row(table.baseline).label} "
             f"(baseline={table.baseline}), not with the table's {table.row(table.declared_baseline).label} row; "

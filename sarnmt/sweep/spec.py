@@ -72,9 +72,9 @@ class Table:
     columns: tuple[Column, ...]
     paper: dict[str, dict[str, float]]
     path: str
+    declared_baseline: str  # the table file's baseline; ``baseline`` is another row in a table ``compared_with`` it
     task: str = "translation"
     also_against: tuple[str, ...] = ()  # rows the paper ranks the others against too: rendered as table<N>.vs-<row>
-    declared_baseline: str = ""  # the table file's baseline when ``compared_with`` chose another row
 
     def row(self, key: str) -> Row:
         for row in self.rows:
@@ -85,19 +85,22 @@ class Table:
     def compared_with(self, key: str) -> Table:
         """This table with every test, Δ and power line against row ``key`` instead of its file's baseline
         (``sarnmt tables baseline=<row>``: e.g. whether the self-attentive residual beats the mean residual)."""
-        if key == (self.declared_baseline or self.baseline):
-            return replace(self, baseline=key, declared_baseline="")
-        return replace(self, baseline=self.row(key).key, declared_baseline=self.declared_baseline or self.baseline)
+        return replace(self, baseline=self.row(key).key)
+
+    @property
+    def against_other_row(self) -> bool:
+        """Whether the tests compare with another row than the table file's baseline."""
+        return self.baseline != self.declared_baseline
 
     @property
     def heading(self) -> str:
         """The title, naming the row the tests compare with when it is not the file's baseline."""
-        return self.title + (f", against {self.row(self.baseline).label}" if self.declared_baseline else "")
+        return self.title + (f", against {self.row(self.baseline).label}" if self.against_other_row else "")
 
     @property
     def stem(self) -> str:
         """The rendered files' name: ``table<N>``, or ``table<N>.vs-<row>`` against another row than the file's."""
-        return f"table{self.number}" + (f".vs-{self.baseline}" if self.declared_baseline else "")
+        return f"table{self.number}" + (f".vs-{self.baseline}" if self.against_other_row else "")
 
 
 @dataclass(frozen=True)
@@ -276,7 +279,9 @@ def load_table(number: int | str, sweeps_dir: Path = SWEEPS_DIR) -> Table:
         if row_key not in keys or not set(cells) <= {c.key for c in columns}:
             raise SpecError(f"{path}: paper.{row_key} names a row or column the table does not have")
     title = str(_get(node, "title", str(path)))
-    return Table(int(number), title, baseline, tuple(rows), tuple(columns), paper, str(path), task, tuple(also))
+    return Table(
+        int(number), title, baseline, tuple(rows), tuple(columns), paper, str(path), baseline, task, tuple(also)
+    )
 
 
 def load_scale(name: str, sweeps_dir: Path = SWEEPS_DIR) -> Scale:
