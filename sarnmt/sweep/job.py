@@ -46,6 +46,7 @@ from sarnmt.sweep import stats as sentence_stats
 from sarnmt.sweep.code import check_clean, code_identity
 from sarnmt.sweep.folders import FolderInUse, clear_stale_run_lock, job_lock, now, take_folder
 from sarnmt.sweep.lm_job import finish_lm_job
+from sarnmt.sweep.plan import Job
 from sarnmt.sweep.publish import publish_record
 from sarnmt.sweep.records import (
     config_hash,
@@ -53,7 +54,6 @@ from sarnmt.sweep.records import (
     write_json,
     write_lines_gz,
 )
-from sarnmt.sweep.spec import Job
 from sarnmt.training.checkpoint import load_model
 from sarnmt.utils.compose import compose
 from sarnmt.utils.device import pick_device

@@ -31,8 +31,8 @@ from sarnmt.errors import UserError
 from sarnmt.sweep.code import same_code, source_hash
 from sarnmt.sweep.folders import folder_code, folder_hash
 from sarnmt.sweep.job import JobSettings, job_config
+from sarnmt.sweep.plan import Job
 from sarnmt.sweep.records import read_record
-from sarnmt.sweep.spec import Job
 from sarnmt.utils.compose import compose
 
 LAUNCHERS = ("local", "joblib", "slurm")

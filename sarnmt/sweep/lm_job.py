@@ -18,8 +18,8 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from sarnmt.data.text.codecs import EOS
+from sarnmt.sweep.plan import Job
 from sarnmt.sweep.publish import publish_record
-from sarnmt.sweep.spec import Job
 from sarnmt.sweep.stats import corpus_score
 from sarnmt.training.checkpoint import CheckpointError, load_language_model
 from sarnmt.utils.device import pick_device

@@ -1,21 +1,45 @@
 """The jobs a set of tables needs at a scale: one per (language pair, row, seed), each trained once for every
-table that needs it, and a job rebuilt from its id (``<pair>.<row>.s<seed>``) by the sweep's job entry point."""
+table that needs it, and a job rebuilt from its id (``<pair>.<row>.s<seed>``, which names its folders) by the sweep's
+job entry point."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from sarnmt.sweep.spec import (
-    SWEEPS_DIR,
-    Job,
-    Row,
-    Scale,
-    SpecError,
-    Table,
-    available_tables,
-    load_table,
-    parse_job_id,
-)
+from sarnmt.sweep.spec import SWEEPS_DIR, Row, Scale, SpecError, Table, available_tables, load_table
+
+
+@dataclass(frozen=True)
+class Job:
+    """One training run and its evaluation on every test set of its pair.
+
+    :param train: the train overrides, in order: scale, pair, row, seed (later ones win), then the user's extras.
+    """
+
+    scale: str
+    pair: str
+    row: str
+    seed: int
+    train: tuple[str, ...]
+    tests: dict[str, str]
+    tables: tuple[int, ...] = field(default=(), compare=False)
+    task: str = "translation"
+
+    @property
+    def id(self) -> str:
+        return job_id(self.pair, self.row, self.seed)
+
+
+def job_id(pair: str, row: str, seed: int) -> str:
+    return f"{pair}.{row}.s{seed}"
+
+
+def parse_job_id(text: str) -> tuple[str, str, int]:
+    parts = text.split(".")
+    if len(parts) != 3 or not parts[2].startswith("s") or not parts[2][1:].isdigit():
+        raise SpecError(f"job id {text!r} is not <pair>.<row>.s<seed> (e.g. es_en.baseline.s1)")
+    return parts[0], parts[1], int(parts[2][1:])
 
 
 def row_registry(tables: list[Table]) -> dict[str, Row]:

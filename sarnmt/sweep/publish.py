@@ -17,8 +17,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.sweep.folders import now
+from sarnmt.sweep.plan import Job
 from sarnmt.sweep.records import RECORD_VERSION, gzip_bytes, hardware, write_atomic, write_json
-from sarnmt.sweep.spec import Job
 
 log = logging.getLogger("sarnmt")
 SHOWN_METRICS = ("bleu_tok", "bleu", "ppl")  # the scores the log line names

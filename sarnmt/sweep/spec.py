@@ -1,5 +1,5 @@
-"""What a table is and what a sweep runs: the table files ``sweeps/table<N>.yaml`` and the scale files
-``sweeps/scales/<scale>.yaml``, read into plain dataclasses, and the job they describe.
+"""What a table is and at which scale a sweep runs it: the table files ``sweeps/table<N>.yaml`` and the scale files
+``sweeps/scales/<scale>.yaml``, read into plain dataclasses.
 
 - A **table** has rows (a model: a key, a label, its train overrides, which seed list it runs) and columns (a
   language pair, a test set and a metric), the paper's numbers and the baseline row its significance markers
@@ -7,9 +7,7 @@
 - A **scale** (``smoke``, ``mini``, ``paper``) says how big every job is (train overrides for all jobs), which
   corpus stands for each language pair (train overrides, and which split is each logical test set), and the seed
   lists.
-- A **job** is one training run and its evaluation: (scale, pair, row, seed). Its id ``<pair>.<row>.s<seed>`` names
-  its folders; a run that several tables need (Tables 2 and 3, Table 4's content row) is one job
-  (:mod:`sarnmt.sweep.plan`).
+- The **jobs** they describe (one training run per scale, pair, row and seed) are :mod:`sarnmt.sweep.plan`'s.
 """
 
 from __future__ import annotations
@@ -152,38 +150,6 @@ class Scale:
         if test not in p.tests:
             raise SpecError(f"{self.path}: pair {pair} has no test set {test!r}; its test sets: {sorted(p.tests)}")
         return p.tests[test] if p.same_as else test
-
-
-@dataclass(frozen=True)
-class Job:
-    """One training run and its evaluation on every test set of its pair.
-
-    :param train: the train overrides, in order: scale, pair, row, seed (later ones win), then the user's extras.
-    """
-
-    scale: str
-    pair: str
-    row: str
-    seed: int
-    train: tuple[str, ...]
-    tests: dict[str, str]
-    tables: tuple[int, ...] = field(default=(), compare=False)
-    task: str = "translation"
-
-    @property
-    def id(self) -> str:
-        return job_id(self.pair, self.row, self.seed)
-
-
-def job_id(pair: str, row: str, seed: int) -> str:
-    return f"{pair}.{row}.s{seed}"
-
-
-def parse_job_id(text: str) -> tuple[str, str, int]:
-    parts = text.split(".")
-    if len(parts) != 3 or not parts[2].startswith("s") or not parts[2][1:].isdigit():
-        raise SpecError(f"job id {text!r} is not <pair>.<row>.s<seed> (e.g. es_en.baseline.s1)")
-    return parts[0], parts[1], int(parts[2][1:])
 
 
 def _load_yaml(path: Path, what: str, valid: list[str]) -> DictConfig:
