@@ -45,10 +45,8 @@ DIRTY_OK = "allow_dirty=true"
 @pytest.fixture(scope="module", autouse=True)
 def one_thread_per_job():
     """Every job this module starts trains on one thread, as in ``tests/test_faults_resume.py``: a resumed job equals
-    the uninterrupted one bit for bit only where every part of both ran with the same thread count. The smoke job
-    ``en_de.self_attentive_content.s1`` ends with validation loss 55.450951 on one thread and 55.450981 on two; a CI
-    run once gave its resumed copy 55.450977, between the two (``MKL_DYNAMIC``, on by default, lets oneMKL use fewer
-    threads than asked)."""
+    the uninterrupted one bit for bit only where every part of both ran with the same thread count (the measured
+    values are in docs/reliability.md, "A killed run resumes exactly")."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OMP_NUM_THREADS", "1")
         patch.setenv("MKL_DYNAMIC", "FALSE")
