@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The mini re-run to convergence (issue 42), in the order the issue gives, N jobs at a time (one thread each):
+#   scripts/rerun-mini.sh WORKTREE [N]
+# WORKTREE is a `git worktree` of the fixed commit the records are to carry, with the venv's python on PATH or in
+# $PY. Every job is `sarnmt sweep-job scale=mini job=<id>`: a finished job (complete record) is skipped, an
+# interrupted one resumes from its last checkpoint, so running this again after any stop goes on where it was.
+# Records land in WORKTREE/sweeps/results/mini/records; copy them to main and commit them as they come.
+set -euo pipefail
+wt=$(cd "${1:?usage: scripts/rerun-mini.sh WORKTREE [N]}" && pwd)
+n=${2:-2}
+py=${PY:-python}
+jobs=()
+# pilot first: one seed of the baseline and of the self-attentive residual (content), Multi30K En->De
+jobs+=(en_de.baseline.s1 en_de.self_attentive_content.s1 en_de.mean_residual.s1)
+for s in 2 3 4 5; do for r in baseline mean_residual self_attentive_content; do jobs+=("en_de.$r.s$s"); done; done
+for s in 1 2 3; do for r in lm_lstm lm_attention lm_4gram lm_mean_residual lm_self_attentive_residual; do
+  jobs+=("lm_text.$r.s$s"); done; done
+for s in 1 2 3 4 5; do for r in baseline mean_residual self_attentive_content; do jobs+=("es_en.$r.s$s"); done; done
+cd "$wt"
+printf '%s\n' "${jobs[@]}" | OMP_NUM_THREADS=1 MKL_DYNAMIC=FALSE xargs -P "$n" -I{} \
+  sh -c "$py -m sarnmt.sweep_job scale=mini job={} cpu_threads=1 progress=false >> outputs/rerun-{}.log 2>&1 \
+         && echo \"\$(date -u +%FT%TZ) done {}\" || echo \"\$(date -u +%FT%TZ) FAILED {} (outputs/rerun-{}.log)\""
