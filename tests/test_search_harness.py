@@ -1,0 +1,49 @@
+"""The search-equivalence harness (:mod:`tests.search_harness`): today's search decodes every case exactly as the
+search before issue 40's rewrite did (``tests/fixtures/search_harness.json``): the same tokens, the same float32
+scores bit for bit, the same n-best lists and the same attention rows. The default run takes batch 8's greedy and
+beam-5 cases of every system; ``make test-full`` (``-m slow``) takes all of them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tests import search_harness
+from tests.conftest import ROOT
+
+FIXTURE = json.loads((ROOT / "tests" / "fixtures" / "search_harness.json").read_text())
+CASES = search_harness.cases()
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # the fixture was written on one thread: the same reduction order in every product
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_the_fixture_holds_every_case():
+    assert sorted(FIXTURE["cases"]) == sorted(case.key for case in CASES)
+    assert len(CASES) == len({case.key for case in CASES})
+
+
+def check(case: search_harness.Case) -> None:
+    got = json.loads(json.dumps(search_harness.run(case)))
+    want = FIXTURE["cases"][case.key]
+    for field in want:
+        assert got[field] == want[field], f"{case.key}: {field} differs"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.fast], ids=lambda c: c.key)
+def test_search_decodes_as_before(case):
+    check(case)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [c for c in CASES if not c.fast], ids=lambda c: c.key)
+def test_search_decodes_as_before_full(case):
+    check(case)
