@@ -45,7 +45,13 @@ hooks:  ## pre-commit's local hooks on every file: ruff check and format, whites
 docs:  ## the documentation site into site/ (mkdocs build --strict: a broken link or a missing page fails; CI runs it)
 	$(PY) -m mkdocs build --strict -d site/
 
-.PHONY: docs
+docs-serve:  ## the site on http://127.0.0.1:8000, rebuilt as pages change (site/ also opens from disk: site/index.html)
+	$(PY) -m mkdocs serve --strict -a 127.0.0.1:$(or $(PORT),8000)
+
+docs-screenshots:  ## the pictures of the site opened from disk (docs/docs-offline-*.png), as its browser test sees it
+	SARNMT_DOCS_SCREENSHOTS=docs WANDB_MODE=disabled $(PY) -m pytest -q tests/test_docs_browser.py
+
+.PHONY: docs docs-serve docs-screenshots
 
 train:  ## the main job: self-attentive residual decoder on the toy corpus
 	$(PY) -m sarnmt.train
