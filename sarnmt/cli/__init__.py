@@ -3,8 +3,9 @@
 ``sarnmt`` or ``sarnmt --help`` lists the commands; ``sarnmt <command> --help`` shows the command's config groups, its
 settings and two examples; ``sarnmt <command> args...`` runs the command's entry point with ``args``, which this
 module hands on unparsed: to Hydra for the Hydra applications, as a list to the few commands that are not Hydra
-applications (each says why in its docstring). ``python -m sarnmt.<module>`` is a thin alias of ``sarnmt <command>``
-(:func:`alias`), so that no published command breaks.
+applications (each says why in its docstring). :data:`COMMANDS` is the one registry: ``python -m sarnmt <command>``
+(``sarnmt/__main__.py``) reads it too, and ``python -m sarnmt.train``, kept because scripts use it, is an alias of
+``sarnmt train`` (:func:`alias`); no other ``python -m sarnmt.<module>`` path runs a command.
 
 This module is the one place that takes arguments from ``sys.argv`` or sets it (tests/test_cli.py checks it):
 Hydra reads the command line from ``sys.argv``, so running a Hydra application under another program name
@@ -30,8 +31,7 @@ from sarnmt.errors import USER_ERROR_STATUS
 class Command:
     """A command: ``sarnmt.<module>``'s ``main``, a Hydra application (``hydra``: it reads its arguments through
     Hydra) or a function of the argument list and the program name (``main(args, prog=...)``) returning the exit
-    status. The commands of the package live in ``sarnmt/cli/`` (``cli.train``); each keeps its published
-    ``python -m sarnmt.train`` path as a thin alias module (:func:`published`)."""
+    status. The commands of the package live in ``sarnmt/cli/`` (``cli.train``)."""
 
     module: str
     summary: str
@@ -60,17 +60,18 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-def usage() -> str:
+def usage(prog: str = "sarnmt") -> str:
+    """The command list, for ``prog`` (``sarnmt`` or ``python -m sarnmt``)."""
     width = max(map(len, COMMANDS))
     lines = [f"  {name:<{width}}  {command.summary}" for name, command in COMMANDS.items()]
     return (
-        "usage: sarnmt <command> [group=option ...] [key=value ...]\n"
-        "       sarnmt <command> --help     (its config groups, settings and examples)\n\n"
+        f"usage: {prog} <command> [group=option ...] [key=value ...]\n"
+        f"       {prog} <command> --help     (its config groups, settings and examples)\n\n"
         "Commands:\n" + "\n".join(lines) + "\n\n"
         "Examples:\n"
-        "  sarnmt train decoder=baseline model=small trainer.max_epochs=20\n"
-        "  sarnmt params model=paper decoder=all\n\n"
-        "python -m sarnmt.<module> runs the same commands (python -m sarnmt.train is sarnmt train).\n"
+        f"  {prog} train decoder=baseline model=small trainer.max_epochs=20\n"
+        f"  {prog} params model=paper decoder=all\n\n"
+        "sarnmt <command> and python -m sarnmt <command> are the same (python -m sarnmt.train is sarnmt train).\n"
     )
 
 
@@ -124,24 +125,19 @@ def run(name: str, args: Sequence[str], prog: str | None = None, entry: Callable
 
 
 def alias(name: str, entry: Callable[..., Any]) -> NoReturn:
-    """``python -m sarnmt.<module> args``: the same as ``sarnmt <name> args``."""
-    sys.exit(run(name, sys.argv[1:], prog=f"python -m {published(COMMANDS[name].module)}", entry=entry))
+    """``python -m sarnmt.<name> args`` (``sarnmt/train.py``, the one such path kept): ``sarnmt <name> args``."""
+    sys.exit(run(name, sys.argv[1:], prog=f"python -m sarnmt.{name}", entry=entry))
 
 
-def published(module: str) -> str:
-    """The ``python -m`` path of a command's module: a command of this package (``cli.train``) keeps the path it was
-    published under (``sarnmt.train``, an alias module), a package's ``__main__`` is run as the package."""
-    return "sarnmt." + module.removeprefix("cli.").removesuffix(".__main__")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """The ``sarnmt`` console script."""
+def main(argv: Sequence[str] | None = None, prog: str = "sarnmt") -> int:
+    """The ``sarnmt`` console script and ``python -m sarnmt`` (``prog``): no command, or one not in
+    :data:`COMMANDS`, prints the command list on stderr and returns 2."""
     args = list(sys.argv[1:] if argv is None else argv)  # the dispatcher: the one reader of sys.argv
     if not args or args[0] in ("-h", "--help", "help"):
-        print(usage(), end="", file=sys.stdout if args else sys.stderr)
+        print(usage(prog), end="", file=sys.stdout if args else sys.stderr)
         return 0 if args else USER_ERROR_STATUS
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
         print(f"error: unknown command {name!r}; commands: {', '.join(COMMANDS)}", file=sys.stderr, flush=True)
         return USER_ERROR_STATUS
-    return run(name, rest)
+    return run(name, rest, prog=f"{prog} {name}")
