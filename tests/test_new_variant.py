@@ -1,8 +1,9 @@
 """The cost of a new decoder variant: one Python module and one yaml in a folder of one's own, nothing else written.
 
 With the yaml's folder on the command line (``--config-dir`` for the Hydra commands, ``hydra.searchpath`` for the
-bench) and the module importable, the variant trains, translates and is benched as a packaged one is, and the test
-oracle holds its teacher-forced form to its step form. The ``decoder`` config group is the registry.
+bench) and the module importable, the variant trains, translates (its module named in ``trust_targets=``: a
+checkpoint is data) and is benched as a packaged one is, and the test oracle holds its teacher-forced form to its step
+form. The ``decoder`` config group is the registry.
 """
 
 from __future__ import annotations
@@ -92,7 +93,9 @@ def test_a_new_variant_trains_translates_and_is_benched(capsys, tmp_path, varian
 
     text = b"ta brin\nnu gorm\n"
     args = [f"ckpt_path={checkpoint}", "progress=false", "decoding.min_len=1"]
-    outcome = run_cli(capsys, "translate", args, text)
+    refused = run_cli(capsys, "translate", args, text)  # a checkpoint is data: a class of one's own is named first
+    assert refused.code == 2 and "trust_targets=[last_two_variant]" in refused.err
+    outcome = run_cli(capsys, "translate", [*args, "trust_targets=[last_two_variant]"], text)
     assert outcome.code == 0, outcome.err
     assert len(outcome.out.splitlines()) == 2 and all(line.strip() for line in outcome.out.splitlines())
 

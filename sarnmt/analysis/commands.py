@@ -22,6 +22,7 @@ from sarnmt.analysis.trees import brackets
 from sarnmt.data.corpora.toy import generate_toy_corpus, target_tree
 from sarnmt.data.corpora.toy_reading import parse_source
 from sarnmt.training.checkpoint import load_model
+from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.device import pick_device
 
 log = logging.getLogger("sarnmt")
@@ -229,7 +230,7 @@ def agreement_probe(cfg: DictConfig) -> dict[str, Any]:
     table: dict[str, dict[str, list[tuple[int, float]]]] = {}
     overall: dict[str, dict[str, float]] = {}
     for name, path in zip(names, paths, strict=True):
-        loaded = load_model(path, device, cfg.kernels)
+        loaded = load_model(path, device, cfg.kernels, run_trust(cfg))
         forced = agreement.forced_choice(loaded, items, cfg.batch_size)
         free, texts = agreement.decoded(loaded, items, search, cfg.batch_size)
         (out / f"{name}.agreement.hyp").write_text("".join(t + "\n" for t in texts), encoding="utf-8")

@@ -35,6 +35,7 @@ from sarnmt.data.text.codecs import EOS_TOKEN, UNK
 from sarnmt.data.text.reading import read_lines
 from sarnmt.decoding.stream import decode_stream
 from sarnmt.training.checkpoint import LoadedModel, load_model
+from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.device import pick_device
 
 log = logging.getLogger("sarnmt")
@@ -216,7 +217,7 @@ def load_runs(cfg, out_dir: Path, self_attention_only: bool = False) -> list[Run
     device = pick_device(cfg.device)
     runs = []
     for k, (name, path) in enumerate(zip(names, paths, strict=True)):
-        loaded = load_model(path, device, cfg.kernels)
+        loaded = load_model(path, device, cfg.kernels, run_trust(cfg))
         if loaded.src_codec is None or loaded.tgt_codec is None:
             raise AnalysisError(f"checkpoint {path} has no text codecs (saved without a datamodule)")
         self_attention = has_self_attention(loaded.net)

@@ -15,6 +15,7 @@ written atomically, so a failed write leaves the previous file, and never over a
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from omegaconf import DictConfig
 from sarnmt.errors import InputError, reported
 from sarnmt.training.checkpoint import CheckpointError, read_checkpoint
 from sarnmt.training.identity import TRAINING_STATE, sha256
+from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.atomic import atomic_open
 from sarnmt.utils.compose import hydra_main
 
@@ -32,7 +34,7 @@ log = logging.getLogger("sarnmt")
 DROPPED = ("optimizer_states", "lr_schedulers", "callbacks", "loops")
 
 
-def average_checkpoints(paths: list[str | Path], output: str | Path) -> dict[str, Any]:
+def average_checkpoints(paths: list[str | Path], output: str | Path, trust: Sequence[str] = ()) -> dict[str, Any]:
     """Write the average of ``paths`` to ``output``.  :returns: the written checkpoint.
 
     :raises CheckpointError: when a checkpoint cannot be read or the models or vocabularies differ.
@@ -41,7 +43,7 @@ def average_checkpoints(paths: list[str | Path], output: str | Path) -> dict[str
     if not paths:
         raise InputError("average_checkpoints: no checkpoint to average")
     check_output(Path(output))
-    checkpoints = [read_checkpoint(path) for path in paths]
+    checkpoints = [read_checkpoint(path, trust=trust) for path in paths]
     first = checkpoints[0]
     config = first["sarnmt"]["net_config"]
     sums: dict[str, torch.Tensor] = {}
@@ -100,7 +102,9 @@ def check_output(output: Path) -> None:
         )
 
 
-def last_checkpoints(directory: str | Path, count: int, exclude: Path | None = None) -> list[Path]:
+def last_checkpoints(
+    directory: str | Path, count: int, exclude: Path | None = None, trust: Sequence[str] = ()
+) -> list[Path]:
     """The ``count`` checkpoints of ``directory`` with the highest ``global_step`` (``last.ckpt`` excluded)."""
     if count < 1:
         raise InputError(f"last={count}: give the number of checkpoints to average, 1 or more")
@@ -118,22 +122,23 @@ def last_checkpoints(directory: str | Path, count: int, exclude: Path | None = N
         raise InputError(
             f"asked for the last {count} checkpoints but {directory} has {len(found)}: {[p.name for p in found]}"
         )
-    steps = {p: read_checkpoint(p).get("global_step", 0) for p in found}
+    steps = {p: read_checkpoint(p, trust=trust).get("global_step", 0) for p in found}
     return sorted(found, key=lambda p: (steps[p], p.stat().st_mtime))[-count:]
 
 
 def average(cfg: DictConfig) -> Path:
     """:returns: the output path."""
     output = Path(to_absolute_path(cfg.output))
+    trust = run_trust(cfg)
     if cfg.checkpoints:
         if cfg.dir is not None:
             raise InputError("give either checkpoints=[...] or dir=... last=N, not both")
         paths = [Path(to_absolute_path(p)) for p in cfg.checkpoints]
     elif cfg.dir is not None:
-        paths = last_checkpoints(to_absolute_path(cfg.dir), cfg.last, exclude=output)
+        paths = last_checkpoints(to_absolute_path(cfg.dir), cfg.last, exclude=output, trust=trust)
     else:
         raise InputError("nothing to average: give checkpoints=[a.ckpt,b.ckpt,...] or dir=DIR last=N")
-    average_checkpoints(paths, output)
+    average_checkpoints(paths, output, trust)
     log.info("averaged %d checkpoints into %s: %s", len(paths), output, ", ".join(p.name for p in paths))
     return output
 

@@ -42,6 +42,7 @@ from sarnmt.errors import InputError, check_range, reported
 from sarnmt.evaluation.bleu import Score, corpus_bleu, corpus_chrf
 from sarnmt.kernels.choice import check_choice
 from sarnmt.training.checkpoint import load_model
+from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import atomic_files, check_folder
 from sarnmt.utils.compose import hydra_main
@@ -133,7 +134,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()
     ckpt_path = to_absolute_path(cfg.ckpt_path)
-    loaded = load_model(ckpt_path, device, cfg.kernels)
+    trust = run_trust(cfg)
+    loaded = load_model(ckpt_path, device, cfg.kernels, trust)
     datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("test")
@@ -170,6 +172,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     seconds = output.seconds
     record = {
         "checkpoint": ckpt_path,
+        "trust_targets": list(trust),
         "global_step": loaded.global_step,
         "parameters": loaded.parameters,
         "data": datamodule.name,

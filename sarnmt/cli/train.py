@@ -24,6 +24,7 @@ from sarnmt.training.identity import resume_point, run_identity
 from sarnmt.training.lit_module import TranslationModule
 from sarnmt.training.preemption import Preemption
 from sarnmt.training.run_lock import run_lock
+from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
@@ -112,7 +113,7 @@ def fit(trainer: L.Trainer, module: TranslationModule, datamodule, ckpt_path: st
     """``trainer.fit``; a stop on a preemption signal becomes :class:`~sarnmt.errors.TrainingStopped` (exit status
     128 + the signal), after the checkpoint was written (:mod:`sarnmt.training.preemption`)."""
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     except SIGTERMException:
         stops = [cb for cb in trainer.callbacks if isinstance(cb, Preemption) and cb.saved_at is not None]
         if not stops:
@@ -134,8 +135,9 @@ def evaluate_average(cfg: DictConfig, trainer: L.Trainer, module: TranslationMod
     """Average the newest ``average_last`` kept checkpoints and test the average (``test_average/*`` metrics)."""
     directory = Path(trainer.checkpoint_callback.dirpath)
     output = directory / f"average-{cfg.average_last}.ckpt"
-    paths = last_checkpoints(directory, cfg.average_last, exclude=output)
-    average_checkpoints(paths, output)
+    trust = run_trust(cfg)  # the run's own checkpoints: the classes its config (code) names
+    paths = last_checkpoints(directory, cfg.average_last, exclude=output, trust=trust)
+    average_checkpoints(paths, output, trust)
     log.info("averaged %s into %s", ", ".join(p.name for p in paths), output)
     result: dict[str, Any] = {"average_model_path": str(output)}
     if cfg.test and datamodule.has_split("test"):

@@ -63,6 +63,7 @@ from sarnmt.decoding.stream import Translation, decode_stream
 from sarnmt.errors import InputError, check_range, reported
 from sarnmt.kernels.choice import check_choice
 from sarnmt.training.checkpoint import CheckpointError, load_model
+from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import AtomicFiles, atomic_files, check_output
 from sarnmt.utils.compose import hydra_main
@@ -200,7 +201,7 @@ def translate(cfg: DictConfig, stdin: IO[Any] | None = None, stdout: TextIO | No
     check_streams(cfg, stdin, stdout)
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()
-    loaded = load_model(to_absolute_path(cfg.ckpt_path), device, cfg.kernels)
+    loaded = load_model(to_absolute_path(cfg.ckpt_path), device, cfg.kernels, run_trust(cfg))
     if loaded.src_codec is None or loaded.tgt_codec is None:
         raise CheckpointError(f"checkpoint {cfg.ckpt_path} has no text codecs (saved without a datamodule)")
     log.info("translating with %s on %s (%s parameters)", search, device, f"{loaded.parameters:,}")

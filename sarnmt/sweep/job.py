@@ -55,6 +55,7 @@ from sarnmt.sweep.records import (
     write_lines_gz,
 )
 from sarnmt.training.checkpoint import load_model
+from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.compose import compose
 from sarnmt.utils.device import pick_device
 from sarnmt.utils.instantiate import instantiate_dict
@@ -225,7 +226,7 @@ def finish_job(
     scores, and write the record (last). ``code``: the code that ran (:func:`sarnmt.sweep.code.code_identity`)."""
     start = time.perf_counter()
     device = pick_device(settings.device)
-    loaded = load_model(fit["best_model_path"], device)
+    loaded = load_model(fit["best_model_path"], device, trust=run_trust(cfg))  # its own checkpoint: what cfg names
     datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("test")

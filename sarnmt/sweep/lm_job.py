@@ -22,6 +22,7 @@ from sarnmt.sweep.plan import Job
 from sarnmt.sweep.publish import publish_record
 from sarnmt.sweep.stats import corpus_score
 from sarnmt.training.checkpoint import CheckpointError, load_language_model
+from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.device import pick_device
 
 
@@ -55,7 +56,7 @@ def finish_lm_job(
     (``code``: the code that ran, :func:`sarnmt.sweep.code.code_identity`)."""
     start = time.perf_counter()
     device = pick_device(settings.device)
-    net, vocab = load_language_model(fit["best_model_path"], device)
+    net, vocab = load_language_model(fit["best_model_path"], device, trust=run_trust(cfg))  # what cfg names
     datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("test")

@@ -12,19 +12,25 @@ its text codecs::
 
 The model is rebuilt from the stored ``model`` and ``decoder`` configs by the model factory
 (:func:`sarnmt.models.factory.build_model`; ``_target_`` is the registry), so loading never needs to know the model
-or the decoder variant.
+or the decoder variant. A checkpoint is data: its stored config is checked against an allow-list of classes and for
+interpolations that read the environment or files before anything of it is built
+(:mod:`sarnmt.training.stored_config`), and the model is first built on the ``meta`` device, so that the sizes it
+claims are compared with its tensors' shapes before any memory is allocated for them.
 """
 
 from __future__ import annotations
 
+import logging
 import pickle
 import re
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.errors import HydraException
 from torch import nn
 
 from sarnmt.data.text.codec_state import codecs_from_state
@@ -32,7 +38,9 @@ from sarnmt.data.text.codecs import TextCodec
 from sarnmt.errors import UserError
 from sarnmt.models.factory import ModelConfigError, build_language_model, build_model
 from sarnmt.sweep.records import MOVED_TARGETS
+from sarnmt.training.stored_config import check_stored_config
 
+log = logging.getLogger("sarnmt")
 NET_PREFIX = "net."
 # a class's path before it moved -> its path now (the rows of MOVED_TARGETS): a stored model config may name either
 CURRENT_TARGETS = {first: now for now, first in MOVED_TARGETS.items()}
@@ -63,13 +71,18 @@ def _unsafe_global(err: Exception) -> str:
     return f" ({found.group(1)})" if found else ""
 
 
-def read_checkpoint(path: str | Path, task: str = "translation", mmap: bool = False) -> dict[str, Any]:
+def read_checkpoint(
+    path: str | Path, task: str = "translation", mmap: bool = False, trust: Sequence[str] = ()
+) -> dict[str, Any]:
     """The raw checkpoint dict, checked to be a sarnmt checkpoint. Loaded with ``torch.load(weights_only=True)``:
     tensors and plain containers only, so a file holding any other Python object (a pickle that would run code) is
     refused without running any of it.
 
     :param task: ``translation`` or ``lm`` (a language model of Table 6, :mod:`sarnmt.lm`): what the caller loads.
     :param mmap: map the file instead of reading it (the tensors are read when used): for a look at its entries.
+    :param trust: modules whose classes its model config may name besides sarnmt's own (``trust_targets``).
+    :raises StoredConfigError: when its model config names a class outside the allow-list or holds an interpolation
+        that could read the environment or files (:mod:`sarnmt.training.stored_config`), naming the key.
     :raises CheckpointError: "does not exist", "is a folder", "is corrupt or truncated", "is not a PyTorch
         checkpoint file", "is not a sarnmt checkpoint" (with the reason), or holds the other task's model.
     """
@@ -111,9 +124,16 @@ def read_checkpoint(path: str | Path, task: str = "translation", mmap: bool = Fa
     required = (
         ("model", "decoder", "src_vocab_size", "tgt_vocab_size") if task == "translation" else ("model", "vocab_size")
     )
-    if not isinstance(net_config, dict) or any(key not in net_config for key in required):
+    if (
+        not isinstance(net_config, dict)
+        or any(key not in net_config for key in required)
+        or any(not isinstance(net_config[key], dict) for key in ("model", "decoder") if key in required)
+    ):
         raise CheckpointError(f"checkpoint {path} is not a sarnmt checkpoint: 'sarnmt.net_config' lacks {required}")
     info["net_config"] = current_targets(net_config)  # written before a class it names moved: read as today's
+    own = check_stored_config(info["net_config"], f"checkpoint {path}", trust, key="sarnmt.net_config")  # data
+    if own:
+        log.info("checkpoint %s names classes of your own, trusted (trust_targets): %s", path, ", ".join(own))
     return checkpoint
 
 
@@ -132,10 +152,11 @@ def current_targets(node: Any) -> Any:
 
 
 def build_net(net_config: dict[str, Any], path: str | Path = "<checkpoint>", kernels: str = "auto") -> nn.Module:
-    """A freshly initialised model from a stored ``net_config`` (:func:`~sarnmt.models.factory.build_model`).
+    """A freshly initialised model from a stored ``net_config`` (:func:`~sarnmt.models.factory.build_model`), on the
+    current default device (``torch.device("meta")`` allocates nothing).
 
-    :raises CheckpointError: naming the checkpoint and the model it holds, when this installation has no such model
-        or the stored model and decoder do not go together."""
+    :raises CheckpointError: naming the checkpoint and the model it holds, when this installation has no such model,
+        the stored model and decoder do not go together, or its settings cannot build one (a size that is no size)."""
     try:
         return build_model(
             net_config["model"],
@@ -147,6 +168,40 @@ def build_net(net_config: dict[str, Any], path: str | Path = "<checkpoint>", ker
     except ModelConfigError as err:
         held = f"model {net_config['model'].get('_target_')!r} with decoder {net_config['decoder'].get('_target_')!r}"
         raise CheckpointError(f"checkpoint {path} holds {held}, which cannot be built: {err}") from err
+    except (HydraException, TypeError, ValueError, RuntimeError, OverflowError) as err:
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt: its model config cannot build a model ({_first(err)})"
+        ) from err
+
+
+def _first(err: BaseException) -> str:
+    """The last line of an error's message (Hydra wraps the constructor's error), at most 200 characters."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return (lines[-1] if lines else type(err).__name__)[:200]
+
+
+def check_sizes(skeleton: nn.Module, state: dict[str, torch.Tensor], path: str | Path) -> None:
+    """Compare the parameter and buffer shapes of a model built on the ``meta`` device from a checkpoint's config
+    with the checkpoint's tensors, before the real model is allocated: a small checkpoint whose config claims
+    ``hidden_dim=6000`` is refused without allocating gigabytes.
+
+    :raises CheckpointError: naming the first missing, unexpected or differently shaped tensor."""
+    expected = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
+    found = {name: tuple(t.shape) for name, t in state.items()}
+    missing, unexpected = sorted(expected.keys() - found.keys()), sorted(found.keys() - expected.keys())
+    if missing:
+        problem = f"its config's model has {missing[0]}, its weights do not"
+    elif unexpected:
+        problem = f"its weights have {unexpected[0]}, its config's model does not"
+    else:
+        wrong = [name for name, shape in expected.items() if found[name] != shape]
+        problem = (
+            f"its config gives {wrong[0]} the shape {expected[wrong[0]]}, its weights {found[wrong[0]]}"
+            if wrong
+            else ""
+        )
+    if problem:
+        raise CheckpointError(f"checkpoint {path} is corrupt: its weights do not fit its model config ({problem})")
 
 
 def net_state_dict(checkpoint: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -154,17 +209,24 @@ def net_state_dict(checkpoint: dict[str, Any]) -> dict[str, torch.Tensor]:
     return {k[len(NET_PREFIX) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(NET_PREFIX)}
 
 
-def load_model(path: str | Path, device: str | torch.device = "cpu", kernels: str = "auto") -> LoadedModel:
+def load_model(
+    path: str | Path, device: str | torch.device = "cpu", kernels: str = "auto", trust: Sequence[str] = ()
+) -> LoadedModel:
     """Rebuild the model (eval mode, on ``device``, with the ``kernels`` choice of :mod:`sarnmt.kernels`) and
-    the codecs of a sarnmt checkpoint.
+    the codecs of a sarnmt checkpoint: its config checked (:func:`read_checkpoint`), the model built on the ``meta``
+    device and its shapes compared with the weights' (:func:`check_sizes`), then built for real and loaded.
 
+    :param trust: modules whose classes the checkpoint may name besides sarnmt's own (``trust_targets``).
     :raises CheckpointError: see :func:`read_checkpoint`; also when the weights do not fit the stored config.
     """
-    checkpoint = read_checkpoint(path)
+    checkpoint = read_checkpoint(path, trust=trust)
     info = checkpoint["sarnmt"]
+    state = net_state_dict(checkpoint)
+    with torch.device("meta"):
+        check_sizes(build_net(info["net_config"], path, kernels), state, path)
     net = build_net(info["net_config"], path, kernels)
     try:
-        net.load_state_dict(net_state_dict(checkpoint), strict=True)
+        net.load_state_dict(state, strict=True)
     except RuntimeError as err:
         raise CheckpointError(f"checkpoint {path} is corrupt: its weights do not fit its model config: {err}") from err
     try:
@@ -182,16 +244,31 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", kernels: st
     )
 
 
-def load_language_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[nn.Module, list[str] | None]:
+def load_language_model(
+    path: str | Path, device: str | torch.device = "cpu", trust: Sequence[str] = ()
+) -> tuple[nn.Module, list[str] | None]:
     """A language model checkpoint (:mod:`sarnmt.lm`): the model (eval mode, on ``device``) and its vocabulary.
 
     :raises CheckpointError: see :func:`read_checkpoint`; also when the weights do not fit the stored config.
     """
-    checkpoint = read_checkpoint(path, task="lm")
+    checkpoint = read_checkpoint(path, task="lm", trust=trust)
     info = checkpoint["sarnmt"]
+    state = net_state_dict(checkpoint)
+    model, vocab_size = info["net_config"]["model"], info["net_config"]["vocab_size"]
+
+    def build() -> nn.Module:
+        try:
+            return build_language_model(model, vocab_size)
+        except (ModelConfigError, HydraException, TypeError, ValueError, RuntimeError, OverflowError) as err:
+            raise CheckpointError(
+                f"checkpoint {path} holds a language model that cannot be rebuilt: {_first(err)}"
+            ) from err
+
+    with torch.device("meta"):  # the sizes it claims, before any allocation (see load_model)
+        check_sizes(build(), state, path)
+    net = build()
     try:
-        net = build_language_model(info["net_config"]["model"], info["net_config"]["vocab_size"])
-        net.load_state_dict(net_state_dict(checkpoint), strict=True)
-    except (ModelConfigError, RuntimeError) as err:
-        raise CheckpointError(f"checkpoint {path} holds a language model that cannot be rebuilt: {err}") from err
+        net.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"checkpoint {path} is corrupt: its weights do not fit its model config: {err}") from err
     return net.to(device).eval(), info.get("vocab")

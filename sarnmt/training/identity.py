@@ -37,6 +37,7 @@ from omegaconf import DictConfig
 
 from sarnmt.sweep.records import hash_view
 from sarnmt.training.checkpoint import CheckpointError, read_checkpoint
+from sarnmt.training.stored_config import run_trust
 
 log = logging.getLogger("sarnmt")
 IDENTITY_VERSION = 1
@@ -211,7 +212,7 @@ def resume_point(path: str | Path, cfg: DictConfig, task: str = "translation") -
         training state (an averaged checkpoint).
     :raises RunMismatch: naming every setting of its identity that ``cfg`` gives another value.
     """
-    checkpoint = read_checkpoint(path, task, mmap=True)  # its entries, not its tensors: Lightning reads those
+    checkpoint = read_checkpoint(path, task, mmap=True, trust=run_trust(cfg))  # entries only: Lightning reads tensors
     missing = [key for key in TRAINING_STATE if key not in checkpoint]
     if missing:
         averaged = " (an averaged checkpoint, for decoding)" if "averaged_from" in checkpoint["sarnmt"] else ""
