@@ -23,6 +23,7 @@ import torch
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
+import sarnmt
 from sarnmt.cli.reproduce import reproduce
 from sarnmt.cli.tables import render_tables, shown_path
 from sarnmt.data.text.reading import read_lines
@@ -32,8 +33,8 @@ from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.launch import SweepError
 from sarnmt.sweep.plan import job_from_id, plan_jobs
 from sarnmt.sweep.records import MOVED_TARGETS, config_hash, gzip_bytes, read_record, write_atomic, write_json
-from sarnmt.sweep.spec import SpecError, load_scale, load_table
-from sarnmt.utils.compose import compose
+from sarnmt.sweep.spec import SCALES_DIR, TABLES_DIR, SpecError, load_scale, load_table
+from sarnmt.utils.compose import compose, specs_dir
 from tests.conftest import ROOT
 
 VOLATILE_RECORD_KEYS = ("wall_seconds", "finished", "hardware", "config", "commit", "dirty", "source_hash")
@@ -108,7 +109,7 @@ def test_every_table_plans_at_every_scale_and_shared_runs_train_once():
 def test_bad_names_list_the_valid_ones():
     with pytest.raises(SpecError, match=r"unknown table .7.; valid tables: \[1, 2, 3, 4, 6\]"):
         load_table(7)
-    with pytest.raises(SpecError, match=r"unknown scale 'huge'; valid scales: \['mini', 'paper', 'smoke'\]"):
+    with pytest.raises(SpecError, match=r"unknown scale 'huge'; valid scales: \['mini', 'mini8', 'paper', 'smoke'\]"):
         load_scale("huge")
     with pytest.raises(SpecError, match=r"no table has a row 'transformer'; rows: \['baseline', .*\]"):
         job_from_id(load_scale("smoke"), "es_en.transformer.s1")
@@ -129,7 +130,7 @@ def test_bad_names_list_the_valid_ones():
     ],
 )
 def test_a_table_file_names_its_other_reference_rows_or_fails_by_key(tmp_path, line, error):
-    text = (ROOT / "sweeps" / "table3.yaml").read_text()
+    text = (TABLES_DIR / "table3.yaml").read_text()
     text = "\n".join(row for row in text.splitlines() if not row.startswith("also_against"))
     (tmp_path / "table3.yaml").write_text(f"{text}\n{line}\n")
     if error is None:
@@ -148,7 +149,25 @@ def test_reproduce_command_reports_bad_names_in_one_line(tmp_path):
         timeout=120,
     )
     assert done.returncode == 2
-    assert done.stderr.strip() == "error: unknown table '9'; valid tables: [1, 2, 3, 4, 6]"
+    assert (
+        done.stderr.strip()
+        == f"error: unknown table '9'; valid tables: [1, 2, 3, 4, 6] (the table files in {TABLES_DIR})"
+    )
+
+
+def test_the_table_specs_ship_in_the_package_and_a_missing_folder_says_where_it_looked(tmp_path):
+    """The specs are package data (found as the configs are), not files of the checkout; a folder without them
+    names itself and the installed sarnmt, never an empty list of valid tables."""
+    assert TABLES_DIR == specs_dir() / "tables" and specs_dir().is_relative_to(Path(sarnmt.__file__).parent)
+    assert (specs_dir() / "human" / "table5.yaml").is_file() and not (ROOT / "sweeps" / "table1.yaml").exists()
+    for folder in (tmp_path, tmp_path / "missing"):
+        with pytest.raises(SpecError) as err:
+            load_table(1, folder)
+        message = str(err.value)
+        assert f"no table (table<N>.yaml) files in {folder}" in message and "valid tables: []" not in message
+        assert f"sarnmt {sarnmt.__version__} is installed at {Path(sarnmt.__file__).resolve().parent}" in message
+    with pytest.raises(SpecError, match=r"no scale \(<scale>.yaml\) files in .*: its own are in "):
+        load_scale("smoke", tmp_path)
 
 
 def test_config_hash_ignores_paths_and_devices_but_not_the_model():
@@ -630,7 +649,7 @@ print(json.dumps({"cached": report["cached"], "cache": report["cache"]}))
 
 
 def test_smoke_scale_yaml_is_valid_omegaconf():
-    assert OmegaConf.load(ROOT / "sweeps" / "scales" / "smoke.yaml").pairs.en_de.tests.nt16 == "test"
+    assert OmegaConf.load(SCALES_DIR / "smoke.yaml").pairs.en_de.tests.nt16 == "test"
 
 
 def test_systems_table_reads_evaluate_records_and_lists_unfinished_systems(tmp_path):

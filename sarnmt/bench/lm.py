@@ -2,7 +2,7 @@
 ``sarnmt bench-lm [scale=mini|paper|smoke] [threads=N] [steps=K] [warmup=K] [repeats=R]``
 (``sarnmt/conf/bench_lm.yaml``).
 
-Each model of ``sweeps/table6.yaml`` is built at the scale's sizes (``by_scale``; the paper's from its
+Each model of ``sweep/specs/tables/table6.yaml`` is built at the scale's sizes (``by_scale``; the paper's from its
 ``lm_model=`` config) with the scale's vocabulary size, and trained with Adam on the same random segments (B streams
 of T words, the state carried from segment to segment as in training, dropout as configured); after ``warmup``
 untimed updates, ``steps`` updates are timed, ``repeats`` times with the models interleaved, and the median is

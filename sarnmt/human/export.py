@@ -27,9 +27,9 @@ from sarnmt.human.judgements import ExportError, Task, read_tasks
 from sarnmt.sweep import formats
 from sarnmt.sweep.formats import tex
 from sarnmt.sweep.records import write_atomic
-from sarnmt.sweep.spec import SWEEPS_DIR
+from sarnmt.sweep.spec import SPECS_DIR
 
-PAPER_TABLE = SWEEPS_DIR / "human" / "table5.yaml"
+PAPER_TABLE = SPECS_DIR / "human" / "table5.yaml"
 SYMBOLS = (">", "=", "<")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
@@ -112,7 +112,7 @@ def notes(tasks: list[Task], paper: Paper) -> list[str]:
         )
     lines.append(
         "Paper: the paper's Table 5 (50 sentences per pair, one annotator); its text as this project has it gives "
-        "two triples per row under three pair headings, read as En-Zh and Es-En (sweeps/human/table5.yaml)."
+        "two triples per row under three pair headings, read as En-Zh and Es-En (sarnmt/sweep/specs/human/table5.yaml)."
     )
     return lines
 

@@ -7,8 +7,8 @@ config hash (:func:`sarnmt.sweep.records.config_hash`) covers the config, not th
 - ``commit``: ``git rev-parse HEAD`` of the checkout the package runs from (None outside a git checkout, e.g. an
   installed wheel);
 - ``dirty``: whether the files that decide what a job computes (:data:`CODE_PATHS`: the package with its configs,
-  ``sarnmt/conf``, the sweep's table and scale files, ``pyproject.toml``) differ from that commit, untracked files
-  included (None outside a checkout). Records, hypotheses and run folders do not count;
+  ``sarnmt/conf``, and the sweep's table and scale files, ``sarnmt/sweep/specs``; ``pyproject.toml``) differ from
+  that commit, untracked files included (None outside a checkout). Records, hypotheses and run folders do not count;
 - ``source_hash``: 16 hex digits of the SHA-256 over the package's source and config files (:func:`source_hash`),
   which also pins code that is not in git.
 
@@ -28,7 +28,7 @@ import sarnmt
 from sarnmt.errors import UserError
 
 PACKAGE_DIR = Path(sarnmt.__file__).resolve().parent
-CODE_PATHS = ("sarnmt", "sweeps/scales", ":(glob)sweeps/*.yaml", "pyproject.toml")
+CODE_PATHS = ("sarnmt", "pyproject.toml")
 SOURCE_SUFFIXES = (".py", ".yaml", ".yml", ".sql", ".html", ".js", ".css")
 
 

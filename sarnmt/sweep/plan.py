@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sarnmt.sweep.spec import SWEEPS_DIR, Row, Scale, SpecError, Table, available_tables, load_table
+from sarnmt.sweep.spec import TABLES_DIR, Row, Scale, SpecError, Table, available_tables, load_table
 
 
 @dataclass(frozen=True)
@@ -108,10 +108,10 @@ def plan_jobs(tables: list[Table], scale: Scale, extra: tuple[str, ...] = ()) ->
     return list(jobs.values())
 
 
-def job_from_id(scale: Scale, text: str, extra: tuple[str, ...] = (), sweeps_dir: Path = SWEEPS_DIR) -> Job:
+def job_from_id(scale: Scale, text: str, extra: tuple[str, ...] = (), tables_dir: Path = TABLES_DIR) -> Job:
     """The job of an id at a scale (the row's definition comes from whichever table has it)."""
     pair, row_key, seed = parse_job_id(text)
-    tables = [load_table(n, sweeps_dir) for n in available_tables(sweeps_dir)]
+    tables = [load_table(n, tables_dir) for n in available_tables(tables_dir)]
     registry = row_registry(tables)
     if row_key not in registry:
         raise SpecError(f"job {text!r}: no table has a row {row_key!r}; rows: {sorted(registry)}")

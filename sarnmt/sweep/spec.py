@@ -1,5 +1,6 @@
-"""What a table is and at which scale a sweep runs it: the table files ``sweeps/table<N>.yaml`` and the scale files
-``sweeps/scales/<scale>.yaml``, read into plain dataclasses.
+"""What a table is and at which scale a sweep runs it: the table files ``tables/table<N>.yaml`` and the scale files
+``scales/<scale>.yaml`` of the packaged specs (``sarnmt/sweep/specs``, :func:`sarnmt.utils.compose.specs_dir`: in
+the checkout and in an installed wheel alike), read into plain dataclasses.
 
 - A **table** has rows (a model: a key, a label, its train overrides, which seed list it runs) and columns (a
   language pair, a test set and a metric), the paper's numbers and the baseline row its significance markers
@@ -19,8 +20,11 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from sarnmt.errors import UserError
+from sarnmt.utils.compose import specs_dir
 
-SWEEPS_DIR = Path(__file__).resolve().parents[2] / "sweeps"
+SPECS_DIR = specs_dir()
+TABLES_DIR = SPECS_DIR / "tables"
+SCALES_DIR = SPECS_DIR / "scales"
 METRICS = {
     "bleu_tok": "BLEU (multi-bleu) on tokenised text, cased",
     "bleu_tok_lc": "BLEU (multi-bleu -lc) on tokenised text, lowercased",
@@ -177,20 +181,42 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def available_tables(sweeps_dir: Path = SWEEPS_DIR) -> list[int]:
-    names = (p.stem.removeprefix("table") for p in sweeps_dir.glob("table*.yaml"))
-    return sorted(int(n) for n in names if n.isdigit())
+def _none_in(folder: Path, what: str) -> SpecError:
+    """The error of a specs folder without one file of its kind: where it looked and which sarnmt is installed (a
+    wheel built without its package data, or a folder given by mistake), never an empty list of valid names."""
+    import sarnmt
+
+    state = "the folder has none" if folder.is_dir() else "no such folder"
+    packaged = folder.resolve() in (TABLES_DIR.resolve(), SCALES_DIR.resolve())
+    why = "this installation lacks its package data: reinstall sarnmt" if packaged else f"its own are in {SPECS_DIR}"
+    return SpecError(
+        f"no {what} files in {folder} ({state}); sarnmt {sarnmt.__version__} is installed at "
+        f"{Path(sarnmt.__file__).resolve().parent}: {why}"
+    )
 
 
-def available_scales(sweeps_dir: Path = SWEEPS_DIR) -> list[str]:
-    return sorted(p.stem for p in (sweeps_dir / "scales").glob("*.yaml"))
+def available_tables(tables_dir: Path = TABLES_DIR) -> list[int]:
+    """The numbers of the table files ``table<N>.yaml`` in ``tables_dir``.  :raises SpecError: where there are none."""
+    names = (p.stem.removeprefix("table") for p in tables_dir.glob("table*.yaml"))
+    found = sorted(int(n) for n in names if n.isdigit())
+    if not found:
+        raise _none_in(tables_dir, "table (table<N>.yaml)")
+    return found
 
 
-def load_table(number: int | str, sweeps_dir: Path = SWEEPS_DIR) -> Table:
-    valid = available_tables(sweeps_dir)
+def available_scales(scales_dir: Path = SCALES_DIR) -> list[str]:
+    """The names of the scale files ``<scale>.yaml`` in ``scales_dir``.  :raises SpecError: where there are none."""
+    found = sorted(p.stem for p in scales_dir.glob("*.yaml"))
+    if not found:
+        raise _none_in(scales_dir, "scale (<scale>.yaml)")
+    return found
+
+
+def load_table(number: int | str, tables_dir: Path = TABLES_DIR) -> Table:
+    valid = available_tables(tables_dir)
     if not str(number).isdigit() or int(number) not in valid:
-        raise SpecError(f"unknown table {str(number)!r}; valid tables: {valid}")
-    path = sweeps_dir / f"table{int(number)}.yaml"
+        raise SpecError(f"unknown table {str(number)!r}; valid tables: {valid} (the table files in {tables_dir})")
+    path = tables_dir / f"table{int(number)}.yaml"
     node = _load_yaml(path, "table", valid)
     unknown = set(node) - {"title", "baseline", "also_against", "rows", "columns", "paper", "task"}
     if unknown:
@@ -250,11 +276,11 @@ def load_table(number: int | str, sweeps_dir: Path = SWEEPS_DIR) -> Table:
     )
 
 
-def load_scale(name: str, sweeps_dir: Path = SWEEPS_DIR) -> Scale:
-    valid = available_scales(sweeps_dir)
+def load_scale(name: str, scales_dir: Path = SCALES_DIR) -> Scale:
+    valid = available_scales(scales_dir)
     if name not in valid:
-        raise SpecError(f"unknown scale {name!r}; valid scales: {valid}")
-    path = sweeps_dir / "scales" / f"{name}.yaml"
+        raise SpecError(f"unknown scale {name!r}; valid scales: {valid} (the scale files in {scales_dir})")
+    path = scales_dir / f"{name}.yaml"
     node = _load_yaml(path, "scale", valid)
     seeds = _get(node, "seeds", str(path))
     if not isinstance(seeds, dict) or not all(isinstance(v, list) and v for v in seeds.values()):

@@ -1,6 +1,6 @@
-"""Where the configs are (:func:`config_dir`, the one place that locates them), how every command's Hydra entry point
-finds them (:func:`hydra_main`), and composing a config from code, inside a Hydra app (the sweep job) or outside it
-(tests, tools)."""
+"""Where the configs are (:func:`config_dir`, the one place that locates them, and :func:`specs_dir`, the sweep's
+table and scale files beside them), how every command's Hydra entry point finds them (:func:`hydra_main`), and
+composing a config from code, inside a Hydra app (the sweep job) or outside it (tests, tools)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,15 @@ def config_dir() -> Path:
     (:func:`check_user_configs` says so).
     """
     return Path(str(resources.files("sarnmt") / "conf")).resolve()
+
+
+@functools.cache
+def specs_dir() -> Path:
+    """The folder of the packaged sweep specs, ``sarnmt/sweep/specs``: the paper's tables (``tables/table<N>.yaml``),
+    the scales they run at (``scales/<scale>.yaml``) and the human evaluation's numbers (``human/table5.yaml``),
+    found as :func:`config_dir` finds the configs (package data of the imported package, so a wheel installed
+    outside any checkout has them: ``sarnmt reproduce`` and ``sarnmt tables`` read them from there)."""
+    return Path(str(resources.files("sarnmt") / "sweep" / "specs")).resolve()
 
 
 def _user_dirs(argv: Sequence[str]) -> Iterator[tuple[str, str]]:
