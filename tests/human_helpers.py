@@ -105,9 +105,9 @@ def slot_ranks(order: list[str], by_system: dict[str, int]) -> list[int]:
 
 
 @contextmanager
-def running(db: Path, signin: str = "token", **pool: float) -> Iterator[RankingServer]:
-    """The app on 127.0.0.1 at a free port, in a thread; ``pool``: its threads and timeouts."""
-    server = RankingServer(db, "127.0.0.1", 0, signin, **pool)
+def running(db: Path, signin: str = "token", **limits: float) -> Iterator[RankingServer]:
+    """The app on 127.0.0.1 at a free port, in a thread; ``limits``: its timeouts (``idle_seconds``, ...)."""
+    server = RankingServer(db, "127.0.0.1", 0, signin, **limits)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

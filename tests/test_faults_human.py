@@ -12,13 +12,17 @@ import json
 import os
 import random
 import re
+import shutil
 import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -27,7 +31,7 @@ import pytest
 from sarnmt.human import store
 from sarnmt.human.app import RankingServer, ServeError
 from sarnmt.human.export import export
-from sarnmt.human.task import TaskSpec, create_task, sample_lines, shown_orders
+from sarnmt.human.task import TaskError, TaskSpec, create_task, sample_lines, shown_orders
 from tests.conftest import ROOT
 from tests.human_helpers import SYSTEMS, make_task, running, slot_ranks, write_inputs
 from tests.human_helpers import shown_orders as db_orders
@@ -54,7 +58,9 @@ def _exchange(address: tuple[str, int], data: bytes, timeout: float = 10) -> byt
 def _request(method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None) -> bytes:
     lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
     lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-    if body is not None and not any(k.lower() in ("content-length", "transfer-encoding") for k in headers or {}):
+    if body is not None and not any(
+        k.lower().strip() in ("content-length", "transfer-encoding") for k in headers or {}
+    ):
         lines.append(f"Content-Length: {len(body)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
 
@@ -148,8 +154,34 @@ HOSTILE = {
     "Content-Length not a number": ("POST", "/api/signin", b"{}", {"Content-Length": "2x"}, 400),
     "Content-Length negative": ("POST", "/api/signin", b"{}", {"Content-Length": "-2"}, 400),
     "Content-Length superscript": ("POST", "/api/signin", b"{}", {"Content-Length": "\xb2"}, 400),
-    "Content-Length twice": ("POST", "/api/signin", b"{}", {"Content-Length": "2\r\nContent-Length: 2"}, 400),
-    "chunked body": ("POST", "/api/signin", b"2\r\n{}\r\n0\r\n\r\n", {"Transfer-Encoding": "chunked"}, 400),
+    "Content-Length twice, conflicting": (
+        "POST",
+        "/api/signin",
+        b"{}",
+        {"Content-Length": "2\r\nContent-Length: 3"},
+        400,
+    ),
+    "Content-Length and Transfer-Encoding": (
+        "POST",
+        "/api/signin",
+        b"2\r\n{}\r\n0\r\n\r\n",
+        {"Content-Length": "12", "Transfer-Encoding": "chunked"},
+        400,
+    ),
+    "chunked body over 64 KiB": (
+        "POST",
+        "/api/signin",
+        b"".join(b"4000\r\n" + b" " * 0x4000 + b"\r\n" for _ in range(5)) + b"0\r\n\r\n",
+        {"Transfer-Encoding": "chunked"},
+        413,
+    ),
+    "Transfer-Encoding with a space before the colon": (
+        "POST",
+        "/api/signin",
+        b"2\r\n{}\r\n0\r\n\r\n",
+        {"Transfer-Encoding ": "chunked"},
+        400,
+    ),
     "signin field unknown": ("POST", "/api/signin", b'{"who": "ana", "task": "en_de"}', {}, 400),
     "signin with a name": ("POST", "/api/signin", b'{"who": "ana"}', {}, 401),
     "token of 10,000 characters": ("GET", "/api/next", None, {"X-Annotator-Token": "t" * 10_000}, 401),
@@ -157,7 +189,7 @@ HOSTILE = {
     "request line over 64 KiB": ("GET", "/api/item?position=" + "1" * 70_000, None, {}, 414),
     "a header over 64 KiB": ("GET", "/api/next", None, {"X-Padding": "x" * 70_000}, 431),
     "101 headers": ("GET", "/api/next", None, {f"X-H{k}": "1" for k in range(101)}, 431),
-    "unknown method": ("DELETE", "/api/judgement", None, {}, 501),
+    "unknown method": ("DELETE", "/api/judgement", None, {}, 405),
 }
 
 
@@ -197,13 +229,13 @@ def test_serving_a_task_made_with_the_former_default_seed_warns_once(served):
 # -- connections and threads -------------------------------------------------------------------------------------
 
 
-def test_idle_connections_are_closed_and_the_threads_stay_a_fixed_few(tmp_path, capsys):
-    """150 idle connections (silent, or kept alive after a request) hold no thread: the server's threads stay
-    workers + 1, a normal request is answered at once, and each idle connection is closed after idle_seconds."""
+def test_idle_connections_are_closed_and_hold_no_thread(tmp_path, capsys):
+    """150 idle connections (silent, or kept alive after a request) hold no thread: a normal request among them is
+    answered at once, the threads stay a few, and each idle connection is closed after idle_seconds."""
     db = tmp_path / "h.sqlite"
     tokens = make_task(db, tmp_path)
     before = threading.active_count()
-    with running(db, workers=4, idle_seconds=1.5) as server:
+    with running(db, idle_seconds=1.5) as server:
         address = server.server_address[:2]
         idle = [socket.create_connection(address, timeout=10) for _ in range(140)]
         for _ in range(10):  # kept alive: one request answered, then silent
@@ -212,12 +244,12 @@ def test_idle_connections_are_closed_and_the_threads_stay_a_fixed_few(tmp_path, 
             assert _answer(sock).startswith(b"HTTP/1.1 200")
             idle.append(sock)
         time.sleep(0.3)
-        assert threading.active_count() <= before + 4 + 1
         started = time.monotonic()
         status, view = _status_and_json(
             _exchange(address, _request("GET", "/api/next", headers={"X-Annotator-Token": tokens["ana"]}))
         )
         assert status == 200 and view["position"] == 1 and time.monotonic() - started < 1.0
+        assert threading.active_count() <= before + 4  # the server's thread and a worker or two, not 150
         time.sleep(2.5)
         closed = 0
         for sock in idle:
@@ -227,28 +259,29 @@ def test_idle_connections_are_closed_and_the_threads_stay_a_fixed_few(tmp_path, 
                 closed += 1
             sock.close()
         assert closed == len(idle)
-        assert threading.active_count() <= before + 4 + 1
     assert "Traceback" not in capsys.readouterr().err
 
 
 def test_a_request_trickled_past_its_deadline_is_dropped_with_a_log_line(tmp_path, capsys):
     """A client that sends a request slowly (a byte at a time) is cut off when request_seconds have passed since
-    its first byte, with one log line, and holds no worker after."""
+    its first byte, with one log line; the server answers others meanwhile and after."""
     db = tmp_path / "h.sqlite"
     make_task(db, tmp_path)
-    with running(db, workers=1, idle_seconds=0.8, request_seconds=1.0) as server:
+    with running(db, idle_seconds=0.8, request_seconds=1.0) as server:
         address = server.server_address[:2]
         slow = socket.create_connection(address, timeout=5)
         started = time.monotonic()
         try:
-            for byte in b"GET /api/next HTTP/1.1\r\nX-Slow: " + b"a" * 200:
+            for k, byte in enumerate(b"GET /api/next HTTP/1.1\r\nX-Slow: " + b"a" * 200):
                 slow.sendall(bytes([byte]))
+                if k == 5:
+                    assert _exchange(address, _request("GET", "/static/style.css")).startswith(b"HTTP/1.1 200")
                 time.sleep(0.05)
         except OSError:  # reset or broken pipe: the server closed it
             pass
         assert time.monotonic() - started < 4
         slow.close()
-        assert _exchange(address, _request("GET", "/static/style.css")).startswith(b"HTTP/1.1 200")  # the worker
+        assert _exchange(address, _request("GET", "/static/style.css")).startswith(b"HTTP/1.1 200")
     err = capsys.readouterr().err
     assert "timed out" in err and "Traceback" not in err
 
@@ -429,3 +462,283 @@ def test_csv_exports_hold_no_formula_and_the_numbers_are_unchanged(tmp_path):
         ("'" + names[2], "'" + names[1]),
     ]
     assert all(int(r["n"]) == 8 and sum(int(r[k]) for k in ("higher", "equal", "lower")) == 8 for r in table)
+
+
+# -- the web stack: slow clients, framing, one server per database (issue 41) -------------------------------------
+
+
+@contextmanager
+def _serving(db: Path, cwd: Path, stderr: Path | None = None) -> Iterator[tuple[subprocess.Popen, tuple[str, int]]]:
+    """``python -m sarnmt.human serve db=...`` on a free port: the process and its address."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    err = stderr.open("w", encoding="utf-8") if stderr else subprocess.DEVNULL
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sarnmt.human", "serve", f"db={db}", "--port", "0"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=err,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        assert " at http://127.0.0.1:" in line, line
+        yield process, ("127.0.0.1", int(line.split(" at http://127.0.0.1:")[1].split("/")[0]))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        process.stdout.close()
+        if stderr:
+            err.close()
+
+
+SLOW_CLIENTS = 256
+
+
+def test_256_slow_clients_do_not_delay_a_normal_request(tmp_path):
+    """With 256 connections to serve each sending one byte a second (slowloris), a normal GET /api/next is
+    answered in under 0.5 s, every time, and the slow connections are still open (none was dropped to make room)."""
+    db = tmp_path / "h.sqlite"
+    tokens = make_task(db, tmp_path)
+    request = _request("GET", "/api/next", headers={"X-Annotator-Token": tokens["ana"]})
+    with _serving(db, tmp_path) as (_, address):
+        assert _status_and_json(_exchange(address, request))[0] == 200  # warm: the first request imports things
+        slow = [socket.create_connection(address, timeout=5) for _ in range(SLOW_CLIENTS)]
+        trickled = b"GET /api/next HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 100
+        stop, failures, rounds = threading.Event(), [], [0]
+
+        def trickle() -> None:  # one byte a second on each connection
+            for byte in trickled:
+                for sock in slow:
+                    try:
+                        sock.send(bytes([byte]))
+                    except OSError as err:
+                        failures.append(err)
+                rounds[0] += 1
+                if stop.wait(1.0):
+                    return
+
+        thread = threading.Thread(target=trickle, daemon=True)
+        thread.start()
+        try:
+            time.sleep(2.2)  # every slow connection has begun its request
+            seconds = []
+            for _ in range(6):
+                started = time.perf_counter()
+                status, view = _status_and_json(_exchange(address, request, timeout=5))
+                seconds.append(time.perf_counter() - started)
+                assert status == 200 and view["position"] == 1
+                time.sleep(0.25)
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+            for sock in slow:
+                sock.close()
+    print(f"GET /api/next among {SLOW_CLIENTS} slow clients: max {max(seconds):.3f} s, {seconds}")
+    assert rounds[0] >= 3 and not failures, failures[:3]
+    assert max(seconds) < 0.5, seconds
+
+
+def _one_response(answer: bytes) -> tuple[int, dict[str, str], dict]:
+    """The status, headers and JSON of the one response in ``answer`` (a second one fails the test)."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    length = int(headers["content-length"])
+    assert len(body) == length, f"more than one response: {answer!r}"
+    return int(lines[0].split()[1]), headers, json.loads(body)
+
+
+FRAMING = {
+    # the body is a request of its own: read as one, it would be answered as a second response
+    "Transfer-Encoding with a space before the colon": (
+        b"POST /api/signin HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n"
+        b"GET /api/next HTTP/1.1\r\nHost: x\r\n\r\n"
+    ),
+    "HTTP/0.9 GET /": b"GET /\r\n\r\n",
+    "conflicting Content-Length": b"POST /api/signin HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 40"
+    b"\r\n\r\n{}GET /api/next HTTP/1.1\r\nHost: x\r\n\r\n",
+    "Content-Length a list of two": b"POST /api/signin HTTP/1.1\r\nHost: x\r\nContent-Length: 2, 40\r\n\r\n{}",
+    "bare LF in a header name": b"GET /api/next HTTP/1.1\r\nHost: x\r\nX\nA: 1\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("case", list(FRAMING), ids=list(FRAMING))
+def test_malformed_framing_is_answered_400_by_the_server(served, case):
+    """A request whose framing can be read two ways is answered 400 by the server itself (h11), before the app:
+    one response, JSON, with the page's security headers (the CSP too), one log line naming the fault."""
+    before = served["stderr"].read_text(encoding="utf-8")
+    status, headers, answer = _one_response(_exchange(served["address"], FRAMING[case]))
+    assert status == 400 and answer["error"].startswith("malformed request: "), answer
+    assert headers["content-security-policy"].startswith("default-src 'none'")
+    assert headers["x-content-type-options"] == "nosniff" and headers["connection"] == "close"
+    logged = served["stderr"].read_text(encoding="utf-8")[len(before) :]
+    assert len(logged.splitlines()) == 1 and " 400 malformed request: " in logged, logged
+
+
+def test_every_answer_carries_the_security_headers(served):
+    """The page, its script, the API's answers and its refusals (404, 405, 401) all carry the CSP, nosniff and
+    no-store."""
+    token = served["tokens"]["ana"]
+    for method, path, expected in [
+        ("GET", "/", 200),
+        ("GET", "/static/app.js", 200),
+        ("HEAD", "/", 200),
+        ("GET", "/api/next", 401),
+        ("GET", "/nothing", 404),
+        ("PUT", "/", 405),
+    ]:
+        answer = _exchange(served["address"], _request(method, path, headers={"X-Token": token}))
+        head = answer.partition(b"\r\n\r\n")[0].decode("latin-1").lower()
+        assert head.startswith(f"http/1.1 {expected} "), (method, path, head)
+        assert "content-security-policy: default-src 'none'" in head and "x-content-type-options: nosniff" in head
+        assert "cache-control: no-store" in head and "x-frame-options: deny" in head
+
+
+def test_a_second_serve_on_one_database_refuses_with_one_line(tmp_path):
+    """A second serve on a database being served refuses with one error line (exit 2) naming the first one's
+    process; the lock goes with the process (also a killed one), so a later serve starts."""
+    db = tmp_path / "h.sqlite"
+    make_task(db, tmp_path)
+    with _serving(db, tmp_path) as (first, _):
+        out = _human(["serve", f"db={db}", "--port", "0"], tmp_path)
+        assert out.returncode == 2 and out.stdout == "", out
+        assert out.stderr == (
+            f"error: {db} is served already (by process {first.pid}; lock {db}.serve-lock): two servers on one "
+            "database would hand out the same items unaware of each other; stop the other serve first\n"
+        )
+        with pytest.raises(ServeError, match="is served already"):
+            RankingServer(db, "127.0.0.1", 0)
+        first.kill()  # no clean-up at all: the kernel releases the lock
+        first.wait(timeout=10)
+        server = RankingServer(db, "127.0.0.1", 0)
+        server.server_close()
+
+
+def test_a_database_that_vanishes_while_served_is_named_as_gone(tmp_path):
+    """A database deleted or replaced while the page is served: each request is answered 503 saying that the
+    database is gone and nothing was stored, never 'not a sarnmt human-evaluation database', and nothing is written
+    to the file put in its place."""
+    db = tmp_path / "h.sqlite"
+    tokens = make_task(db, tmp_path)
+    headers = {"X-Annotator-Token": tokens["ana"]}
+    with running(db) as server:
+        address = server.server_address[:2]
+        status, view = _status_and_json(_exchange(address, _request("GET", "/api/next", headers=headers)))
+        assert status == 200
+        db.rename(tmp_path / "moved.sqlite")
+        body = json.dumps({"item": view["item"], "status": "skipped"}).encode()
+        for request in (
+            _request("GET", "/api/next", headers=headers),
+            _request("POST", "/api/judgement", body, headers),
+        ):
+            status, answer = _status_and_json(_exchange(address, request))
+            assert status == 503 and answer["error"] == (
+                f"the database {db} is gone (deleted, moved or replaced while being served): nothing stored; put it "
+                "back and restart serve"
+            )
+        make_task(db, tmp_path / "other")  # another database in its place: not written to either
+        status, answer = _status_and_json(_exchange(address, _request("POST", "/api/judgement", body, headers)))
+        assert status == 503 and "is gone" in answer["error"]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM judgement").fetchone()[0] == 0
+
+
+def _as_nobody() -> dict:
+    """subprocess keywords that run a command as a user who may not write root's files (when the tests run as
+    root, who may write any file, a read-only file is read-only only for someone else)."""
+    if os.geteuid() != 0:
+        return {}
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: a read-only file cannot be made here")
+    return {"prefix": ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]}
+
+
+def test_a_read_only_database_is_named_read_only(tmp_path):
+    """serve and annotators add= on a database file that cannot be written refuse with one line saying it is
+    read-only (not 'not a sarnmt human-evaluation database'); export, which only reads, works."""
+    how = _as_nobody()
+    folder = Path(tempfile.mkdtemp(prefix="sarnmt-ro-"))  # reachable by nobody (tmp_path is root's alone)
+    try:
+        folder.chmod(0o777)
+        db = folder / "h.sqlite"
+        make_task(db, folder)
+        db.chmod(0o444)
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+        for args in (["serve", f"db={db}", "--port", "0"], ["annotators", f"db={db}", "add=[carol]"]):
+            command = [*how.get("prefix", []), sys.executable, "-m", "sarnmt.human", *args]
+            out = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=60)
+            assert out.returncode == 2 and out.stderr == (
+                f"error: {db} is read-only: this command stores into it (make it writable, or work on a copy)\n"
+            ), out
+        command = [*how.get("prefix", []), sys.executable, "-m", "sarnmt.human", "export", f"db={db}"]
+        out = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and "Mean vs. Baseline" in out.stdout, out
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# -- annotator names ----------------------------------------------------------------------------------------------
+
+CONTROL_NAMES = {
+    "newline": "ana\nben\tTOKEN\thttp://127.0.0.1:8000/#token=forged",
+    "tab": "ana\tx",
+    "ANSI escape": "\x1b[31mana\x1b[0m",
+    "carriage return": "ana\rben",
+    "right-to-left override": "ana\u202enib",
+    "line separator": "ana\u2028ben",
+}
+
+
+@pytest.mark.parametrize("case", list(CONTROL_NAMES), ids=list(CONTROL_NAMES))
+def test_an_annotator_name_with_a_control_character_is_refused(tmp_path, case):
+    """An annotator name holding a control character (a newline that would forge a line of the token list, a tab,
+    an ANSI escape, a bidi override) is refused by create and by annotators add= with one line naming the
+    character; nothing is stored."""
+    name = CONTROL_NAMES[case]
+    paths = write_inputs(tmp_path)
+    spec = TaskSpec("en_de", str(paths["source"]), tuple((n, str(paths[n])) for n in SYSTEMS), annotators=(name,))
+    with pytest.raises(TaskError, match=r"holds the control character U\+[0-9A-F]{4}: use letters"):
+        create_task(tmp_path / "h.sqlite", spec)
+    assert not (tmp_path / "h.sqlite").exists()
+    db = tmp_path / "kept.sqlite"
+    make_task(db, tmp_path / "ok")
+    out = _human(["annotators", f"db={db}", f"add=['{name}']"], tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: annotator name ") and "control character U+" in lines[0]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM annotator").fetchone()[0] == 2
+
+
+def test_annotator_names_are_nfc_and_lookalikes_are_warned_about(tmp_path):
+    """NFC and NFD forms of one name are one annotator (create: 'names repeat'; annotators add=: 'already exists');
+    a full-width or differently cased form of an existing name is added with one warning line naming both."""
+    composed, decomposed = "Jos\u00e9", "Jose\u0301"
+    paths = write_inputs(tmp_path)
+    systems = tuple((n, str(paths[n])) for n in SYSTEMS)
+    with pytest.raises(TaskError, match="annotator names repeat"):
+        create_task(
+            tmp_path / "h.sqlite",
+            TaskSpec("en_de", str(paths["source"]), systems, sample=3, annotators=(composed, decomposed)),
+        )
+    db = tmp_path / "kept.sqlite"
+    make_task(db, tmp_path / "ok", annotators=(composed,))
+    out = _human(["annotators", f"db={db}", f"add=['{decomposed}']"], tmp_path)
+    assert out.returncode == 2 and out.stderr == f"error: annotator {composed!r} already exists in this task\n", out
+    out = _human(["annotators", f"db={db}", "add=['\uff2a\uff4f\uff53\u00e9']"], tmp_path)  # full-width Ｊｏｓé
+    assert out.returncode == 0, out
+    assert out.stderr.splitlines() == [
+        "warning: annotator 'Ｊｏｓé' looks like 'José' (the same under NFKC and case folding): two annotators now; "
+        "if that was a typo, give the existing annotator's token instead"
+    ]
+    created = create_task(
+        tmp_path / "two.sqlite", TaskSpec("en_de", str(paths["source"]), systems, sample=3, annotators=("ana", "ANA"))
+    )
+    assert created.warnings == (
+        "warning: annotator 'ANA' looks like 'ana' (the same under NFKC and case folding): two annotators now; if "
+        "that was a typo, give the existing annotator's token instead",
+    )
+    with sqlite3.connect(db) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM annotator ORDER BY id")]
+    assert names == [composed, "\uff2a\uff4f\uff53\u00e9"]

@@ -62,15 +62,20 @@ def browser():
 
 @pytest.fixture
 def sent(monkeypatch):
-    """Every body the app sends (pages, scripts, API answers), recorded as the server writes it."""
+    """Every body the app sends (pages, scripts, API answers), recorded as the server writes it: the app's
+    outermost middleware (:class:`sarnmt.human.app.Guard`), wrapped."""
     bodies: list[bytes] = []
-    send = app_module.Handler._send
 
-    def recording(self, status, body, *args, **kwargs):
-        bodies.append(body)
-        return send(self, status, body, *args, **kwargs)
+    class Recording(app_module.Guard):
+        async def __call__(self, scope, receive, send) -> None:
+            async def recording(message) -> None:
+                if message["type"] == "http.response.body" and message.get("body"):
+                    bodies.append(message["body"])
+                await send(message)
 
-    monkeypatch.setattr(app_module.Handler, "_send", recording)
+            await super().__call__(scope, receive, recording)
+
+    monkeypatch.setattr(app_module, "Guard", Recording)
     return bodies
 
 

@@ -2,9 +2,9 @@
 
 - :mod:`~sarnmt.human.task`: create a task (sample sentences, fix each one's hidden order of the systems);
 - :mod:`~sarnmt.human.store`: the SQLite database (tasks, items, annotators, one judgement per annotator and item);
-- :mod:`~sarnmt.human.app` and ``static/``: the ranking page and its JSON API, on :mod:`~sarnmt.human.server` (a
-  standard-library HTTP server with a fixed pool of threads and idle timeouts) and :mod:`~sarnmt.human.handler` (a
-  connection and its requests); :mod:`~sarnmt.human.validate`: what a request may hold;
+- :mod:`~sarnmt.human.app` and ``static/``: the ranking page and its JSON API (a Starlette app), on
+  :mod:`~sarnmt.human.server` (uvicorn over h11, with deadlines for slow clients); :mod:`~sarnmt.human.validate`:
+  what a request may hold;
 - :mod:`~sarnmt.human.export`: Table 5 beside the paper's numbers, raw judgements; :mod:`~sarnmt.human.agreement`:
   Cohen's / Fleiss' kappa;
 - :mod:`~sarnmt.human.cli`: ``python -m sarnmt.human create|serve|export|annotators``.

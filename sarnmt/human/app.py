@@ -1,6 +1,6 @@
-"""The ranking page's web app: a standard-library HTTP server with a fixed pool of threads
-(:mod:`sarnmt.human.server`) over the store, serving one static page (``static/``: plain HTML, CSS and JavaScript, no
-build step) and a small JSON API.
+"""The ranking page's web app: a Starlette app over the store, served by uvicorn (:mod:`sarnmt.human.server`, which
+says why this stack), serving one static page (``static/``: plain HTML, CSS and JavaScript, no build step) and a
+small JSON API.
 
 ============================  ==============================================================================
 ``GET /``                     the page; ``/static/app.js``, ``/static/style.css`` its script and style
@@ -15,27 +15,44 @@ tokens ``create`` (or ``annotators add=``) printed. **Blinding**: an item is sen
 the task shows it) and the outputs in the item's hidden order; no response names a system or its file, and a
 judgement names outputs only by their slot. **Times**: when an item is served, the server notes the time for this
 annotator and item; the judgement stores that as ``shown_at`` (a client cannot set it; ``null`` when the server was
-restarted in between). **Escaping**: the page inserts every text with ``textContent``, and the page is served with a
-Content-Security-Policy that runs no inline script, so an output holding ``<script>`` shows as text. **Requests**
-are checked by :mod:`sarnmt.human.validate` before use. Errors are JSON ``{"error": message}`` with status 400
-(refused, nothing stored), 401 (unknown annotator: sign in again), 404, 413 or 503 (the database is busy), each
-logged as one line on stderr.
+restarted in between). **Escaping**: the page inserts every text with ``textContent``, and every answer carries a
+Content-Security-Policy that runs no inline script (with ``nosniff``, ``no-store``, no framing, no referrer), so an
+output holding ``<script>`` shows as text. **Requests** are checked by :mod:`sarnmt.human.validate` before use; the
+framing (request line, headers, ``Content-Length``, chunks) by h11 before the app sees it. Errors are JSON
+``{"error": message}`` with status 400 (refused, nothing stored), 401 (unknown annotator: sign in again), 404, 405,
+408 (a body that did not arrive in time), 413, 431 or 503 (the database is busy, read-only or gone), each logged as
+one line on stderr. The database work of a request runs in a worker thread (SQLite is blocking); reading a request
+never holds one.
+
+**One server per database**: :class:`RankingServer` holds an exclusive ``fcntl.flock`` on ``<db>.serve-lock`` (a
+file beside the database, holding the server's process id) while it runs; a second one on the same database is
+refused. SQLite's own locks are not used for this: they guard transactions, and holding one for the life of the
+server would block ``annotators add=`` and ``export``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
+import json
+import os
 import socket
 import sqlite3
 import threading
 from http import HTTPStatus
 from pathlib import Path
-from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from sarnmt.errors import InputError
 from sarnmt.human import store
-from sarnmt.human.handler import PooledHandler
-from sarnmt.human.server import PooledHTTPServer
-from sarnmt.human.validate import ApiError, fields, json_object, query, read_body, whole_number
+from sarnmt.human.server import Limits, Server, brief, log
+from sarnmt.human.validate import MAX_BODY, ApiError, fields, json_object, query, whole_number
 
 STATIC = Path(__file__).with_name("static")
 FILES = {
@@ -48,6 +65,15 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
+SECURITY_HEADERS = (
+    ("Content-Security-Policy", CSP),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Cache-Control", "no-store"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "no-referrer"),
+)
+MAX_HEADERS = 100
+MAX_TARGET = 64 * 1024  # bytes of a request's path and query
 SIGNIN_MODES = ("token",)
 NAME_SIGNIN_GONE = (
     "signin=name is no longer offered: it gave whoever typed an annotator's name that annotator's token; register "
@@ -55,17 +81,117 @@ NAME_SIGNIN_GONE = (
 )
 MAX_TOKEN = 100
 FORMER_DEFAULT_SEED = 1234
+JSON = "application/json; charset=utf-8"
 
 
 class ServeError(InputError):
-    """The app cannot start: no database or no task in it, an unknown sign-in mode, an address it cannot bind."""
+    """The app cannot start: no database or no task in it, a read-only database, one served already, an unknown
+    sign-in mode, an address it cannot bind."""
 
 
-class RankingServer(PooledHTTPServer):
-    """The app: ``serve_forever()`` to run it, ``url`` for its address (``port=0`` picks a free port); the keyword
-    arguments size its threads and timeouts (:class:`~sarnmt.human.server.PooledHTTPServer`)."""
+def lock_path(db: Path) -> Path:
+    return db.with_name(db.name + ".serve-lock")
 
-    def __init__(self, db: str | Path, host: str = "127.0.0.1", port: int = 8000, signin: str = "token", **pool: float):
+
+def _lock(db: Path) -> int:
+    """Take the database's serve lock (module docstring). :returns: the lock file's descriptor, to hold.
+
+    :raises ServeError: another process serves ``db``, or the lock file cannot be made."""
+    path = lock_path(db)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        raise ServeError(f"cannot make the lock file {path}: {err.strerror}") from err
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+        os.close(fd)
+        raise ServeError(
+            f"{db} is served already (by process {holder}; lock {path}): two servers on one database would hand out "
+            "the same items unaware of each other; stop the other serve first"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def json_response(status: int, data: dict, close: bool = False) -> Response:
+    headers = {"Connection": "close"} if close else None
+    return Response(json.dumps(data, ensure_ascii=False).encode(), status, headers, media_type=JSON)
+
+
+def _refused(request: Request, status: int, message: str, close: bool = False) -> Response:
+    """A refusal: JSON ``{"error": message}``, logged as one line."""
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    client = request.client and (request.client.host, request.client.port)
+    log(client, f'"{request.method} {target[:200]}" {status} {message}')
+    return json_response(status, {"error": message}, close)
+
+
+def _framing(scope, max_head: int) -> tuple[int, str] | None:
+    """What h11 lets through that this app refuses: a target over :data:`MAX_TARGET` bytes (414), headers over
+    ``max_head`` bytes (h11 bounds only a head that arrives in pieces) or more than :data:`MAX_HEADERS` of them
+    (431), and both ``Content-Length`` and ``Transfer-Encoding`` (400: RFC 9112, 6.3, a request that may be read two
+    ways, the way requests are smuggled past a proxy)."""
+    target = len(scope["raw_path"]) + len(scope["query_string"])
+    if target > MAX_TARGET:
+        return 414, f"request target over {MAX_TARGET} bytes"
+    headers = scope["headers"]
+    if len(headers) > MAX_HEADERS:
+        return 431, f"more than {MAX_HEADERS} headers"
+    if sum(len(k) + len(v) + 4 for k, v in headers) > max_head:
+        return 431, f"request headers over {max_head} bytes"
+    names = {k for k, _ in headers}
+    if b"content-length" in names and b"transfer-encoding" in names:
+        return 400, "a request with both Content-Length and Transfer-Encoding is refused (it can be read two ways)"
+    return None
+
+
+class Guard:
+    """ASGI middleware around the app: every answer gets :data:`SECURITY_HEADERS`; requests refused by
+    :func:`_framing` are answered so; an unexpected error is answered 500 (when nothing was sent yet) with one log
+    line, never a traceback."""
+
+    def __init__(self, app, max_head: int):
+        self.app = app
+        self.max_head = max_head
+        self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS]
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_secured(message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                message = {**message, "headers": [*message.get("headers", []), *self.headers]}
+            await send(message)
+
+        try:
+            refused = _framing(scope, self.max_head)
+            if refused is not None:
+                await _refused(Request(scope), *refused, close=True)(scope, receive, send_secured)
+                return
+            await self.app(scope, receive, send_secured)
+        except ClientDisconnect:
+            return
+        except Exception as err:
+            log(scope.get("client"), f'"{scope["method"]} {scope["path"][:200]}" error: {brief(err)}')
+            if not started:
+                response = json_response(500, {"error": "internal error (the server logged it)"}, close=True)
+                await response(scope, receive, send_secured)
+
+
+class RankingServer(Server):
+    """The app: ``serve_forever()`` to run it, ``url`` for its address (``port=0`` picks a free port); ``limits``
+    keywords (``idle_seconds``, ``request_seconds``) bound how long a client may take
+    (:class:`~sarnmt.human.server.Limits`). Holds the database's serve lock until :meth:`server_close`."""
+
+    def __init__(self, db: str | Path, host: str = "127.0.0.1", port: int = 8000, signin: str = "token", **limits):
         if signin == "name":
             raise ServeError(NAME_SIGNIN_GONE)
         if signin not in SIGNIN_MODES:
@@ -82,122 +208,150 @@ class RankingServer(PooledHTTPServer):
         finally:
             conn.close()
         self.db, self.signin = Path(db), signin
+        self.identity = _identity(self.db)
         self.served: dict[tuple[int, int], str] = {}  # (annotator, item) → when the item was last sent to them
         self.served_lock = threading.Lock()
-        if ":" in host:
-            self.address_family = socket.AF_INET6
+        self._lock_fd = _lock(self.db)
         try:
-            super().__init__((host, port), Handler, **pool)
-        except (OSError, OverflowError) as err:  # in use, not an address of this machine, port out of range
-            raise ServeError(f"cannot listen on {host}:{port}: {getattr(err, 'strerror', None) or err}") from err
+            sock = _listen(host, port)
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+        app = Starlette(
+            routes=[
+                *(Route(path, self._file, methods=["GET"]) for path in FILES),
+                Route("/api/next", self._next, methods=["GET"]),
+                Route("/api/item", self._item, methods=["GET"]),
+                Route("/api/signin", self._signin, methods=["POST"]),
+                Route("/api/judgement", self._judgement, methods=["POST"]),
+            ],
+            exception_handlers={HTTPException: self._http_error},
+        )
+        app.router.redirect_slashes = False  # /api/next/ is no page (404), not a redirect
+        limits = Limits(**limits, headers=SECURITY_HEADERS)
+        super().__init__(Guard(app, limits.max_head), sock, limits)
+        self.server_address = sock.getsockname()
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{f'[{host}]' if ':' in str(host) else host}:{port}/"
 
+    def server_close(self) -> None:
+        super().server_close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the lock; the file stays (removing it would race a new serve)
+            self._lock_fd = None
 
-class Handler(PooledHandler):
-    server: RankingServer
-    server_version = "sarnmt-human"
+    # -- the store ---------------------------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        """A connection to the database this server was started on.
 
-    # -- responses -------------------------------------------------------------------------------------------
-    def send_body(self, status, body, content_type, headers=None) -> None:  # every answer goes through _send
-        self._send(status, body, content_type, headers)
-
-    def _send(self, status: HTTPStatus, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
-        headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", **(extra or {})}
-        PooledHandler.send_body(self, status, body, content_type, headers)
-
-    def _handle(self, route) -> None:
+        :raises ApiError: (503) it was deleted, moved or replaced since, or cannot be opened."""
+        if _identity(self.db) != self.identity:
+            raise ApiError(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                f"the database {self.db} is gone (deleted, moved or replaced while being served): nothing stored; "
+                "put it back and restart serve",
+            )
         try:
-            conn = store.connect(self.server.db)
+            return store.connect(self.db)
         except store.StoreError as err:
-            self.send_json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(err)})
-            return
+            raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, f"{err}: nothing stored") from err
+
+    def _handle(self, route) -> tuple[int, dict]:
+        """``route(conn)`` in a worker thread's connection: the answer's status and JSON."""
         try:
-            self.send_json(HTTPStatus.OK, route(conn))
+            conn = self._connect()
         except ApiError as err:
-            self.send_json(err.status, {"error": str(err)})
+            return err.status, {"error": str(err)}
+        try:
+            return HTTPStatus.OK, route(conn)
+        except ApiError as err:
+            return err.status, {"error": str(err)}
         except store.UnknownAnnotator as err:
-            self.send_json(HTTPStatus.UNAUTHORIZED, {"error": str(err)})
+            return HTTPStatus.UNAUTHORIZED, {"error": str(err)}
         except store.StoreError as err:
-            self.send_json(HTTPStatus.BAD_REQUEST, {"error": str(err)})
+            return HTTPStatus.BAD_REQUEST, {"error": str(err)}
         except sqlite3.Error as err:
-            self.send_json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"database error, nothing stored: {err}"})
+            if "readonly" in str(err):
+                message = f"the database {self.db} cannot be written (read-only): nothing stored"
+            else:
+                message = f"database error, nothing stored: {err}"
+            return HTTPStatus.SERVICE_UNAVAILABLE, {"error": message}
         finally:
             conn.close()
 
-    # -- requests --------------------------------------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        self.guarded(self._get)
+    async def _answer(self, request: Request, route) -> Response:
+        status, data = await run_in_threadpool(self._handle, route)
+        if status >= 400:
+            return _refused(request, status, data["error"])
+        return json_response(status, data)
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        self.guarded(self._post)
+    # -- routes ------------------------------------------------------------------------------------------------
+    async def _http_error(self, request: Request, exc: HTTPException) -> Response:
+        """The router's refusals (no such page, a method the page does not take) as JSON."""
+        if exc.status_code == 404:
+            message = f"no such page: {request.url.path[:200]}"
+        elif exc.status_code == 405:
+            message = f"{request.method[:20]} is not allowed on {request.url.path[:200]}"
+        else:
+            message = exc.detail
+        response = _refused(request, exc.status_code, message, close=True)
+        response.headers.update(exc.headers or {})
+        return response
 
-    def _get(self) -> None:
-        url = urlsplit(self.path)
-        if self.headers.get("Content-Length", "0").strip() != "0" or self.headers.get("Transfer-Encoding"):
-            self.close_connection = True  # a GET with a body: answered, but its body is not read as a request
+    async def _file(self, request: Request) -> Response:
+        name, content_type = FILES[request.url.path]
+        return Response((STATIC / name).read_bytes(), media_type=content_type)
+
+    async def _next(self, request: Request) -> Response:
         try:
-            if url.path in FILES:
-                name, content_type = FILES[url.path]
-                self._send(HTTPStatus.OK, (STATIC / name).read_bytes(), content_type, {"Content-Security-Policy": CSP})
-            elif url.path == "/api/next":
-                query(url.query, ())
-                self._handle(lambda conn: self._payload(conn, self._annotator(conn), None))
-            elif url.path == "/api/item":
-                given = query(url.query, ("position",))
-                position = whole_number(given.get("position", ""), "position")
-                self._handle(lambda conn: self._payload(conn, self._annotator(conn), position))
-            else:
-                self.send_json(HTTPStatus.NOT_FOUND, {"error": f"no such page: {url.path[:200]}"})
+            query(request.url.query, ())
+            token = _token(request)
         except ApiError as err:
-            self.send_json(err.status, {"error": str(err)})
+            return _refused(request, err.status, str(err))
+        return await self._answer(request, lambda conn: self._payload(conn, store.annotator_by_token(conn, token)))
 
-    def _post(self) -> None:
-        path = urlsplit(self.path).path
-        routes = {"/api/signin": self._signin, "/api/judgement": self._judgement}
-        if path not in routes:
-            self.close_connection = True  # its body is not read
-            self.send_json(HTTPStatus.NOT_FOUND, {"error": f"no such page: {path[:200]}"})
-            return
+    async def _item(self, request: Request) -> Response:
         try:
-            raw = read_body(self.headers, self.rfile)
+            given = query(request.url.query, ("position",))
+            position = whole_number(given.get("position", ""), "position")
+            token = _token(request)
         except ApiError as err:
-            self.close_connection = self.close_connection or err.close
-            self.send_json(err.status, {"error": str(err)})
-            return
+            return _refused(request, err.status, str(err))
+        return await self._answer(
+            request, lambda conn: self._payload(conn, store.annotator_by_token(conn, token), position)
+        )
+
+    async def _signin(self, request: Request) -> Response:
         try:
-            body = json_object(raw)
+            body = json_object(await _body(request, self.limits.request_seconds))
         except ApiError as err:
-            self.send_json(err.status, {"error": str(err)})
-            return
-        self._handle(lambda conn: routes[path](conn, body))
+            return _refused(request, err.status, str(err), err.close)
+        return await self._answer(request, lambda conn: self._sign_in(conn, body))
 
-    def _token(self) -> str:
-        token = self.headers.get("X-Annotator-Token")
-        if not token:
-            raise ApiError(HTTPStatus.UNAUTHORIZED, "sign in first")
-        if len(token) > MAX_TOKEN:
-            raise store.UnknownAnnotator("unknown annotator: no annotator has this token (sign in again)")
-        return token
+    async def _judgement(self, request: Request) -> Response:
+        try:
+            body = json_object(await _body(request, self.limits.request_seconds))
+            token = _token(request)
+        except ApiError as err:
+            return _refused(request, err.status, str(err), err.close)
+        return await self._answer(request, lambda conn: self._judge(conn, token, body))
 
-    def _annotator(self, conn: sqlite3.Connection) -> store.Annotator:
-        return store.annotator_by_token(conn, self._token())
-
-    def _payload(self, conn: sqlite3.Connection, annotator: store.Annotator, position: int | None) -> dict:
+    # -- the answers (in a worker thread) ----------------------------------------------------------------------
+    def _payload(self, conn: sqlite3.Connection, annotator: store.Annotator, position: int | None = None) -> dict:
         if position is None:
             position = store.next_position(conn, annotator)
         head = {"annotator": annotator.name, "task": annotator.task, "progress": store.progress(conn, annotator)}
         if position is None:
             return {**head, "done": True}
         view = store.item_view(conn, annotator, position)
-        with self.server.served_lock:
-            self.server.served[annotator.id, view["item"]] = store.now()
+        with self.served_lock:
+            self.served[annotator.id, view["item"]] = store.now()
         return {**head, "done": False, **view}
 
-    def _signin(self, conn: sqlite3.Connection, body: dict) -> dict:
+    def _sign_in(self, conn: sqlite3.Connection, body: dict) -> dict:
         who = fields(body, ("who",)).get("who")
         if not isinstance(who, str) or not who.strip():
             raise ApiError(HTTPStatus.BAD_REQUEST, "type your token")
@@ -209,15 +363,70 @@ class Handler(PooledHandler):
             raise ApiError(HTTPStatus.UNAUTHORIZED, "unknown token: use the token you were given") from None
         return {"token": annotator.token, "annotator": annotator.name, "task": annotator.task}
 
-    def _judgement(self, conn: sqlite3.Connection, body: dict) -> dict:
-        token = self._token()
+    def _judge(self, conn: sqlite3.Connection, token: str, body: dict) -> dict:
         hint = {"shown_at": "the server notes when it sent the item; leave shown_at out"}
         fields(body, ("item", "status", "ranks", "comment"), hint)
         annotator = store.annotator_by_token(conn, token)
         item = body.get("item")
-        with self.server.served_lock:
-            shown_at = self.server.served.get((annotator.id, item)) if isinstance(item, int) else None
+        with self.served_lock:
+            shown_at = self.served.get((annotator.id, item)) if isinstance(item, int) else None
         annotator = store.record_judgement(
             conn, token, item, body.get("status"), body.get("ranks"), body.get("comment", ""), shown_at
         )
-        return {"saved": True, "next": self._payload(conn, annotator, None)}
+        return {"saved": True, "next": self._payload(conn, annotator)}
+
+
+def _identity(db: Path) -> tuple[int, int] | None:
+    """The database file's device and inode (``None`` when it is gone): a file put in its place differs."""
+    try:
+        stat = db.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except (OSError, OverflowError) as err:  # in use, not an address of this machine, port out of range
+        sock.close()
+        raise ServeError(f"cannot listen on {host}:{port}: {getattr(err, 'strerror', None) or err}") from err
+    sock.setblocking(False)
+    return sock
+
+
+def _token(request: Request) -> str:
+    token = request.headers.get("x-annotator-token")
+    if not token:
+        raise ApiError(HTTPStatus.UNAUTHORIZED, "sign in first")
+    if len(token) > MAX_TOKEN:
+        raise ApiError(HTTPStatus.UNAUTHORIZED, "unknown annotator: no annotator has this token (sign in again)")
+    return token
+
+
+async def _body(request: Request, seconds: float) -> bytes:
+    """The request's body (Content-Length or chunked: h11 has checked the framing), at most :data:`MAX_BODY` bytes
+    and whole within ``seconds``.
+
+    :raises ApiError: (with ``close``: the rest is not read) 413 over the limit, 408 too slow, 400 cut off."""
+    declared = request.headers.get("content-length", "0")
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        raise ApiError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body over {MAX_BODY} bytes", True)
+    chunks, size = [], 0
+    try:
+        async with asyncio.timeout(seconds):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_BODY:
+                    raise ApiError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body over {MAX_BODY} bytes", True)
+                chunks.append(chunk)
+    except TimeoutError:
+        message = f"request body not whole {seconds:g} s after the request began"
+        raise ApiError(HTTPStatus.REQUEST_TIMEOUT, message, True) from None
+    except ClientDisconnect:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "the client closed the connection during the body", True) from None
+    return b"".join(chunks)

@@ -17,6 +17,7 @@ from sarnmt.errors import reported
 from sarnmt.human import store
 from sarnmt.human.app import RankingServer
 from sarnmt.human.export import export
+from sarnmt.human.store import show
 from sarnmt.human.task import FIXED_SEED_WARNING, TaskError, TaskSpec, create_task, new_token
 from sarnmt.utils.compose import hydra_main
 
@@ -91,6 +92,8 @@ def create(cfg: DictConfig) -> None:
         created = create_task(cfg.db, spec)
     if spec.seed is not None:
         print(FIXED_SEED_WARNING.format(seed=spec.seed), file=sys.stderr, flush=True)
+    for warning in created.warnings:
+        print(warning, file=sys.stderr, flush=True)
     print(
         f"task {created.name}: {created.items} sentences of {cfg.source}, systems {', '.join(created.systems)} "
         f"(the outputs of each sentence in a hidden order), stored in {cfg.db}"
@@ -108,16 +111,24 @@ def _print_tokens(tokens: dict[str, str], host: str = "127.0.0.1", port: int = 8
 
 def annotators(cfg: DictConfig) -> None:
     with reported():
-        conn = store.connect(cfg.db)
+        conn = store.connect(cfg.db, write=bool(_list(cfg.add)))
         try:
             tasks = store.task_names(conn) if cfg.pair is None else [str(cfg.pair)]
             if _list(cfg.add) and len(tasks) != 1:
                 raise TaskError(f"add= needs one task: give pair= (tasks: {', '.join(tasks)})")
             for task in tasks:
                 task_id = store.task_row(conn, task)["id"]
+                names = [a.name for a in store.annotators(conn, task_id)]
+                warnings = []
                 with store.transaction(conn):
                     for name in _list(cfg.add):
-                        store.add_annotator(conn, task_id, str(name), new_token())
+                        added = store.add_annotator(conn, task_id, str(name), new_token())
+                        other = store.lookalike(added.name, names)
+                        if other is not None:
+                            warnings.append(store.LOOKALIKE_WARNING.format(name=show(added.name), other=show(other)))
+                        names.append(added.name)
+                for warning in warnings:
+                    print(warning, file=sys.stderr, flush=True)
                 print(f"task {task}:")
                 _print_tokens({a.name: a.token for a in store.annotators(conn, task_id)})
         finally:
@@ -129,7 +140,7 @@ def serve(cfg: DictConfig) -> None:
         server = RankingServer(cfg.db, str(cfg.host), _int(cfg.port, "port"), str(cfg.signin))
     for task in server.known_seed:
         print(KNOWN_SEED_WARNING.format(task=task), file=sys.stderr, flush=True)
-    conn = store.connect(cfg.db)
+    conn = store.connect(cfg.db, write=False)
     try:
         tasks = ", ".join(store.task_names(conn))
     finally:
@@ -139,11 +150,12 @@ def serve(cfg: DictConfig) -> None:
         print(f"listening on {cfg.host}: anyone who can reach this machine can open the page", flush=True)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` stops it as Ctrl-C does
     try:
-        server.serve_forever()
+        server.serve_forever()  # uvicorn stops on SIGINT / SIGTERM, then raises it again here
     except KeyboardInterrupt:
-        print("stopped", flush=True)
+        pass
     finally:
         server.server_close()
+    print("stopped", flush=True)
 
 
 def _interrupt(signum, frame) -> None:

@@ -60,7 +60,7 @@ def read_tasks(db: str | Path) -> list[Task]:
     :raises ExportError: the database is missing or not a human-evaluation database.
     """
     try:
-        conn = store.connect(db)
+        conn = store.connect(db, write=False)
     except store.StoreError as err:
         raise ExportError(str(err)) from err
     try:

@@ -1,185 +1,229 @@
-"""A standard-library HTTP server with a fixed number of threads, for the ranking page (:mod:`sarnmt.human.app`).
+"""The ranking page's HTTP server: uvicorn over h11, running an ASGI app (:mod:`sarnmt.human.app`, on Starlette).
 
-``http.server.ThreadingHTTPServer`` starts a thread per connection and keeps it while the connection is open, so
-150 idle connections hold 150 threads, for ever. Here one thread (the one that calls :meth:`PooledHTTPServer.
-serve_forever`) accepts connections and watches the idle ones with a selector; a connection goes to one of a fixed
-set of ``workers`` threads only when its next request has begun to arrive, and comes back to the selector when the
-answer is sent (HTTP/1.1 keep-alive). So:
+**Why uvicorn and h11.** The page used to sit on a hand-written layer over ``http.server``: a thread per request
+being read, so 8 clients sending a byte a second delayed every other annotator by seconds, and its parsing of the
+request framing was its own (``Transfer-Encoding : chunked`` was ignored, an HTTP/0.9 ``GET /`` got bare HTML).
+uvicorn is the maintained reference ASGI server; it runs on one asyncio event loop, so a slow client holds a
+coroutine and a socket, never a thread, and the others are answered as if it were not there. Its ``h11`` protocol
+(pure Python, no compiler needed, the strict HTTP/1.1 parser of the python-hyper project) answers malformed framing
+400 before the app sees anything: a space before a header's colon, a request line without a version (HTTP/0.9),
+conflicting ``Content-Length`` values, a length that is not digits. Starlette is the small ASGI framework from the
+same maintainers; the app's routes need nothing more (no templates, no ORM: the store is SQLite).
 
-- **threads**: ``workers`` + 1, however many connections are open;
-- **idle connections** (a new one that sends nothing, a kept-alive one between requests) are closed after
-  ``idle_seconds``; at ``max_connections`` open, a new connection closes the one idle the longest (or is closed,
-  when none is idle);
-- **a request** must arrive whole within ``request_seconds`` of its first byte, and each read within
-  ``idle_seconds``; a slower one is dropped with a log line. A client that trickles requests can hold at most one
-  worker per connection for that long;
-- **errors** are answered as JSON ``{"error": ...}`` (the stdlib's own refusals too: a malformed request line, too
-  many headers, an unknown method) and logged as one line on stderr: no traceback, whatever a client sends.
+What this module adds to uvicorn, through its documented hooks (``Config(http=...)``, a protocol class):
+
+- **deadlines** (:class:`Limits`): a new connection that sends nothing is closed after ``idle_seconds``, so is a
+  kept-alive one between requests (uvicorn's ``timeout_keep_alive``); a request's head must arrive whole within
+  ``request_seconds`` of its first byte (the app gives its body as long), or the connection is closed with one
+  log line. uvicorn alone would keep a silent or trickling connection open for ever;
+- **refusals of the parser** are answered as JSON ``{"error": ...}`` with the status h11 gives (400; 431 for a head
+  over ``max_head`` bytes), with the app's security headers (the Content-Security-Policy, ``nosniff``, ``no-store``)
+  like every other answer, and logged as one line;
+- **logging**: one line per refusal or error on stderr (client, time, message), control characters escaped and cut
+  short; uvicorn's start-up chatter is left out and its errors are one line, never a traceback.
+
+:class:`Server` runs an app on a socket it has already bound, in the calling thread (``serve_forever``);
+``shutdown`` from another thread stops it: the answers under way are sent, every connection is closed.
 """
 
 from __future__ import annotations
 
-import errno
-import queue
-import selectors
+import asyncio
+import functools
+import json
+import logging
 import socket
 import sys
 import threading
 import time
-from http.server import HTTPServer
+import traceback
+from dataclasses import dataclass
 
-from sarnmt.human.handler import PooledHandler
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
-WORKERS = 8
-IDLE_SECONDS = 5.0
-REQUEST_SECONDS = 10.0
-MAX_CONNECTIONS = 256
-FULL = object()  # _accept: no file descriptor left
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]}
+_LOG_CHARS = 400
 
 
-class PooledHTTPServer(HTTPServer):
-    """``serve_forever`` in one thread, ``shutdown`` from another (see the module docstring)."""
+def brief(err: BaseException) -> str:
+    """One line for an unexpected error: its type, message and the innermost place it was raised."""
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
+    return f"{type(err).__name__}: {err}{where}"
 
-    request_queue_size = 128
 
-    def __init__(
-        self,
-        address: tuple[str, int],
-        handler: type[PooledHandler],
-        *,
-        workers: int = WORKERS,
-        idle_seconds: float = IDLE_SECONDS,
-        request_seconds: float = REQUEST_SECONDS,
-        max_connections: int = MAX_CONNECTIONS,
-    ):
-        self.workers, self.idle_seconds = workers, idle_seconds
-        self.request_seconds, self.max_connections = request_seconds, max_connections
-        self._jobs: queue.SimpleQueue[PooledHandler | None] = queue.SimpleQueue()  # connections with a request
-        self._back: queue.SimpleQueue[PooledHandler] = queue.SimpleQueue()  # answered: to watch again, or closed
-        self._stop, self._stopped = threading.Event(), threading.Event()
-        self._wake_read, self._wake_write = socket.socketpair()
-        self._wake_write.setblocking(False)
-        try:
-            super().__init__(address, handler)
-        except BaseException:
-            self._close_wake()
-            raise
+def log(client: tuple[str, int] | str | None, text: str) -> None:
+    """One line on stderr: the client, the time and ``text``, control characters escaped, cut short."""
+    text = text.translate(_CONTROL)
+    if len(text) > _LOG_CHARS:
+        text = text[:_LOG_CHARS] + "…"
+    who = client[0] if isinstance(client, tuple) else client or "-"
+    when = time.strftime("%d/%b/%Y %H:%M:%S")
+    sys.stderr.write(f"{who} [{when}] {text}\n")
+    sys.stderr.flush()
 
-    def _wake(self) -> None:
-        try:
-            self._wake_write.send(b"\0")
-        except OSError:  # full (a wake-up is pending anyway) or closed
-            pass
 
-    def _close_wake(self) -> None:
-        self._wake_read.close()
-        self._wake_write.close()
+class _OneLine(logging.Handler):
+    """uvicorn's own errors, one line each on the current stderr (no traceback)."""
 
-    def serve_forever(self, poll_interval: float = 0.5) -> None:
-        self._stopped.clear()
-        workers = [
-            threading.Thread(target=self._work, name=f"sarnmt-human-worker-{k}", daemon=True)
-            for k in range(self.workers)
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            text += f": {brief(record.exc_info[1])}"
+        log(None, text)
+
+
+def _quiet_uvicorn() -> None:
+    """uvicorn logs through ``uvicorn.error``: only its errors, as one line (the start-up messages and its warning
+    for a malformed request, which :class:`GuardedH11Protocol` logs itself with the reason, are left out)."""
+    logger = logging.getLogger("uvicorn.error")
+    if not any(isinstance(h, _OneLine) for h in logger.handlers):
+        logger.addHandler(_OneLine())
+    logger.setLevel(logging.ERROR)
+    logger.propagate = False
+    logging.getLogger("uvicorn.access").disabled = True
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long a client may take, and how big a request head may be.
+
+    :param idle_seconds: a connection with no request under way is closed after this long (new, or kept alive).
+    :param request_seconds: a request's head must arrive within this long of its first byte; so must its body.
+    :param max_head: bytes of a request line and headers (h11 answers 431 beyond).
+    :param headers: the security headers every answer carries, the parser's refusals too (the app's).
+    """
+
+    idle_seconds: float = 5.0
+    request_seconds: float = 10.0
+    max_head: int = 64 * 1024
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with the deadlines of :class:`Limits` and refusals answered as JSON (module
+    docstring). One per connection."""
+
+    def __init__(self, *args, limits: Limits, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.limits = limits
+        self._deadline: asyncio.TimerHandle | None = None
+        self._head_started = False
+
+    def _arm(self, seconds: float, started: bool) -> None:
+        self._disarm()
+        self._head_started = started
+        self._deadline = self.loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self._head_started = False
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if self._head_started:
+            seconds = self.limits.request_seconds
+            log(self.client, f"request not whole {seconds:g} s after its first byte: timed out, connection closed")
+        self.transport.close()
+
+    def _watch(self) -> None:
+        """Set the deadline for where the connection is: waiting for a request (idle), part of a request head in
+        (``request_seconds`` from its first byte), or a request under way (none here: the app bounds the body)."""
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            self._disarm()
+        elif self.conn.trailing_data[0]:  # bytes of the next request's head, not all of it
+            if not self._head_started:
+                self._arm(self.limits.request_seconds, started=True)
+        elif self._deadline is None or self._head_started:
+            self._arm(self.limits.idle_seconds, started=False)
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._watch()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._watch()
+
+    def send_400_response(self, msg: str) -> None:
+        """h11 refused the request (``next_event`` raised; uvicorn calls this inside its ``except``): answer with
+        h11's status hint and reason as JSON, with the security headers, and log one line."""
+        err = sys.exception()
+        status = getattr(err, "error_status_hint", 400)
+        status = status if 400 <= status < 500 else 400
+        text = f"malformed request: {err}" if err is not None and str(err) else msg
+        log(self.client, f'"-" {status} {text}')
+        body = json.dumps({"error": text}).encode()
+        headers = [
+            (b"content-type", b"application/json; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+            *((k.encode(), v.encode()) for k, v in self.limits.headers),
         ]
-        for worker in workers:
-            worker.start()
-        selector = selectors.DefaultSelector()
-        selector.register(self.socket, selectors.EVENT_READ, "accept")
-        selector.register(self._wake_read, selectors.EVENT_READ, "wake")
-        idle: dict[PooledHandler, float] = {}  # by when each must have sent something; the oldest first
-        busy = 0
-
-        def close_idle(conn: PooledHandler) -> None:
-            del idle[conn]
-            selector.unregister(conn.connection)
-            conn.close()
-
         try:
-            while not self._stop.is_set():
-                timeout = poll_interval
-                if idle:
-                    timeout = max(0.0, min(timeout, next(iter(idle.values())) - time.monotonic()))
-                for key, _ in selector.select(timeout):
-                    if key.data == "accept":
-                        if len(idle) + busy >= self.max_connections and idle:
-                            close_idle(next(iter(idle)))  # make room: the connection idle the longest goes
-                        conn = self._accept(len(idle) + busy < self.max_connections)
-                        if conn is FULL:
-                            if idle:
-                                close_idle(next(iter(idle)))  # out of file descriptors: free one
-                            else:
-                                time.sleep(0.05)  # wait for a worker to free one rather than spin
-                        elif conn is not None:
-                            idle[conn] = time.monotonic() + self.idle_seconds
-                            selector.register(conn.connection, selectors.EVENT_READ, conn)
-                    elif key.data == "wake":
-                        self._wake_read.recv(4096)
-                    elif key.data in idle:
-                        del idle[key.data]
-                        selector.unregister(key.fileobj)
-                        busy += 1
-                        self._jobs.put(key.data)
-                while True:
-                    try:
-                        conn = self._back.get_nowait()
-                    except queue.Empty:
-                        break
-                    busy -= 1
-                    if not conn.closed:
-                        idle[conn] = time.monotonic() + self.idle_seconds
-                        selector.register(conn.connection, selectors.EVENT_READ, conn)
-                now = time.monotonic()
-                while idle and next(iter(idle.values())) <= now:
-                    close_idle(next(iter(idle)))
+            head = h11.Response(status_code=status, headers=headers, reason=STATUS_PHRASES[status])
+            self.transport.write(self.conn.send(head))
+            self.transport.write(self.conn.send(h11.Data(data=body)))
+            self.transport.write(self.conn.send(h11.EndOfMessage()))
+        except h11.LocalProtocolError:  # an answer was under way already: nothing more can be said
+            pass
+        self._disarm()
+        self.transport.close()
+
+
+class Server:
+    """An ASGI ``app`` served by uvicorn on a listening socket ``sock`` (bound by the caller, so that an address
+    in use is the caller's error, and ``port=0`` is known before serving)."""
+
+    def __init__(self, app, sock: socket.socket, limits: Limits | None = None):
+        _quiet_uvicorn()
+        limits = limits or Limits()
+        self.socket = sock
+        self.limits = limits
+        config = uvicorn.Config(
+            app,
+            http=functools.partial(GuardedH11Protocol, limits=limits),
+            ws="none",
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            proxy_headers=False,
+            server_header=False,
+            timeout_keep_alive=limits.idle_seconds,  # type: ignore[arg-type]  # seconds; a float is fine
+            timeout_graceful_shutdown=int(limits.request_seconds) + 1,
+            h11_max_incomplete_event_size=limits.max_head,
+        )
+        self._uvicorn = uvicorn.Server(config)
+        self._stopped = threading.Event()
+        self._stopped.set()
+
+    def serve_forever(self) -> None:
+        """Serve until :meth:`shutdown` (or, in the main thread, SIGINT / SIGTERM: uvicorn stops, then raises the
+        signal again for the caller's handler)."""
+        self._stopped.clear()
+        try:
+            self._uvicorn.run(sockets=[self.socket])
         finally:
-            for conn in list(idle):
-                close_idle(conn)
-            for _ in workers:
-                self._jobs.put(None)
-            for worker in workers:
-                worker.join(timeout=self.request_seconds + 1)
-            while True:
-                try:
-                    self._back.get_nowait().close()
-                except queue.Empty:
-                    break
-            selector.close()
             self._stopped.set()
 
-    def _accept(self, room: bool) -> PooledHandler | object | None:
-        """The new connection; ``None`` when it is gone already or refused (no ``room``); ``FULL`` when no file
-        descriptor is left for it."""
-        try:
-            sock, address = self.socket.accept()
-        except OSError as err:
-            if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                sys.stderr.write(f"cannot accept a connection: {err.strerror}\n")
-                return FULL
-            return None  # the client gave up before it was accepted
-        if not room:
-            sock.close()
-            return None
-        try:
-            return self.RequestHandlerClass(sock, address, self)
-        except OSError:
-            sock.close()
-            return None
-
-    def _work(self) -> None:
-        while (conn := self._jobs.get()) is not None:
-            conn.serve()
-            if self._stop.is_set():
-                conn.close()
-            self._back.put(conn)
-            self._wake()
-
     def shutdown(self) -> None:
-        """Stop :meth:`serve_forever` (called from another thread) and wait until it has: the requests being
-        answered are answered, every connection is closed."""
-        self._stop.set()
-        self._wake()
+        """Stop :meth:`serve_forever` (called from another thread) and wait until it has."""
+        self._uvicorn.should_exit = True
         self._stopped.wait()
 
     def server_close(self) -> None:
-        super().server_close()
-        self._close_wake()
+        self.socket.close()

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,11 +47,14 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def connect(path: str | Path, create: bool = False) -> sqlite3.Connection:
+def connect(path: str | Path, create: bool = False, write: bool = True) -> sqlite3.Connection:
     """Open the database at ``path`` (autocommit mode: use :func:`transaction` for writes).
 
     :param create: create the file and the schema if the file does not exist; otherwise a missing file is an error.
-    :raises StoreError: the file is missing (and not ``create``) or is not a human-evaluation database.
+    :param write: the caller will write (``create``, ``serve``, ``annotators``): a read-only file, or a folder in
+        which SQLite cannot keep its ``-wal`` and ``-shm`` files, is refused up front, saying so.
+    :raises StoreError: the file is missing (and not ``create``), read-only (and ``write``), cannot be opened, or is
+        not a human-evaluation database.
     """
     path = Path(path)
     exists = path.is_file()
@@ -59,6 +64,14 @@ def connect(path: str | Path, create: bool = False) -> sqlite3.Connection:
         raise StoreError(f"{path} is not a file: db= names the database file")
     if not exists and not create:
         raise StoreError(f"no such database: {path} (create a task first: python -m sarnmt.human create ...)")
+    if exists and write and not os.access(path, os.W_OK):
+        raise StoreError(f"{path} is read-only: this command stores into it (make it writable, or work on a copy)")
+    folder = path.parent
+    if exists and write and not os.access(folder, os.W_OK | os.X_OK):
+        raise StoreError(
+            f"the folder {folder} is read-only: SQLite keeps {path.name}-wal and {path.name}-shm beside the database "
+            "while it is written (make the folder writable, or work on a copy elsewhere)"
+        )
     try:
         if not exists:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -76,7 +89,10 @@ def connect(path: str | Path, create: bool = False) -> sqlite3.Connection:
             conn.executescript("BEGIN IMMEDIATE;" + SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
         elif version != SCHEMA_VERSION:
             raise StoreError(f"{path}: not a sarnmt human-evaluation database (schema version {version})")
-    except sqlite3.DatabaseError as err:
+    except sqlite3.OperationalError as err:  # read-only, locked, unreadable: the file may be fine
+        conn.close()
+        raise StoreError(f"cannot use the database {path}: {err}") from err
+    except sqlite3.DatabaseError as err:  # "file is not a database", a damaged file
         conn.close()
         raise StoreError(f"{path}: not a sarnmt human-evaluation database ({err})") from err
     except StoreError:
@@ -145,14 +161,49 @@ def annotators(conn: sqlite3.Connection, task_id: int) -> list[Annotator]:
     return [Annotator(**dict(r)) for r in conn.execute(_ANNOTATOR + " WHERE a.task_id = ? ORDER BY a.id", (task_id,))]
 
 
-def add_annotator(conn: sqlite3.Connection, task_id: int, name: str, token: str) -> Annotator:
-    """Register ``name`` for the task (inside the caller's transaction).
+# characters refused in an annotator's name: controls (newline, tab, ESC of an ANSI sequence), line and paragraph
+# separators, surrogates, and the bidirectional overrides and isolates that reorder what a terminal shows
+_BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_REFUSED_CATEGORIES = ("Cc", "Cs", "Zl", "Zp")
+MAX_NAME = 100
 
-    :raises StoreError: the name is empty, longer than 100 characters, or already taken in this task.
+
+def annotator_name(name: object) -> str:
+    """``name`` as stored: NFC-normalised (a name typed composed or decomposed is one name), spaces trimmed.
+
+    :raises StoreError: empty, over :data:`MAX_NAME` characters, or holding a control character (names are printed
+        one per line in the token list, where a newline or an escape sequence would forge a line)."""
+    text = unicodedata.normalize("NFC", str(name)).strip()
+    bad = next((c for c in text if unicodedata.category(c) in _REFUSED_CATEGORIES or c in _BIDI), None)
+    if bad is not None:
+        raise StoreError(
+            f"annotator name {show(text)} holds the control character U+{ord(bad):04X}: use letters, digits, spaces "
+            "and punctuation"
+        )
+    if not text or len(text) > MAX_NAME:
+        raise StoreError(f"annotator name must be 1-{MAX_NAME} characters, got {show(text)}")
+    return text
+
+
+def lookalike(name: str, others: list[str]) -> str | None:
+    """The first of ``others`` that differs from ``name`` but is the same under NFKC and case folding (``ａｎａ``,
+    ``Ana`` and ``ana``): a likely typo for an existing annotator, or a name made to pass for one."""
+    key = unicodedata.normalize("NFKC", name).casefold()
+    return next((o for o in others if o != name and unicodedata.normalize("NFKC", o).casefold() == key), None)
+
+
+LOOKALIKE_WARNING = (
+    "warning: annotator {name} looks like {other} (the same under NFKC and case folding): two annotators now; if "
+    "that was a typo, give the existing annotator's token instead"
+)
+
+
+def add_annotator(conn: sqlite3.Connection, task_id: int, name: str, token: str) -> Annotator:
+    """Register ``name`` (see :func:`annotator_name`) for the task (inside the caller's transaction).
+
+    :raises StoreError: the name is refused by :func:`annotator_name`, or already taken in this task.
     """
-    name = name.strip()
-    if not name or len(name) > 100:
-        raise StoreError(f"annotator name must be 1-100 characters, got {name!r}")
+    name = annotator_name(name)
     if conn.execute("SELECT 1 FROM annotator WHERE task_id = ? AND name = ?", (task_id, name)).fetchone():
         raise StoreError(f"annotator {name!r} already exists in this task")
     conn.execute(
@@ -162,7 +213,8 @@ def add_annotator(conn: sqlite3.Connection, task_id: int, name: str, token: str)
 
 
 def annotator_by_name(conn: sqlite3.Connection, task_id: int, name: str) -> Annotator | None:
-    row = conn.execute(_ANNOTATOR + " WHERE a.task_id = ? AND a.name = ?", (task_id, name.strip())).fetchone()
+    name = unicodedata.normalize("NFC", name).strip()
+    row = conn.execute(_ANNOTATOR + " WHERE a.task_id = ? AND a.name = ?", (task_id, name)).fetchone()
     return None if row is None else Annotator(**dict(row))
 
 

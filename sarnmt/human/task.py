@@ -103,7 +103,7 @@ def check_spec(spec: TaskSpec) -> None:
     names = [name for name, _ in spec.systems]
     if len(names) < 2:
         raise TaskError(f"a ranking needs at least two systems, got {len(names)}: {names}")
-    for what, values in (("system", names), ("annotator", list(spec.annotators))):
+    for what, values in (("system", names), ("annotator", annotator_names(spec))):
         repeated = sorted({v for v in values if values.count(v) > 1})
         if repeated:
             raise TaskError(f"{what} names repeat: {repeated}")
@@ -115,6 +115,27 @@ def check_spec(spec: TaskSpec) -> None:
         not isinstance(spec.seed, int) or isinstance(spec.seed, bool) or not 0 <= spec.seed <= MAX_SEED
     ):
         raise TaskError(f"seed must be a whole number from 0 to {MAX_SEED} (or left out), got {spec.seed!r}")
+
+
+def annotator_names(spec: TaskSpec) -> list[str]:
+    """The annotators' names as they will be stored (NFC; :func:`sarnmt.human.store.annotator_name`), empty ones
+    left for :func:`check_spec` to name.
+
+    :raises TaskError: a name holding a control character, or too long."""
+    try:
+        return [store.annotator_name(a) if str(a).strip() else str(a) for a in spec.annotators]
+    except store.StoreError as err:
+        raise TaskError(str(err)) from None
+
+
+def lookalike_warnings(names: list[str]) -> list[str]:
+    """One warning line per name that looks like an earlier one (:func:`sarnmt.human.store.lookalike`)."""
+    warnings = []
+    for k, name in enumerate(names):
+        other = store.lookalike(name, names[:k])
+        if other is not None:
+            warnings.append(store.LOOKALIKE_WARNING.format(name=store.show(name), other=store.show(other)))
+    return warnings
 
 
 def shown_orders(n_items: int, n_systems: int, rng: random.Random) -> list[list[int]]:
@@ -149,6 +170,7 @@ class CreatedTask:
     items: int
     systems: tuple[str, ...]
     tokens: dict[str, str]
+    warnings: tuple[str, ...] = ()  # annotator names that look alike (one line each)
 
 
 def create_task(db: str | Path, spec: TaskSpec) -> CreatedTask:
@@ -207,11 +229,12 @@ def create_task(db: str | Path, spec: TaskSpec) -> CreatedTask:
                     "INSERT INTO output (item_id, system_idx, text) VALUES (?, ?, ?)",
                     [(item_id, k, out[line]) for k, out in enumerate(outputs)],
                 )
-            for name in spec.annotators:
-                tokens[name] = store.add_annotator(conn, task_id, str(name), new_token()).token
+            for name in annotator_names(spec):
+                tokens[name] = store.add_annotator(conn, task_id, name, new_token()).token
     finally:
         conn.close()
-    return CreatedTask(spec.name, len(lines), tuple(n for n, _ in spec.systems), tokens)
+    warnings = tuple(lookalike_warnings(list(tokens)))
+    return CreatedTask(spec.name, len(lines), tuple(n for n, _ in spec.systems), tokens, warnings)
 
 
 def new_token() -> str:

@@ -1,14 +1,14 @@
-"""What the ranking page's API accepts from a client, checked before anything else reads it: the body (its size,
-its nesting, UTF-8, JSON, an object), the query string (known parameters, once each), whole numbers (ASCII digits in
-range). Every refusal is an :class:`ApiError`, which the app answers as JSON with its status (400, or 413 for a body
-over :data:`MAX_BODY`); nothing a client sends ends in an exception the server did not expect."""
+"""What the ranking page's API accepts from a client, checked before anything else reads it: the body (its
+nesting, UTF-8, JSON, an object; its size, :data:`MAX_BODY`, is kept by :mod:`sarnmt.human.app` as it arrives), the
+query string (known parameters, once each), whole numbers (ASCII digits in range). Every refusal is an
+:class:`ApiError`, which the app answers as JSON with its status (400, or 413 for a body over :data:`MAX_BODY`);
+nothing a client sends ends in an exception the server did not expect. The framing of a request (its line, its
+headers, ``Content-Length`` or chunks) is h11's to check, before any of this (:mod:`sarnmt.human.server`)."""
 
 from __future__ import annotations
 
 import json
-from email.message import Message
 from http import HTTPStatus
-from typing import BinaryIO
 from urllib.parse import parse_qsl
 
 from sarnmt.human.store import show
@@ -26,27 +26,6 @@ class ApiError(Exception):
     def __init__(self, status: HTTPStatus, message: str, close: bool = False):
         super().__init__(message)
         self.status, self.close = status, close
-
-
-def read_body(headers: Message, rfile: BinaryIO) -> bytes:
-    """The request's body, of the length its ``Content-Length`` gives (none: empty).
-
-    :raises ApiError: (with ``close``) a chunked body, ``Content-Length`` repeated or not a number, a body over
-        :data:`MAX_BODY` (413) or shorter than announced.
-    """
-    if headers.get("Transfer-Encoding") is not None:
-        raise ApiError(HTTPStatus.BAD_REQUEST, "send the body with a Content-Length, not a Transfer-Encoding", True)
-    lengths = headers.get_all("Content-Length") or ["0"]
-    value = lengths[0].strip()
-    if len(lengths) > 1 or not (value.isascii() and value.isdigit() and len(value) <= 9):
-        raise ApiError(HTTPStatus.BAD_REQUEST, f"Content-Length must be one number of bytes, got {show(lengths)}", True)
-    length = int(value)
-    if length > MAX_BODY:
-        raise ApiError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body over {MAX_BODY} bytes", True)
-    body = rfile.read(length)
-    if len(body) < length:
-        raise ApiError(HTTPStatus.BAD_REQUEST, f"request body ended after {len(body)} of {length} bytes", True)
-    return body
 
 
 def nesting(raw: bytes, limit: int = MAX_DEPTH) -> int:
