@@ -96,13 +96,41 @@ def test_a_clear_gain_in_every_seed_is_significant_in_both():
     result = seed_tests.compare_cells(system, baseline, "bleu")
     assert result.p_seed < 0.01 and result.p_sentence < 0.01 and result.p_t_test < 0.01
     assert 0 < result.low < result.difference < result.high
-    assert result.p_seed == pytest.approx(1 / 10_001)  # not better in no resample
+    assert result.p_two_level == pytest.approx(1 / 10_001)  # the old bootstrap: not better in no resample
+    assert result.df is not None and result.df > 2
     worse = seed_tests.compare_cells(baseline, system, "bleu")  # one-sided: the worse system gets p near 1
     assert worse.p_seed > 0.99 and worse.p_sentence > 0.99 and worse.p_t_test > 0.99
 
 
+def test_welch_test_is_welchs_t_test_widened_by_the_test_sets_variance():
+    """Without test-set variance the seed-aware test is Welch's t-test (scipy's, one-sided); with it, Var gains
+    v_sent at infinite df, so runs that agree exactly leave a normal test of Δ / sqrt(v_sent); p and the 95%
+    interval agree (its lower end above 0 exactly when p < 0.025); lower perplexity is better; no p floor."""
+    from scipy.stats import norm, ttest_ind
+
+    rng = np.random.default_rng(5)
+    for n_r, n_b in ((2, 2), (3, 3), (3, 5), (5, 5)):
+        for _ in range(20):
+            r, b = rng.normal(30.3, 0.8, n_r), rng.normal(30.0, 0.5, n_b)
+            test = seed_tests.welch_test(r, b, 0.0, "bleu")
+            scipy = ttest_ind(r, b, equal_var=False, alternative="greater")
+            assert test.p == pytest.approx(scipy.pvalue, rel=1e-9) and test.df == pytest.approx(scipy.df, rel=1e-9)
+            wider = seed_tests.welch_test(r, b, 0.09, "bleu")
+            assert wider.df > test.df and wider.high - wider.low > 0
+            va, vb = r.var(ddof=1) / n_r, b.var(ddof=1) / n_b
+            assert wider.df == pytest.approx((va + vb + 0.09) ** 2 / (va**2 / (n_r - 1) + vb**2 / (n_b - 1)))
+            assert (wider.low > 0) == (wider.p < 0.025) and (test.low > 0) == (test.p < 0.025)
+            ppl = seed_tests.welch_test(-r, -b, 0.09, "ppl")  # lower is better: the same test, turned
+            assert ppl.p == pytest.approx(wider.p) and ppl.high == pytest.approx(-wider.low)
+    same = seed_tests.welch_test([30.5, 30.5, 30.5], [30.0, 30.0, 30.0], 0.04, "bleu")
+    assert same.df == math.inf and same.p == pytest.approx(norm.sf(0.5 / 0.2))
+    assert seed_tests.welch_test([33.0, 33.4], [30.0, 30.4], 0.0, "bleu").p < 0.01  # 2 v 2 can earn a ‡
+    with pytest.raises(ValueError, match="two runs a side"):
+        seed_tests.welch_test([30.0], [29.0, 29.5], 0.0, "bleu")
+
+
 def test_perplexity_is_resampled_from_the_lines_and_lower_is_better():
-    better, base = ppl_runs([4.70, 4.72, 4.74], gain=0.05), ppl_runs([4.70, 4.72, 4.74])
+    better, base = ppl_runs([4.70, 4.72, 4.74], gain=0.1), ppl_runs([4.70, 4.72, 4.74])
     result = seed_tests.compare_cells(better, base, "ppl")
     assert result.difference < 0 and result.high < 0  # lower perplexity
     assert result.p_seed < 0.01 and result.p_sentence < 0.01 and result.p_t_test < 0.01
@@ -148,7 +176,7 @@ def test_code_versions_count_commits_or_source_hashes():
 
 
 # --- tables from synthetic records ---------------------------------------------------------------------------------
-SMOKE3 = {"baseline": [0.40, 0.42], "mean_residual": [0.41, 0.43], "self_attentive_content": [0.46, 0.48]}
+SMOKE3 = {"baseline": [0.40, 0.42], "mean_residual": [0.41, 0.43], "self_attentive_content": [0.58, 0.60]}
 
 
 @pytest.fixture(scope="module")
@@ -215,20 +243,57 @@ def test_pinned_cells_show_the_seed_aware_markers_intervals_and_a_footer_that_na
     assert "| baseline |" in rows["NMT baseline"]
     for phrase in (
         "Every test is one-sided",
-        "two-level paired bootstrap over runs and test sentences",
+        "Welch's test on the seed means with the test set's resampling variance added (Welch 1947, Satterthwaite",
         "Koehn 2004 and Clark et al. 2011",
+        "Var = s_r²/n_r + s_b²/n_b + v_sent",
         "10,000 resamples (numpy PCG64, generator seed 12345)",
-        "Monte Carlo standard error 0.0022",
+        "the upper tail of Student's t",
+        "docs/reproducing.md#calibration-of-the-seed-aware-test",
+        "p_two_level",
         "sentence-level with seeds pooled",
         "Power: seeds per row",
+        "Every difference from the paper (sizes, vocabulary, initialisation",
+        "docs/reproducing.md#every-difference-from-the-paper",
     ):
         assert phrase in text, phrase
-    assert "allow_mixed_code" not in text and "Unpinned" not in text
+    assert "allow_mixed_code" not in text and "Unpinned" not in text and "cap reached" not in text.lower()
     header = csv_lines[0].split(",")
-    for name in ("mean", "sd", "n", "diff_lo", "diff_hi", "p_seed", "p_t", "p_boot_sentence", "markers", "code"):
+    for name in ("mean", "sd", "n", "diff_lo", "diff_hi", "p_seed", "seed_df", "p_two_level", "p_t", "cap_reached"):
         assert name in header, name
     sac = dict(zip(header, next(r for r in csv_lines if ",self_attentive_content,nt14," in r).split(","), strict=True))
     assert sac["n"] == "2" and sac["code"] == "pinned" and float(sac["p_seed"]) < 0.01 and sac["resamples"] == "10000"
+    assert sac["seed_test"] == "Welch + test-set variance" and float(sac["seed_df"]) > 1 and sac["cap_reached"] == "0"
+    assert float(sac["p_two_level"]) < float(sac["p_seed"])  # the old bootstrap, kept in the CSV, is the bolder
+
+
+def test_runs_that_reached_their_epoch_cap_are_flagged_in_the_cell_and_counted_in_the_footer(digests, tmp_path):
+    """A run whose patience rule never fired (stopped_early false), or whose selected checkpoint is its last
+    update, is "cap reached": averaged, flagged in its cell, counted in the footer and the CSV; a run that stopped
+    early on an earlier checkpoint is not."""
+    from sarnmt.sweep.cells import cap_reached
+
+    def code(job):
+        fields = {"commit": "c" * 40, "dirty": False, "source_hash": "a" * 64, "allow_dirty": False}
+        last = {"steps": 904, "epochs": 8, "stopped_early": False}
+        selected = "epoch007-step000900-cost36.913.ckpt"
+        if job.row == "baseline" and job.seed == 2:  # stopped early, best checkpoint 400 updates before
+            last, selected = {"steps": 1300, "epochs": 12, "stopped_early": True}, "epoch008-step000900-cost30.1.ckpt"
+        elif job.row == "mean_residual":
+            last = {"steps": 900, "epochs": 8, "stopped_early": True}  # "stopped", but on its last checkpoint
+        elif job.row != "baseline":
+            last, selected = {"steps": 1300, "epochs": 12, "stopped_early": True}, "epoch008-step000900-c.ckpt"
+        return {**fields, **last, "selected_checkpoint": {"file": selected, "monitor": "val/loss", "score": 1.0}}
+
+    write_records(tmp_path, digests, code)
+    text, rows, csv_lines = render3(tmp_path)
+    assert rows["NMT baseline"].count("(2); 1 cap reached |") == 3
+    assert rows["+ Mean residual connections"].count("(2); 2 cap reached |") == 3
+    assert "cap reached" not in rows["+ Self-attentive residual connections"]
+    assert "Cap reached: 3 of 6 runs ended at their epoch cap without the patience rule firing" in text
+    header = csv_lines[0].split(",")
+    mean = dict(zip(header, next(r for r in csv_lines if ",mean_residual,nt16," in r).split(","), strict=True))
+    assert mean["cap_reached"] == "2" and mean["n"] == "2"
+    assert not cap_reached({"job": "old"}) and cap_reached({"stopped_early": False})
 
 
 def test_a_cell_of_two_commits_is_mixed_code_and_not_averaged(digests, tmp_path):

@@ -19,15 +19,22 @@ in its cell and averaged, since the published mini records are such; an unpinned
 code (its code cannot be shown to be theirs), so such a cell is mixed code. A run from a checkout with uncommitted
 changes (``dirty``) is counted in its cell.
 
+**Convergence.** A run whose patience rule never fired (``stopped_early`` false: it ended at its epoch cap) or whose
+selected checkpoint is its last update (the step in ``selected_checkpoint.file``, ``...-step000900-...``, equal to
+``steps``) has not been shown to have stopped improving: it is **cap reached** (:func:`cap_reached`), averaged in
+its cell but flagged there and counted in the footer, never silently mixed with converged runs. A record without
+these fields (synthetic, or older than them) is not flagged.
+
 Scores are read for the column's test set and metric; significance (:mod:`sarnmt.sweep.seed_tests`) compares the cell's
-runs with the baseline row's runs of the same column: the two-level bootstrap over runs and test sentences, and the
-sentence-level tests with seeds pooled.
+runs with the baseline row's runs of the same column: Welch's test on the seed means with the test set's resampling
+variance added, and the sentence-level tests with seeds pooled.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -112,10 +119,30 @@ class Cell:
         return sum(1 for r in self.counted if r.get("dirty"))
 
     @property
+    def capped(self) -> int:
+        """How many of the cell's runs reached their epoch cap without the patience rule firing."""
+        return sum(1 for r in self.counted if cap_reached(r))
+
+    @property
     def code(self) -> str:
         """How many versions of the code ran the cell: ``N commits``, or ``N source hashes`` where the commits are
         fewer (uncommitted changes)."""
         return code_versions(self.counted)
+
+
+STEP = re.compile(r"step(\d+)")
+
+
+def cap_reached(record: dict) -> bool:
+    """Whether a run ended at its epoch cap rather than because it stopped improving: its ``stopped_early`` is
+    false, or its selected checkpoint (``selected_checkpoint.file``, ``epoch007-step000900-cost36.913.ckpt``) is at
+    its last update (``steps``). False for a record without ``stopped_early`` (synthetic or older records)."""
+    if "stopped_early" not in record:
+        return False
+    if not record["stopped_early"]:
+        return True
+    found = STEP.search(str((record.get("selected_checkpoint") or {}).get("file", "")))
+    return found is not None and "steps" in record and int(found.group(1)) >= int(record["steps"])
 
 
 def code_versions(records: list[dict]) -> str:

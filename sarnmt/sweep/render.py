@@ -5,17 +5,18 @@ A cell reads ``mean ± sd (n)``: the mean corpus score over the row's seeds, the
 many seeds ran; ``missing``, ``stale``, ``broken``, ``corrupt`` and ``mixed code`` runs are counted in the cell,
 never averaged in; ``unpinned`` and ``dirty`` runs are averaged and counted (:mod:`sarnmt.sweep.cells`). Every test
 is one-sided (H1: the row is better than the baseline of its column). Markers after the value: ``†``/``‡`` the
-seed-aware two-level bootstrap over runs and test sentences (p < 0.05 / 0.01; Koehn 2004, Clark et al. 2011:
-:mod:`sarnmt.sweep.seed_tests`), ``*``/``**`` the paper's paired t-test, sentence-level with seeds pooled. Beside
-each column, ``Δ [95%]``: the difference from the baseline and the bootstrap's 95% interval of it, or ``n/a (1
-run)`` where a side has one run.
+seed-aware test, Welch's test on the seed means with the test set's resampling variance added (p < 0.05 / 0.01;
+Welch 1947, Koehn 2004, Clark et al. 2011: :mod:`sarnmt.sweep.seed_tests`), ``*``/``**`` the paper's paired
+t-test, sentence-level with seeds pooled. Beside each column, ``Δ [95%]``: the difference from the baseline and the
+test's 95% interval of it, or ``n/a (1 run)`` where a side has one run. ``N cap reached``: runs that ended at their
+epoch cap without the patience rule firing (:func:`sarnmt.sweep.cells.cap_reached`), averaged but flagged.
 The footer names the tests, the resamples and the generator seed, and says how many seeds would detect the paper's
 gains (:mod:`sarnmt.sweep.footer`).
 """
 
 from __future__ import annotations
 
-from sarnmt.sweep import formats
+from sarnmt.sweep import formats, seed_tests
 from sarnmt.sweep.cells import Cell, TableSettings
 from sarnmt.sweep.footer import DEFAULT, footer, is_lm, method_notes
 from sarnmt.sweep.formats import tex
@@ -92,12 +93,14 @@ def cell_text(cell: Cell, latex: bool = False) -> str:
         parts.append(f"{cell.unpinned} unpinned")
     if cell.dirty:
         parts.append(f"{cell.dirty} dirty")
+    if cell.capped:
+        parts.append(f"{cell.capped} cap reached")
     text = "; ".join(parts) if parts else "—"
     return _latex_markers(tex(text)) if latex else text
 
 
 def delta_text(table: Table, cell: Cell) -> str:
-    """``+0.82 [+0.10, +1.50]``: the difference from the baseline and its 95% interval (two-level bootstrap);
+    """``+0.82 [+0.10, +1.50]``: the difference from the baseline and its 95% interval (the seed-aware test's);
     ``+1.78, n/a (1 run)`` where a side has one run; ``baseline`` on the baseline's row."""
     if cell.row.key == table.baseline:
         return "baseline"
@@ -195,13 +198,16 @@ CSV_HEADER = (
     "diff_lo",
     "diff_hi",
     "p_seed",
+    "seed_df",
     "seed_test",
+    "p_two_level",
     "p_t",
     "p_boot_sentence",
     "markers",
     "code",
     "unpinned",
     "dirty",
+    "cap_reached",
     "commits",
     "paper",
     "parameters",
@@ -245,13 +251,16 @@ def csv_text(table: Table, scale: Scale, cells: dict, settings: TableSettings = 
                     _number(c.low if c else None),
                     _number(c.high if c else None),
                     _number(c.p_seed if c else None, 6),
-                    "" if c is None else c.seed_test_note or "two-level bootstrap",
+                    _number(c.df if c else None, 2),
+                    "" if c is None else c.seed_test_note or seed_tests.METHOD,
+                    _number(c.p_two_level if c else None, 6),
                     _number(c.p_t_test if c else None, 6),
                     _number(c.p_sentence if c else None, 6),
                     markers(cell),
                     code_status(cell),
                     cell.unpinned,
                     cell.dirty,
+                    cell.capped,
                     ";".join(sorted({(r.get("commit") or "?")[:10] for r in cell.counted})),
                     table.paper.get(row.key, {}).get(column.key, ""),
                     cell.parameters or "",
