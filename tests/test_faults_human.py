@@ -286,6 +286,34 @@ def test_a_request_trickled_past_its_deadline_is_dropped_with_a_log_line(tmp_pat
     assert "timed out" in err and "Traceback" not in err
 
 
+def test_a_body_trickled_past_its_deadline_is_answered_408(tmp_path, capsys):
+    """A request whose head arrives at once but whose body trickles in is answered 408 (JSON, one log line) when
+    request_seconds have passed, and the connection is closed; others are answered meanwhile."""
+    db = tmp_path / "h.sqlite"
+    make_task(db, tmp_path)
+    with running(db, request_seconds=1.0) as server:
+        address = server.server_address[:2]
+        slow = socket.create_connection(address, timeout=5)
+        slow.sendall(b"POST /api/signin HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        started = time.monotonic()
+        for _ in range(5):
+            assert _exchange(address, _request("GET", "/static/style.css")).startswith(b"HTTP/1.1 200")
+            try:
+                slow.sendall(b" ")
+            except OSError:
+                break
+            time.sleep(0.1)
+        answer = b""
+        while chunk := slow.recv(65536):
+            answer += chunk
+        slow.close()
+        assert time.monotonic() - started < 3
+    status, body = _status_and_json(answer)
+    assert status == 408 and body == {"error": "request body not whole 1 s after the request began"}
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and '"POST /api/signin" 408 ' in err, err
+
+
 def test_a_thousand_concurrent_judgements_are_each_stored_once(tmp_path):
     """1,000 judgements sent at once by 50 clients through the fixed pool are each stored exactly once (one row
     per annotator and item, submissions counted), none lost."""

@@ -32,6 +32,7 @@ import asyncio
 import functools
 import json
 import logging
+import re
 import socket
 import sys
 import threading
@@ -165,7 +166,7 @@ class GuardedH11Protocol(H11Protocol):
         err = sys.exception()
         status = getattr(err, "error_status_hint", 400)
         status = status if 400 <= status < 500 else 400
-        text = f"malformed request: {err}" if err is not None and str(err) else msg
+        text = f"malformed request: {_reason(err)}" if err is not None and str(err) else msg
         log(self.client, f'"-" {status} {text}')
         body = json.dumps({"error": text}).encode()
         headers = [
@@ -183,6 +184,12 @@ class GuardedH11Protocol(H11Protocol):
             pass
         self._disarm()
         self.transport.close()
+
+
+def _reason(err: BaseException) -> str:
+    """h11's reason, the client's bytes it quotes shown as bytes and cut short (a refused line may be 64 KiB)."""
+    text = re.sub(r"bytearray\((b.*)\)$", r"\1", str(err), flags=re.DOTALL)
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 class Server:
@@ -214,6 +221,8 @@ class Server:
     def serve_forever(self) -> None:
         """Serve until :meth:`shutdown` (or, in the main thread, SIGINT / SIGTERM: uvicorn stops, then raises the
         signal again for the caller's handler)."""
+        if self._uvicorn.should_exit:  # shut down before it began
+            return
         self._stopped.clear()
         try:
             self._uvicorn.run(sockets=[self.socket])
