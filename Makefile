@@ -54,10 +54,10 @@ docs-screenshots:  ## the pictures of the site opened from disk (docs/docs-offli
 .PHONY: docs docs-serve docs-screenshots
 
 train:  ## the main job: self-attentive residual decoder on the toy corpus
-	$(PY) -m sarnmt.train
+	$(PY) -m sarnmt train
 
 params:  ## Table 1 parameter counts at paper size
-	$(PY) -m sarnmt.params model=paper decoder=all
+	$(PY) -m sarnmt params model=paper decoder=all
 
 # the checkout's bench peers (benchmarks/conf/peers/: the plain peer, the textbook model); `python -m` from here imports
 # their modules (benchmarks/peers/, tests/oracle.py) from this folder. A folder of one's own goes into the same list:
@@ -65,15 +65,15 @@ params:  ## Table 1 parameter counts at paper size
 BENCH_PEERS ?= hydra.searchpath=[file://$(CURDIR)/benchmarks/conf]
 
 bench:  ## ~5 min: the six decoders at Multi30K lengths, each one's ratios to the plain peer (ARGS="device=cuda ...")
-	$(PY) -m sarnmt.bench $(BENCH_PEERS) $(ARGS)
+	$(PY) -m sarnmt bench $(BENCH_PEERS) $(ARGS)
 
 bench-full:  ## ~30 min: both workloads, LSTM systems, plain + textbook peers, 5 repeats, plots (bench_preset=full)
-	$(PY) -m sarnmt.bench bench_preset=full $(BENCH_PEERS) $(ARGS)
+	$(PY) -m sarnmt bench bench_preset=full $(BENCH_PEERS) $(ARGS)
 
 # REF is required; both trees step with sarnmt's Adadelta of now, so the ratios compare the model and search code
 bench-commit:  ## ~5 min: sarnmt now ÷ sarnmt at REF=<commit>, in one process on the same batches and weights
 	@test -n "$(REF)" || { echo "error: make bench-commit needs REF=<commit> (e.g. REF=HEAD~1)" >&2; exit 2; }
-	$(PY) -m sarnmt.bench $(BENCH_PEERS) peers=commit peers.before.ref=$(REF) optim@reference_optim=adadelta $(ARGS)
+	$(PY) -m sarnmt bench $(BENCH_PEERS) peers=commit peers.before.ref=$(REF) optim@reference_optim=adadelta $(ARGS)
 
 gpu-wheels:  ## wheels of what an air-gapped GPU node lacks (hydra, omegaconf, ...) into .whl/ (PY_VERSION, PLATFORM)
 	$(PY) benchmarks/gpu_check.py wheels --python-version $(PY_VERSION) $(addprefix --platform ,$(PLATFORM))
@@ -94,28 +94,28 @@ slurm-down:  ## stop the one-node SLURM cluster
 .PHONY: slurm-up slurm-down
 
 reproduce-table1:  ## Table 1: make reproduce-table1 SCALE=smoke|mini|paper [ARGS="launcher=joblib|slurm logger=wandb ..."]
-	$(PY) -m sarnmt.reproduce table=1 scale=$(SCALE) $(ARGS)
+	$(PY) -m sarnmt reproduce table=1 scale=$(SCALE) $(ARGS)
 
 reproduce-table2:  ## Table 2 (En-De, tokenised BLEU), same runs as Table 3
-	$(PY) -m sarnmt.reproduce table=2 scale=$(SCALE) $(ARGS)
+	$(PY) -m sarnmt reproduce table=2 scale=$(SCALE) $(ARGS)
 
 reproduce-table3:  ## Table 3 (En-De, NIST BLEU on detokenised text)
-	$(PY) -m sarnmt.reproduce table=3 scale=$(SCALE) $(ARGS)
+	$(PY) -m sarnmt reproduce table=3 scale=$(SCALE) $(ARGS)
 
 reproduce-table4:  ## Table 4 (content vs content+scope), its content row is Table 1's
-	$(PY) -m sarnmt.reproduce table=4 scale=$(SCALE) $(ARGS)
+	$(PY) -m sarnmt reproduce table=4 scale=$(SCALE) $(ARGS)
 
 reproduce-table6:  ## Table 6 (language models: LSTM, attention, 4-gram, mean and self-attentive residual), perplexity
-	$(PY) -m sarnmt.reproduce table=6 scale=$(SCALE) $(ARGS)
+	$(PY) -m sarnmt reproduce table=6 scale=$(SCALE) $(ARGS)
 
 reproduce-tables:  ## Tables 1-4 and 6, every run once
-	$(PY) -m sarnmt.reproduce table=all scale=$(SCALE) $(ARGS)
+	$(PY) -m sarnmt reproduce table=all scale=$(SCALE) $(ARGS)
 
 systems-m30k:  ## every system of the seeds on Multi30K En->De at docs/systems.md's budget (resumable; hours on a CPU)
 	PY=$(PY) sweeps/systems/run.sh $(SYSTEMS)
 
 tables:  ## render Tables 1-4 and 6 from the records: make tables SCALE=mini
-	$(PY) -m sarnmt.tables table=all scale=$(SCALE) $(ARGS)
+	$(PY) -m sarnmt tables table=all scale=$(SCALE) $(ARGS)
 
 human-eval-screenshot:  ## the picture of the ranking page (docs/human-eval.png), as the browser test renders it
 	SARNMT_HUMAN_SCREENSHOT=docs/human-eval.png WANDB_MODE=disabled $(PY) -m pytest -q tests/test_human_browser.py

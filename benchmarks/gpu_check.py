@@ -12,7 +12,7 @@ check exits with status 1 at the end if any step failed.
   sarnmt's imports work, the rate of a large bf16 matrix product, and which wheels were installed first (below);
 - ``tests``: the tests marked ``gpu`` (``tests/test_gpu.py``: fused kernels = plain ones on the GPU, the GPU = the
   CPU, bf16 autocast trains and decodes, the fused Adadelta's Triton kernel = PyTorch's Adadelta);
-- ``bench-b64`` and ``bench-b256``: ``python -m sarnmt.bench model=paper vocab=50000 device=cuda precision=bf16``
+- ``bench-b64`` and ``bench-b256``: ``python -m sarnmt bench model=paper vocab=50000 device=cuda precision=bf16``
   for the baseline decoder at WMT lengths (synthetic, 5-50 tokens, mean 21), batches of 64 and of 256 sentences:
   training target tokens/s, matrix-product GFLOP/s and their share of the GPU's dense bf16 peak (MFU; the peak by
   the GPU's name, or ``--peak-gflop-s``), greedy and beam-5 sentences/s batched and one sentence at a time, peak

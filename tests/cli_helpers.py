@@ -1,21 +1,19 @@
-"""Running sarnmt's command line entry points inside the test process, as ``python -m sarnmt.<name>`` would, and the
-hostile files the fault tests feed them."""
+"""Running sarnmt's command line entry points inside the test process, as ``sarnmt <name>`` would, and the hostile
+files the fault tests feed them."""
 
 from __future__ import annotations
 
-import importlib
 import io
 import os
 import pickle
-import runpy
 import sys
-import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from sarnmt.cli import main
 from sarnmt.cli.train import train
 from tests.conftest import compose_train
 
@@ -30,21 +28,16 @@ class Outcome:
 
 
 def run_cli(capsys, name: str, args: list[str], stdin: bytes | None = None) -> Outcome:
-    """``python -m sarnmt.<name> args`` in this process; ``stdin`` as the bytes of standard input."""
-    module = importlib.import_module(f"sarnmt.{name}")
-    saved = sys.argv, sys.stdin
-    sys.argv = [module.__file__, *args, *QUIET_HYDRA]  # Hydra's logging setup would outlive the captured streams
+    """``sarnmt <name> args`` in this process (:func:`sarnmt.cli.main`); ``stdin`` as the bytes of standard input."""
+    saved = sys.stdin
     if stdin is not None:
         sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # runpy: the module is imported already
-            runpy.run_module(f"sarnmt.{name}", run_name="__main__")
-        code = 0
+        code = main([name, *args, *QUIET_HYDRA])  # Hydra's logging setup would outlive the captured streams
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 1
     finally:
-        sys.argv, sys.stdin = saved
+        sys.stdin = saved
     captured = capsys.readouterr()
     return Outcome(code, captured.out, captured.err)
 

@@ -1,4 +1,4 @@
-"""``python -m sarnmt.analyze``: every analysis run end to end on two tiny models trained on the toy corpus (a
+"""``sarnmt analyze``: every analysis run end to end on two tiny models trained on the toy corpus (a
 self-attentive residual decoder and the baseline), and the bad inputs each must name in one line."""
 
 from __future__ import annotations
@@ -166,7 +166,8 @@ def test_the_command_line_prints_one_error_line_and_its_help(models, tmp_path, c
         [
             sys.executable,
             "-m",
-            "sarnmt.analyze",
+            "sarnmt",
+            "analyze",
             "figure2",
             f"ckpts=[{tmp_path / 'no.ckpt'}]",
             f"source={models['src']}",

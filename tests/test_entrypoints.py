@@ -23,14 +23,14 @@ def _run(args: list[str], env: dict[str, str] | None = None, cwd=ROOT) -> subpro
 
 
 def test_params_table():
-    out = _run(["sarnmt.params", "model=paper", "decoder=all"])
+    out = _run(["sarnmt", "params", "model=paper", "decoder=all"])
     assert out.returncode == 0, out.stderr
     for figure in ("108,725,885", "108,976,885", "109,775,485", "110,287,485", "110,824,061", "111,336,061"):
         assert figure in out.stdout
 
 
 def test_params_unknown_decoder_lists_choices():
-    out = _run(["sarnmt.params", "decoder=nope"])
+    out = _run(["sarnmt", "params", "decoder=nope"])
     assert out.returncode == 2
     assert "Could not find 'decoder/nope'" in out.stderr and "self_attentive_content" in out.stderr
 
@@ -39,7 +39,7 @@ def test_a_group_option_or_key_the_config_lacks_is_one_error_line_in_every_hydra
     """Hydra prints its composition errors on several lines and exits 1; sarnmt says each in one line, exit 2."""
     cases = [
         (["sarnmt.train", "decoder=nope"], "error: In 'train': Could not find 'decoder/nope'; Available options in"),
-        (["sarnmt.translate", "nogroup=x"], "error: Could not override 'nogroup'. To append to your config use"),
+        (["sarnmt", "translate", "nogroup=x"], "error: Could not override 'nogroup'. To append to your config use"),
     ]
     for args, start in cases:
         out = _run(args, env={"HYDRA_FULL_ERROR": ""})
@@ -57,9 +57,9 @@ def test_train_and_params_refuse_a_pair_that_does_not_go_together_in_one_line():
         "error: decoder MeanResidual (hooks: readout) does not go with model InputFeedingLSTM (offers: no hook; "
         "needs: nothing); valid decoder= options for this model: none"
     )
-    out = _run(["sarnmt.params", "model=lstm_fixed_context", "decoder=memory_rnn"])
+    out = _run(["sarnmt", "params", "model=lstm_fixed_context", "decoder=memory_rnn"])
     assert out.returncode == 2 and "valid decoder= options for this model: baseline, mean_residual" in out.stderr
-    out = _run(["sarnmt.params", "model=lstm_ff_attention_small", "decoder=all"])
+    out = _run(["sarnmt", "params", "model=lstm_ff_attention_small", "decoder=all"])
     assert out.returncode == 0 and "| self_attentive_content |" in out.stdout and "memory_rnn" not in out.stdout
 
 

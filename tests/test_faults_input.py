@@ -136,7 +136,7 @@ def test_translate_refuses_a_hostile_checkpoint_without_running_it(capsys, hosti
 def test_a_real_process_prints_one_line_and_a_trace_with_hydra_full_error(ckpt):
     """As a real process: non-UTF-8 on stdin gives exit status 2 and one error line; HYDRA_FULL_ERROR=1 gives the
     traceback instead."""
-    command = [sys.executable, "-m", "sarnmt.translate", f"ckpt_path={ckpt}", "progress=false"]
+    command = [sys.executable, "-m", "sarnmt", "translate", f"ckpt_path={ckpt}", "progress=false"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("HYDRA_FULL_ERROR", None)
     plain = subprocess.run(command, input=b"ta\n\xff\n", capture_output=True, cwd=ROOT, env=env, timeout=300)

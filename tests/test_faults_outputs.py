@@ -54,12 +54,12 @@ runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 
 
 def _measured(module: str, args: list[str], stdin, tmp_path, timeout: float = 600) -> tuple[int, str, str, float]:
-    """Run ``python -m sarnmt.<module> args`` as a process: its exit status, stdout, stderr and peak resident
+    """Run ``python -m sarnmt <module> args`` as a process: its exit status, stdout, stderr and peak resident
     memory in GB."""
     peak_file = tmp_path / "peak_rss_kb"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PEAK_RSS_FILE": str(peak_file)}
     env.pop("HYDRA_FULL_ERROR", None)
-    command = [sys.executable, "-c", PEAK, f"sarnmt.{module}", *args]
+    command = [sys.executable, "-c", PEAK, "sarnmt", module, *args]
     with open(os.devnull if stdin is None else stdin, "rb") as source:
         done = subprocess.run(command, stdin=source, capture_output=True, cwd=ROOT, env=env, timeout=timeout)
     return done.returncode, done.stdout.decode(), done.stderr.decode(), int(peak_file.read_text()) * 1024 / GB

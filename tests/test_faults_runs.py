@@ -99,7 +99,7 @@ def test_lm_refuses_a_translation_checkpoint(capsys, run, tmp_path):
     """lm ckpt_path=<translation checkpoint> is refused naming what the checkpoint holds."""
     last = run / "checkpoints" / "last.ckpt"
     line = one_error(_resume(capsys, tmp_path, last, "lm_data=toy", command="lm", base=[]))
-    assert line == f"error: checkpoint {last} holds a translation model, not a language model (python -m sarnmt.lm)"
+    assert line == f"error: checkpoint {last} holds a translation model, not a language model (python -m sarnmt lm)"
 
 
 def test_resuming_from_an_averaged_checkpoint_is_refused(capsys, run, tmp_path):

@@ -223,7 +223,8 @@ class Sweep:
         command = [
             sys.executable,
             "-m",
-            "sarnmt.reproduce",
+            "sarnmt",
+            "reproduce",
             f"table={TABLE}",
             "scale=smoke",
             "launcher=slurm",
@@ -299,7 +300,8 @@ def two_ranks(cluster, swept, tmp_path_factory) -> tuple[Path, subprocess.Popen]
     command = [
         sys.executable,
         "-m",
-        "sarnmt.sweep_job",
+        "sarnmt",
+        "sweep-job",
         "scale=smoke",
         "job=en_de.baseline.s2",
         f"runs_dir={reference / 'runs'}",

@@ -202,7 +202,8 @@ def test_lm_entry_point_prints_the_test_perplexity(tmp_path):
         [
             sys.executable,
             "-m",
-            "sarnmt.lm",
+            "sarnmt",
+            "lm",
             *QUICK,
             "lm_model=ngram_lstm",
             "model.hidden_dim=18",
@@ -231,7 +232,11 @@ def test_checkpoints_of_the_other_task_are_refused_in_one_line(smoke_table6):
 
 def test_params_prints_the_language_models_beside_table6():
     run = subprocess.run(
-        [sys.executable, "-m", "sarnmt.params", "lm_model=all"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "sarnmt", "params", "lm_model=all"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == 0, run.stderr
     assert "| lstm | 300 | 300 | 46,999,400 | +0 | d = 300, 47M |" in run.stdout
@@ -243,7 +248,8 @@ def test_bench_lm_times_every_row_in_one_run():
         [
             sys.executable,
             "-m",
-            "sarnmt.bench.lm",
+            "sarnmt",
+            "bench-lm",
             "scale=smoke",
             "steps=2",
             "warmup=1",

@@ -1,4 +1,4 @@
-"""The paper's analysis (§8) and a probe beyond it, as functions and commands (``python -m sarnmt.analyze``).
+"""The paper's analysis (§8) and a probe beyond it, as functions and commands (``python -m sarnmt analyze``).
 
 - :mod:`~sarnmt.analysis.attention_file`: the attention files of ``translate attention=…`` (read, write, checked).
 - :mod:`~sarnmt.analysis.runs`: a checkpoint's attention over a test set (decoded, teacher-forced, or read from a

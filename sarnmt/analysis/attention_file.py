@@ -1,4 +1,4 @@
-"""The attention file of ``python -m sarnmt.translate attention=PATH`` (format: :mod:`sarnmt.cli.translate`), read into
+"""The attention file of ``python -m sarnmt translate attention=PATH`` (format: :mod:`sarnmt.cli.translate`), read into
 :class:`AttentionRecord` objects with its shapes checked, and written back in the same format.
 
 Index conventions of a record with n target rows (``target`` = the output pieces, plus ``</s>`` when the hypothesis

@@ -2,7 +2,7 @@
 (§8.2 and footnote 4), and the report that prints the paper's 0.56 and 0.45 beside them.
 
 Gold trees come one per line in Penn Treebank bracket form, aligned with the analysed sentences (the toy corpus
-writes its own, ``python -m sarnmt.analyze toy_gold``; for real data, a parser's output made elsewhere). A line
+writes its own, ``python -m sarnmt analyze toy_gold``; for real data, a parser's output made elsewhere). A line
 whose tree does not parse, or whose words are not the sentence's, is an error naming the line; a sentence with no
 words (an empty translation) needs an empty gold line and is skipped.
 """

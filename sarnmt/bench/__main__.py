@@ -1,4 +1,4 @@
-"""``sarnmt bench [key=value ...]`` (``python -m sarnmt.bench``): the speed benchmark (see :mod:`sarnmt.bench.run`).
+"""``sarnmt bench [key=value ...]`` (``python -m sarnmt bench``): the speed benchmark (see :mod:`sarnmt.bench.run`).
 
 Not a Hydra application: each system it times is a composition of its own (the ``train`` config with that decoder or
 model), and one benchmark run is one process timing them all, not a job per config; ``sarnmt/conf/bench.yaml`` is
@@ -48,7 +48,7 @@ workload with the targets checked, plots training tokens/s against sentence leng
                                  copies, reductions, elementwise work, framework overhead) for these systems
 Decoders: {decoders}
 
-Examples (python -m sarnmt.bench is the same command):
+Examples (python -m sarnmt bench is the same command):
   sarnmt bench workloads=[multi30k] decoders=[baseline,self_attentive_content] systems=[]
   sarnmt bench model=paper vocab=50000 device=cuda precision=bf16
 """

@@ -1,4 +1,4 @@
-"""Where a training step's time goes (``python -m sarnmt.bench profile=[baseline]``): phases and kinds of work.
+"""Where a training step's time goes (``python -m sarnmt bench profile=[baseline]``): phases and kinds of work.
 
 For each profiled system and implementation (sarnmt and the plain peer), on the workload's timed batches:
 

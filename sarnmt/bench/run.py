@@ -1,5 +1,5 @@
 """The benchmark: every decoder variant, beside its peers (:mod:`sarnmt.bench.peer`), and the other systems
-(``systems``: the LSTM models), in one process (``python -m sarnmt.bench``), on every workload of ``workloads``.
+(``systems``: the LSTM models), in one process (``python -m sarnmt bench``), on every workload of ``workloads``.
 
 A workload is a set of sentence lengths (:mod:`sarnmt.bench.workload`): Multi30K's, WMT news's (up to 50 tokens,
 the paper's training lengths) or the peer corpus's. On each, for each variant (``decoders``) and system: training

@@ -1,4 +1,4 @@
-"""The paper's analysis (§8) as commands: ``python -m sarnmt.analyze <analysis> [key=value ...]``.
+"""The paper's analysis (§8) as commands: ``python -m sarnmt analyze <analysis> [key=value ...]``.
 
 Each analysis is a config, ``sarnmt/conf/analyze/<analysis>.yaml`` (Hydra overrides as for every sarnmt command), and a
 pure function of it in :mod:`sarnmt.analysis.commands`. Bad input (a file, a line, a key) is one ``error:`` line,
@@ -38,7 +38,7 @@ The paper's analysis (§8) over your checkpoints; every file is written under ou
 
 {analyses}
 
-Examples, on the toy corpus (docs/analysis.md; python -m sarnmt.analyze is the same command):
+Examples, on the toy corpus (docs/analysis.md; python -m sarnmt analyze is the same command):
   sarnmt analyze toy_gold
   sarnmt analyze trees ckpts=[run/checkpoints/last.ckpt] source=outputs/analysis/toy/test.src \\
       target=outputs/analysis/toy/test.ref gold=outputs/analysis/toy/test.trees
@@ -67,7 +67,7 @@ def run(name: str, overrides: list[str]) -> dict[str, Any]:
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise AnalysisError(
-            f"{name} needs {', '.join(f'{key}=...' for key in missing)} (python -m sarnmt.analyze {name} --help)"
+            f"{name} needs {', '.join(f'{key}=...' for key in missing)} (python -m sarnmt analyze {name} --help)"
         )
     return ANALYSES[name][0](cfg)
 

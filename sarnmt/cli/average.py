@@ -1,5 +1,5 @@
-"""Average the weights of several checkpoints: ``python -m sarnmt.average checkpoints=[a.ckpt,b.ckpt] output=avg.ckpt``
-or ``python -m sarnmt.average dir=outputs/train/<run>/checkpoints last=5 output=avg.ckpt``.
+"""Average the weights of several checkpoints: ``python -m sarnmt average checkpoints=[a.ckpt,b.ckpt] output=avg.ckpt``
+or ``python -m sarnmt average dir=outputs/train/<run>/checkpoints last=5 output=avg.ckpt``.
 
 The output is a sarnmt checkpoint (loadable by :func:`sarnmt.training.checkpoint.load_model`, ``translate`` and
 ``evaluate``) holding the element-wise mean of the model weights; its other entries come from the newest input,

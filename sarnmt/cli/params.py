@@ -1,5 +1,5 @@
-"""Parameter counts of the paper's models: ``python -m sarnmt.params model=paper decoder=<name>|all``, and of Table 6's
-language models: ``python -m sarnmt.params lm_model=<name>|all``.
+"""Parameter counts of the paper's models: ``python -m sarnmt params model=paper decoder=<name>|all``, and of Table 6's
+language models: ``python -m sarnmt params lm_model=<name>|all``.
 
 The model is built on PyTorch's ``meta`` device, so counting a 110M-parameter model allocates no weights.
 ``decoder=all`` prints every variant (both forms of the Memory RNN and the self-attentive RNN) beside Table 1.

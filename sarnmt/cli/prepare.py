@@ -1,4 +1,4 @@
-"""Fetch, preprocess and cache a corpus: ``python -m sarnmt.prepare data=<corpus> [data.root=...]``.
+"""Fetch, preprocess and cache a corpus: ``python -m sarnmt prepare data=<corpus> [data.root=...]``.
 
 The thin command-line entry point over :mod:`sarnmt.data.corpora.preparation`, which does the work
 (:func:`~sarnmt.data.corpora.preparation.prepare_corpus`): this module builds the configured DataModule, calls its

@@ -1,4 +1,4 @@
-"""Reproduce the paper's tables: ``python -m sarnmt.reproduce table=1 scale=mini [launcher=local|joblib|slurm]``.
+"""Reproduce the paper's tables: ``python -m sarnmt reproduce table=1 scale=mini [launcher=local|joblib|slurm]``.
 
 Plan the jobs (:mod:`sarnmt.sweep.spec`), check the corpora before any job, skip the jobs with a complete record,
 run the others as one Hydra multirun (:mod:`sarnmt.sweep.launch`), then render the tables from the records

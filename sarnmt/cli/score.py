@@ -1,4 +1,4 @@
-"""Score existing system outputs: ``python -m sarnmt.score ref=REF hyps=[BASE,SYS1,...] [tokenize=none]
+"""Score existing system outputs: ``python -m sarnmt score ref=REF hyps=[BASE,SYS1,...] [tokenize=none]
 [lowercase=true]``.
 
 The first system is the baseline. Prints a Markdown table with BLEU, its 95% confidence interval and three

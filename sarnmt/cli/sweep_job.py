@@ -1,6 +1,6 @@
-"""Run one job of a table sweep: ``python -m sarnmt.sweep_job scale=mini job=en_de.baseline.s1``.
+"""Run one job of a table sweep: ``python -m sarnmt sweep-job scale=mini job=en_de.baseline.s1``.
 
-The multirun target of ``python -m sarnmt.reproduce`` (a Hydra launcher runs one of these per job: one after another,
+The multirun target of ``python -m sarnmt reproduce`` (a Hydra launcher runs one of these per job: one after another,
 in parallel with joblib, or as SLURM jobs with submitit). :func:`sweep_job` is a pure function of the config; what a
 job does is :func:`sarnmt.sweep.job.run_job`.
 """

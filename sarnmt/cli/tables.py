@@ -1,4 +1,4 @@
-"""Render the paper's tables from the sweep's records: ``python -m sarnmt.tables table=1 scale=mini``.
+"""Render the paper's tables from the sweep's records: ``python -m sarnmt tables table=1 scale=mini``.
 
 Prints each table as Markdown and writes ``<results_dir>/tables/table<N>.{md,tex,csv,png}``; with ``wandb.log=true``
 also logs it as a W&B Table in a summary run (group ``table<N>-<scale>``, job type ``summary``). The cells, the

@@ -1,5 +1,6 @@
 """Planning and launching a sweep: which jobs a table needs, which are done, the corpora checked before any job
-starts, and the Hydra multirun of :mod:`sarnmt.cli.sweep_job` that runs the rest with the chosen launcher.
+starts, and the Hydra multirun of :mod:`sarnmt.cli.sweep_job` (``sarnmt sweep-job``) that runs the rest with the
+chosen launcher.
 
 Launchers (``launcher=``):
 
@@ -208,14 +209,15 @@ def multirun_command(
     hydra_overrides: list[str] | None = None,
     slurm: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """The ``python -m sarnmt.sweep_job --multirun ...`` command that runs ``jobs``."""
+    """The ``python -m sarnmt sweep-job --multirun ...`` command that runs ``jobs``."""
     hydra_args, extra_train = launcher_overrides(launcher, n_jobs, slurm)
     if not settings.progress:  # no progress bars in the jobs' logs either
         extra_train = [*extra_train, "trainer.enable_progress_bar=false", "callbacks.progress_bar=null"]
     return [
         sys.executable,
         "-m",
-        "sarnmt.sweep_job",
+        "sarnmt",
+        "sweep-job",
         "--multirun",
         f"scale={scale}",
         "job=" + ",".join(j.id for j in jobs),

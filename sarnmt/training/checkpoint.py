@@ -118,7 +118,7 @@ def read_checkpoint(
     info = checkpoint["sarnmt"] if isinstance(checkpoint["sarnmt"], dict) else {}
     held = info.get("task", "translation")
     if held != task:
-        what = {"lm": "a language model (python -m sarnmt.lm)", "translation": "a translation model"}
+        what = {"lm": "a language model (python -m sarnmt lm)", "translation": "a translation model"}
         raise CheckpointError(f"checkpoint {path} holds {what.get(held, repr(held))}, not {what.get(task, task)}")
     net_config = info.get("net_config")
     required = (

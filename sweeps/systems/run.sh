@@ -8,7 +8,7 @@
 # (rewritten every 3 minutes); a finished system (its greedy record written) is skipped. Records (eval.test.json,
 # hypotheses) go to sweeps/results/systems-m30k/<name>/{beam5,greedy}; a record is written only after its decoding
 # finished (sarnmt.evaluate writes it last); the table of all of them is printed and written to table.md at the end
-# (python -m sarnmt.sweep.systems), and once every system has its beam-5 hypotheses, the significance of the
+# (python -m sarnmt sweep-systems), and once every system has its beam-5 hypotheses, the significance of the
 # differences (sarnmt.score: paired bootstrap, approximate randomisation, the paper's t-test) of every system against
 # the cGRU baseline (significance-cgru_baseline.{md,json}) and of the residual LSTM against its own baseline
 # (significance-lstm_ff_attention.{md,json}). Usage: sweeps/systems/run.sh [name ...] (default: all), PY=python.
@@ -46,11 +46,11 @@ for name in "${names[@]}"; do
   for search in beam5 greedy; do
     decoding=$([ $search = beam5 ] && echo "decoding=beam decoding.beam_size=5" || echo "decoding=greedy")
     # shellcheck disable=SC2086
-    $PY -m sarnmt.evaluate ckpt_path="$best" data=multi30k_en_de data.root="$DATA" split=test $decoding \
+    $PY -m sarnmt evaluate ckpt_path="$best" data=multi30k_en_de data.root="$DATA" split=test $decoding \
       progress=false output_dir="$out/$search"
   done
 done
-$PY -m sarnmt.sweep.systems results_dir=sweeps/results/systems-m30k | tee sweeps/results/systems-m30k/table.md
+$PY -m sarnmt sweep-systems results_dir=sweeps/results/systems-m30k | tee sweeps/results/systems-m30k/table.md
 
 # significance on test2016 (beam 5), the first system being the baseline; skipped until every system has finished
 significance() {
@@ -60,7 +60,7 @@ significance() {
     hyps+=("sweeps/results/systems-m30k/$name/beam5/hypotheses.test.txt"); names+=("$name")
     [ -f "sweeps/results/systems-m30k/$name/greedy/eval.test.json" ] || { echo "significance vs $base: waits for $name"; return 0; }
   done
-  (IFS=,; $PY -m sarnmt.score ref="$DATA/multi30k-en-de/test_2016_flickr.de.gz" "hyps=[${hyps[*]}]" \
+  (IFS=,; $PY -m sarnmt score ref="$DATA/multi30k-en-de/test_2016_flickr.de.gz" "hyps=[${hyps[*]}]" \
     "names=[${names[*]}]" output="sweeps/results/systems-m30k/significance-$base" \
     hydra.run.dir=outputs/systems-m30k/score-$base)
 }

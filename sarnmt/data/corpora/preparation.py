@@ -1,4 +1,4 @@
-"""Fetch, preprocess and cache a corpus once: :func:`prepare_corpus` (``python -m sarnmt.prepare`` and
+"""Fetch, preprocess and cache a corpus once: :func:`prepare_corpus` (``python -m sarnmt prepare`` and
 ``CorpusDataModule.prepare_data`` both call it).
 
 Steps: make sure every file of the corpus is under ``root`` (files already there are used as they are; missing ones are
