@@ -739,6 +739,20 @@ def test_an_annotator_name_with_a_control_character_is_refused(tmp_path, case):
         assert conn.execute("SELECT COUNT(*) FROM annotator").fetchone()[0] == 2
 
 
+def test_a_control_character_stored_before_is_escaped_in_the_token_list(tmp_path):
+    """A name with a newline or an ANSI escape in a database made before such names were refused is printed
+    escaped by annotators: one line per annotator, no escape sequence reaches the terminal."""
+    db = tmp_path / "h.sqlite"
+    make_task(db, tmp_path)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE annotator SET name = ? WHERE name = 'ben'", ("ben\nmallory\tTOKEN\x1b[2J",))
+    out = _human(["annotators", f"db={db}"], tmp_path)
+    assert out.returncode == 0, out
+    lines = out.stdout.splitlines()
+    assert len(lines) == 4 and "\x1b" not in out.stdout, lines
+    assert lines[3].startswith("  ben\\u000amallory\\u0009TOKEN\\u001b[2J\t"), lines
+
+
 def test_annotator_names_are_nfc_and_lookalikes_are_warned_about(tmp_path):
     """NFC and NFD forms of one name are one annotator (create: 'names repeat'; annotators add=: 'already exists');
     a full-width or differently cased form of an existing name is added with one warning line naming both."""

@@ -106,7 +106,7 @@ def _print_tokens(tokens: dict[str, str], host: str = "127.0.0.1", port: int = 8
     if tokens:
         print("sign-in tokens (give each annotator theirs; `annotators` lists them again):")
     for name, token in tokens.items():
-        print(f"  {name}\t{token}\thttp://{host}:{port}/#token={token}")
+        print(f"  {store.printable_name(name)}\t{token}\thttp://{host}:{port}/#token={token}")
 
 
 def annotators(cfg: DictConfig) -> None:

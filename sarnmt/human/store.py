@@ -185,6 +185,14 @@ def annotator_name(name: object) -> str:
     return text
 
 
+def printable_name(name: str) -> str:
+    """``name`` for one line of output: the characters :func:`annotator_name` refuses written as ``\\uXXXX`` (a
+    database made before they were refused may hold them)."""
+    return "".join(
+        f"\\u{ord(c):04x}" if unicodedata.category(c) in _REFUSED_CATEGORIES or c in _BIDI else c for c in name
+    )
+
+
 def lookalike(name: str, others: list[str]) -> str | None:
     """The first of ``others`` that differs from ``name`` but is the same under NFKC and case folding (``ａｎａ``,
     ``Ana`` and ``ana``): a likely typo for an existing annotator, or a name made to pass for one."""
