@@ -188,6 +188,7 @@ HOSTILE = {
     "malformed request line": ("GET", "/ /api/next", None, {}, 400),
     "request line over 64 KiB": ("GET", "/api/item?position=" + "1" * 70_000, None, {}, 414),
     "a header over 64 KiB": ("GET", "/api/next", None, {"X-Padding": "x" * 70_000}, 431),
+    "a header over 200 KiB": ("GET", "/api/next", None, {"X-Padding": "x" * 200_000}, 431),
     "101 headers": ("GET", "/api/next", None, {f"X-H{k}": "1" for k in range(101)}, 431),
     "unknown method": ("DELETE", "/api/judgement", None, {}, 405),
 }

@@ -17,8 +17,8 @@ What this module adds to uvicorn, through its documented hooks (``Config(http=..
   ``request_seconds`` of its first byte (the app gives its body as long), or the connection is closed with one
   log line. uvicorn alone would keep a silent or trickling connection open for ever;
 - **refusals of the parser** are answered as JSON ``{"error": ...}`` with the status h11 gives (400; 431 for a head
-  over ``max_head`` bytes), with the app's security headers (the Content-Security-Policy, ``nosniff``, ``no-store``)
-  like every other answer, and logged as one line;
+  that reaches twice ``max_head`` bytes before it ends), with the app's security headers (the
+  Content-Security-Policy, ``nosniff``, ``no-store``) like every other answer, and logged as one line;
 - **logging**: one line per refusal or error on stderr (client, time, message), control characters escaped and cut
   short; uvicorn's start-up chatter is left out and its errors are one line, never a traceback.
 
@@ -93,7 +93,8 @@ class Limits:
 
     :param idle_seconds: a connection with no request under way is closed after this long (new, or kept alive).
     :param request_seconds: a request's head must arrive within this long of its first byte; so must its body.
-    :param max_head: bytes of a request line and headers (h11 answers 431 beyond).
+    :param max_head: bytes of a request's headers, and of its target (the app answers 431 and 414 beyond; h11 stops
+        reading a head at twice this, 431).
     :param headers: the security headers every answer carries, the parser's refusals too (the app's).
     """
 
@@ -101,6 +102,46 @@ class Limits:
     request_seconds: float = 10.0
     max_head: int = 64 * 1024
     headers: tuple[tuple[str, str], ...] = ()
+
+
+class _Lingering:
+    """A connection's transport whose ``close`` sends what is buffered, then FIN, and reads (and drops) what the
+    client still sends for up to ``linger`` seconds (or :data:`LINGER_BYTES`) before closing. Closed at once, a
+    socket with unread bytes sends a reset, and a client still sending a refused body (413, 431) would lose the
+    answer it was sent; the standard library's layer did the same by hand."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop, linger: float):
+        self._transport, self._loop, self._linger = transport, loop, linger
+        self.lingering = False
+        self.dropped = 0
+
+    def __getattr__(self, name: str):
+        return getattr(self._transport, name)
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def close(self) -> None:
+        if self.is_closing():
+            return
+        self.lingering = True
+        try:
+            self._transport.write_eof()  # after what is buffered
+            self._transport.resume_reading()
+        except (NotImplementedError, OSError, RuntimeError):
+            self._transport.close()
+            return
+        self._loop.call_later(self._linger, self._transport.close)
+
+    def drop(self, data: bytes) -> None:
+        """Bytes that arrived while lingering: dropped, up to :data:`LINGER_BYTES`."""
+        self.dropped += len(data)
+        if self.dropped > LINGER_BYTES:
+            self._transport.close()
+
+
+LINGER_SECONDS = 1.0
+LINGER_BYTES = 1024 * 1024
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -146,6 +187,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.transport = _Lingering(transport, self.loop, LINGER_SECONDS)  # type: ignore[assignment]
         self._watch()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -153,6 +195,9 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self.transport.lingering:  # answered and closing: what the client still sends is dropped
+            self.transport.drop(data)
+            return
         super().data_received(data)
         self._watch()
 
@@ -212,7 +257,9 @@ class Server:
             server_header=False,
             timeout_keep_alive=limits.idle_seconds,  # type: ignore[arg-type]  # seconds; a float is fine
             timeout_graceful_shutdown=int(limits.request_seconds) + 1,
-            h11_max_incomplete_event_size=limits.max_head,
+            # h11 bounds a head only while it is incomplete, so when it trips depends on how the bytes arrived:
+            # twice the app's bound, which the app (sarnmt.human.app.Guard) checks exactly on every whole head
+            h11_max_incomplete_event_size=2 * limits.max_head,
         )
         self._uvicorn = uvicorn.Server(config)
         self._stopped = threading.Event()
