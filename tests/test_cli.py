@@ -100,6 +100,15 @@ def test_python_m_sarnmt_train_is_kept_as_an_alias_of_sarnmt_train():
     assert out.returncode == 0 and "python -m sarnmt.train" in out.stdout, out.stderr
 
 
+def test_the_top_level_of_the_package_holds_packages_and_four_modules():
+    """One registry: the commands are ``sarnmt <command>``; ``python -m sarnmt.<command>`` alias modules are gone,
+    but for ``sarnmt.train``."""
+    top = sorted(path.name for path in (ROOT / "sarnmt").glob("*.py"))
+    assert top == ["__init__.py", "__main__.py", "errors.py", "train.py"]
+    out = subprocess.run([sys.executable, "-m", "sarnmt.translate"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode != 0 and "No module named sarnmt.translate" in out.stderr
+
+
 HUMAN = ("create", "serve", "export", "annotators")
 
 

@@ -1,6 +1,6 @@
 """The table sweeps: specs, plans, jobs, records, resumption after SIGKILL, tables, launchers, W&B, errors.
 
-The smoke scale (toy corpus, seconds per job) runs the real machinery: Hydra multiruns of ``sarnmt.sweep_job``
+The smoke scale (toy corpus, seconds per job) runs the real machinery: Hydra multiruns of ``sarnmt sweep-job``
 started by ``reproduce``, each job training, checkpointing, evaluating with beam search and writing its record.
 """
 
@@ -142,7 +142,7 @@ def test_a_table_file_names_its_other_reference_rows_or_fails_by_key(tmp_path, l
 
 def test_reproduce_command_reports_bad_names_in_one_line(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "sarnmt.reproduce", "table=9", "scale=smoke"],
+        [sys.executable, "-m", "sarnmt", "reproduce", "table=9", "scale=smoke"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -323,7 +323,7 @@ def test_sigkill_mid_job_then_rerun_resumes_and_equals_the_uninterrupted_sweep(s
     cfg = reproduce_cfg(tmp_path, "table=3", "scale=smoke", "render=false")
     killed_job = "en_de.self_attentive_content.s1"  # the third job of the plan
     process = subprocess.Popen(
-        [sys.executable, "-m", "sarnmt.reproduce", *(a for a in _args(cfg))],
+        [sys.executable, "-m", "sarnmt", "reproduce", *(a for a in _args(cfg))],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -492,7 +492,8 @@ def test_multirun_of_ddp_sim_jobs_runs_each_job_once(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "sarnmt.sweep_job",
+        "sarnmt",
+        "sweep-job",
         "--multirun",
         "scale=smoke",
         "job=en_de.baseline.s1,en_de.mean_residual.s1",
@@ -563,7 +564,8 @@ def test_wandb_offline_run_per_job_with_group_tags_and_scores(tmp_path, monkeypa
     command = [
         sys.executable,
         "-m",
-        "sarnmt.sweep_job",
+        "sarnmt",
+        "sweep-job",
         "scale=smoke",
         "job=es_en.mean_residual.s1",
         "logger=wandb",
