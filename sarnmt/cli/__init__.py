@@ -57,6 +57,9 @@ COMMANDS: dict[str, Command] = {
     "bench-lm": Command("bench.lm", "training speed of Table 6's language models"),
     "sweep-job": Command("cli.sweep_job", "one job of a table's sweep (what reproduce launches)"),
     "sweep-systems": Command("sweep.systems", "the table of every system of a seeds sweep"),
+    "curves": Command("cli.curves", "training loss and dev cost/BLEU of one or more runs, in one PNG", hydra=False),
+    "version": Command("cli.version", "sarnmt's, torch's and CUDA's versions (also sarnmt --version, -V)", hydra=False),
+    "completion": Command("cli.completion", "the bash or zsh completion script (commands, Hydra groups)", hydra=False),
 }
 
 
@@ -136,7 +139,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "sarnmt") -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(usage(prog), end="", file=sys.stdout if args else sys.stderr)
         return 0 if args else USER_ERROR_STATUS
-    name, rest = args[0], args[1:]
+    if args[0] in ("-sc", "--shell-completion"):  # what the completion scripts ask (sarnmt.cli.completion)
+        from sarnmt.cli.completion import query
+
+        return query(args, prog)
+    name, rest = {"--version": "version", "-V": "version"}.get(args[0], args[0]), args[1:]
     if name not in COMMANDS:
         print(f"error: unknown command {name!r}; commands: {', '.join(COMMANDS)}", file=sys.stderr, flush=True)
         return USER_ERROR_STATUS
