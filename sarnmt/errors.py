@@ -14,6 +14,7 @@ every error, these included, before the same ``error:`` line and exit status.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import traceback
@@ -54,10 +55,14 @@ def check_range(key: str, value: object, minimum: float, maximum: float | None =
     """Validate a numeric setting where it is read.  :param key: its name on the command line (``batch_size``).
     :param why: what the maximum protects (memory, time), said when it is exceeded.
 
-    :raises InputError: ``<key>=<value>: must be <minimum> or more`` (or at most ``maximum``), one line.
+    :raises InputError: ``<key>=<value>: must be <minimum> or more`` (or at most ``maximum``; a finite number: nan
+        and inf are refused), one line.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{key}={value!r}: must be a number, {minimum} or more")
+    if isinstance(value, float) and not math.isfinite(value):  # nan passes every comparison, inf every minimum
+        span = f"between {minimum} and {maximum:,}" if maximum is not None else f"{minimum} or more"
+        raise InputError(f"{key}={value}: must be a finite number, {span}")
     if value < minimum:
         raise InputError(f"{key}={value}: must be {minimum} or more")
     if maximum is not None and value > maximum:

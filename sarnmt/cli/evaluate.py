@@ -129,7 +129,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     check_choice(cfg.kernels)
     check_range("batch_size", cfg.batch_size, 1)
     check_folder(cfg.output_dir, "output_dir")
-    search = build_search(cfg.decoding)
+    search = build_search(cfg.decoding, max_source_tokens=cfg.max_input_tokens)
     device = pick_device(cfg.device)
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()

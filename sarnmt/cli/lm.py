@@ -22,6 +22,7 @@ from sarnmt.lm.module import LanguageModelModule
 from sarnmt.models.factory import build_language_model, count_parameters, plain_config
 from sarnmt.training.identity import resume_point, run_identity
 from sarnmt.training.run_lock import run_lock
+from sarnmt.training.settings import check_training
 from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
@@ -52,6 +53,7 @@ def train_lm(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
     quiet_known_warnings()
     with finish_wandb(), run_lock(output_dir(cfg), cfg):  # one run at a time in a run folder (training/run_lock.py)
         # a resumed run is the same run as its checkpoint's (training/identity.py): the config before any data is read
+        check_training(cfg)  # seeds and learning rate, before any data is read
         resumed = resume_point(cfg.ckpt_path, cfg, task="lm") if cfg.ckpt_path else None
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         datamodule = instantiate(cfg.data)

@@ -17,6 +17,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.cli.average import average_checkpoints, last_checkpoints
+from sarnmt.decoding.search import build_search, check_decoding
 from sarnmt.errors import InputError, reported
 from sarnmt.kernels.choice import check_choice
 from sarnmt.models.factory import build_model, check_combination, count_parameters, net_config
@@ -24,6 +25,7 @@ from sarnmt.training.identity import resume_point, run_identity
 from sarnmt.training.lit_module import TranslationModule
 from sarnmt.training.preemption import Preemption
 from sarnmt.training.run_lock import run_lock
+from sarnmt.training.settings import check_training
 from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.instantiate import instantiate_dict
@@ -39,10 +41,10 @@ def build_module(cfg: DictConfig, src_vocab_size: int, tgt_vocab_size: int) -> T
         net=build_model(cfg.model, cfg.decoder, src_vocab_size, tgt_vocab_size, cfg.kernels),
         optimizer=instantiate(cfg.optim),
         loss_normalization=cfg.loss,
-        val_search=instantiate(cfg.val_decoding),
+        val_search=build_search(cfg.val_decoding, "val_decoding"),
         bleu=cfg.val_bleu,
         net_config=net_config(cfg.model, cfg.decoder, src_vocab_size, tgt_vocab_size),
-        test_search=instantiate(cfg.decoding),
+        test_search=build_search(cfg.decoding, "decoding"),
         train_seed=cfg.seed,
     )
 
@@ -61,6 +63,9 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
     with finish_wandb(), run_lock(output_dir(cfg), cfg):  # one run at a time in a run folder
         check_averaging(cfg)
         check_combination(cfg.model, cfg.decoder)  # before any data is read
+        check_training(cfg)  # seeds and learning rate
+        check_decoding(cfg.val_decoding, "val_decoding")
+        check_decoding(cfg.decoding, "decoding")
         check_choice(cfg.kernels)
         resumed = resume_point(cfg.ckpt_path, cfg) if cfg.ckpt_path else None  # the same run's checkpoint?
         L.seed_everything(cfg.seed, workers=True, verbose=False)

@@ -191,7 +191,7 @@ def translate(cfg: DictConfig, stdin: IO[Any] | None = None, stdout: TextIO | No
     check_range("batch_size", cfg.batch_size, 1)
     check_range("nbest", cfg.nbest, 1)
     check_choice(cfg.kernels)
-    search = build_search(cfg.decoding)
+    search = build_search(cfg.decoding, max_source_tokens=cfg.max_input_tokens)
     if cfg.nbest > search.beam_size:
         raise InputError(
             f"nbest={cfg.nbest} must be between 1 and the beam size ({search.beam_size}; "

@@ -16,13 +16,21 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from sarnmt.errors import check_range
+
+MAX_ALPHA = 5.0  # lp(n) = n**5 stays finite in float32 for the longest output sarnmt allows (14,010 tokens: 5e20)
+MAX_OFFSET = 1e6
+
 
 class LengthPenalty:
-    """:param alpha: the exponent (0 switches normalisation off).  :param offset: GNMT's constant (5), 0 for dl4mt."""
+    """:param alpha: the exponent (0 switches normalisation off), 0..:data:`MAX_ALPHA`.  :param offset: GNMT's
+    constant (5), 0 for dl4mt; 0..:data:`MAX_OFFSET`.
+
+    :raises InputError: for a value out of its range, nan or inf (one line naming ``length_penalty.<key>``)."""
 
     def __init__(self, alpha: float = 1.0, offset: float = 0.0) -> None:
-        if alpha < 0 or offset < 0:
-            raise ValueError(f"LengthPenalty: alpha and offset must be >= 0, got alpha={alpha}, offset={offset}")
+        check_range("length_penalty.alpha", alpha, 0, MAX_ALPHA, "a larger power of a long output's length overflows")
+        check_range("length_penalty.offset", offset, 0, MAX_OFFSET, "beyond it every length gets the same penalty")
         self.alpha, self.offset = float(alpha), float(offset)
 
     def __call__(self, scores: Tensor, length: int) -> Tensor:

@@ -69,17 +69,59 @@ class Search(Protocol):
         ...
 
 
-def build_search(node: Any, key: str = "decoding") -> Search:
-    """The search object of a config node (``cfg.decoding``).  :param key: the node's key, for messages.
+# The bounds of the decoding settings, checked where a decoding config is read (:func:`check_decoding`): each value
+# beyond them exhausts memory or time or gives nonsense, and no real setting comes near them.
+MAX_BEAM_SIZE = 256  # memory and time grow with k: k live hypotheses and 2k candidates per sentence and step
+MAX_LEN_A = 10.0  # an output more than ten times its source's length is no translation
+MAX_OUTPUT_TOKENS = 10_000  # max_len_b and min_len: every step of a longer output attends over all the ones before
 
-    :raises InputError: naming ``<key>.<setting>`` for a setting the search refuses (``decoding.min_len=-1: must be
-        0 or more``), instead of Hydra's wrapped error.
+
+def check_decoding(node: Any, key: str = "decoding", max_source_tokens: int | None = None) -> None:
+    """Check a decoding config's settings before it is built, each with :func:`~sarnmt.errors.check_range`:
+    ``beam_size`` in 1..:data:`MAX_BEAM_SIZE`, ``max_len_a`` in 0..:data:`MAX_LEN_A`, ``max_len_b`` and ``min_len``
+    in 0..:data:`MAX_OUTPUT_TOKENS` (finite numbers; the length penalty checks its own, :mod:`.penalties`).
+
+    :param max_source_tokens: the longest source a command decodes (``max_input_tokens``), when it has one: then a
+        ``min_len`` that no output of any source could reach (``max_len_a·(max_source_tokens + 1) + max_len_b``
+        tokens, EOS included, is the longest) is refused too, as every output would be cut at its limit.
+    :raises InputError: ``<key>.<setting>=<value>: must be ...``, naming the bound and what it protects.
+    """
+    from sarnmt.errors import InputError, check_range
+
+    get = node.get if hasattr(node, "get") else (lambda _name, default=None: default)
+    bounds = (
+        ("beam_size", 1, MAX_BEAM_SIZE, "memory and time grow with the beam: 2k candidates per sentence and step"),
+        ("max_len_a", 0, MAX_LEN_A, "an output more than ten times its source is no translation"),
+        ("max_len_b", 0, MAX_OUTPUT_TOKENS, "every output token attends over the ones before"),
+        ("min_len", 0, MAX_OUTPUT_TOKENS, "every output token attends over the ones before"),
+    )
+    for name, low, high, why in bounds:
+        if get(name) is not None:
+            check_range(f"{key}.{name}", get(name), low, high, why)
+    a, b = get("max_len_a", 0) or 0, get("max_len_b", 0) or 0
+    if max_source_tokens is not None and get("min_len") and a > 0:  # a = 0: the search's own check says so
+        longest = max(1, int(a * (max_source_tokens + 1) + b))  # penalties.max_lengths, the source's EOS counted
+        if get("min_len") >= longest:
+            raise InputError(
+                f"{key}.min_len={get('min_len'):,}: more than any output can have, so none could end: the longest is "
+                f"{longest:,} tokens, EOS included ({key}.max_len_a={a} × (max_input_tokens={max_source_tokens:,} + 1) "
+                f"+ {key}.max_len_b={b}); lower min_len"
+            )
+
+
+def build_search(node: Any, key: str = "decoding", max_source_tokens: int | None = None) -> Search:
+    """The search object of a config node (``cfg.decoding``), its settings checked first (:func:`check_decoding`).
+
+    :param key: the node's key, for messages.  :param max_source_tokens: see :func:`check_decoding`.
+    :raises InputError: naming ``<key>.<setting>`` for a setting out of range or one the search refuses
+        (``decoding.min_len=-1: must be 0 or more``), instead of Hydra's wrapped error.
     """
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
     from sarnmt.errors import InputError
 
+    check_decoding(node, key, max_source_tokens)
     try:
         return instantiate(node)
     except InstantiationException as err:
