@@ -18,6 +18,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 from sarnmt.errors import InputError
+from sarnmt.utils.yaml_bounds import check_yaml_file
 
 SEARCHPATH_KEYS = ("hydra.searchpath=", "+hydra.searchpath=", "++hydra.searchpath=")
 
@@ -80,9 +81,10 @@ def check_user_configs(argv: Sequence[str]) -> list[str]:
 
     :returns: one warning line for each config of a user folder that has the group and name of a packaged one
         (Hydra takes the packaged one, which comes first in its search path), also printed on stderr.
-    :raises InputError: naming a folder that does not exist (Hydra would stop with its own message for
-        ``--config-dir``, and only warn for ``hydra.searchpath``), or the packaged folder, where an installation lacks
-        it (a wheel built without its package data).
+    :raises InputError: naming a yaml file of a user folder that is not valid YAML or whose aliases expand beyond a
+        bound (:func:`~sarnmt.utils.yaml_bounds.check_yaml_file`), a folder that does not exist (Hydra would stop
+        with its own message for ``--config-dir``, and only warn for ``hydra.searchpath``), or the packaged folder,
+        where an installation lacks it (a wheel built without its package data).
     """
     packaged = config_dir()
     if not (packaged / "train.yaml").is_file():
@@ -94,6 +96,7 @@ def check_user_configs(argv: Sequence[str]) -> list[str]:
             what = "is not a folder" if path.exists() else "no such folder"
             raise InputError(f"{how} {folder}: {what} (a folder of configs of your own, laid out as {packaged})")
         for user_file in sorted(path.rglob("*.yaml")):
+            check_yaml_file(user_file)  # valid, and no alias bomb (sarnmt/utils/yaml_bounds.py)
             name = user_file.relative_to(path)
             if (packaged / name).is_file():
                 warnings.append(
