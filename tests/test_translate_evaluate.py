@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import logging
 
 import lightning as L
 import pytest
@@ -16,7 +17,9 @@ from sarnmt.cli.average import average, average_checkpoints
 from sarnmt.cli.evaluate import evaluate, summary
 from sarnmt.cli.train import train
 from sarnmt.cli.translate import translate
+from sarnmt.data.text.codecs import UNK
 from sarnmt.decoding.beam import BeamSearch
+from sarnmt.errors import InputError
 from sarnmt.training.checkpoint import CheckpointError, load_model, net_state_dict, read_checkpoint
 from sarnmt.training.lit_module import TranslationModule
 from tests.conftest import CONF_DIR, ROOT, compose_train
@@ -304,3 +307,28 @@ def test_lstm_checkpoints_translate_and_evaluate(model, tmp_path):
         )
     )
     assert record["parameters"] == result["parameters"] and 0 <= record["bleu"]["score"] <= 100
+
+
+def test_translate_says_when_much_of_the_input_is_unknown(trained, tmp_path, caplog):
+    """More than ``unknown_warning`` of the input's source tokens are <unk>: one warning naming the input file."""
+    path, _ = trained
+    codec = load_model(path, torch.device("cpu")).src_codec
+    known = [codec.decode([i]) for i in range(2, 12)]  # ids 0 and 1 are </s> and <unk>
+    assert UNK not in codec.encode(" ".join(known))
+    (tmp_path / "known.txt").write_text(" ".join(known) + "\n")
+    (tmp_path / "foreign.txt").write_text(f"zqxv wkjh {known[0]}\nhello world\n")
+
+    def warnings(name: str, *overrides: str) -> list[str]:
+        caplog.clear()
+        cfg = compose_tool("translate", [f"ckpt_path={path}", f"input={tmp_path / name}", "progress=false", *overrides])
+        with caplog.at_level(logging.WARNING, logger="sarnmt"):
+            translate(cfg, stdout=io.StringIO())
+        return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+    assert warnings("known.txt") == []
+    (line,) = warnings("foreign.txt")
+    assert line.startswith(f"{tmp_path / 'foreign.txt'}: 4 of 5 source tokens (80.0%) are unknown to the model")
+    assert warnings("foreign.txt", "unknown_warning=0.8") == []  # above the threshold, not at it
+    assert warnings("foreign.txt", "unknown_warning=null") == []
+    with pytest.raises(InputError, match=r"unknown_warning=2: must be a share between 0 and 1, or null"):
+        warnings("foreign.txt", "unknown_warning=2")

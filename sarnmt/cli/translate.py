@@ -18,7 +18,8 @@ further GiB (``/dev/zero``, a binary file) is cut and ends the input (:mod:`sarn
 (after an error neither is there, not even half-written); a symlink's target is replaced and the link kept; a FIFO or a
 character device (``/dev/null``, ``/dev/stdout``) is written through, never replaced. ``output`` or ``attention`` equal
 to ``input``, ``output`` equal to ``attention``, or both on stdout are refused before anything is decoded, as are a
-closed stdin or stdout, a batch size below 1 and a ``device`` the machine lacks. Warnings (a truncated line) go to
+closed stdin or stdout, a batch size below 1 and a ``device`` the machine lacks. Warnings (a truncated line; more than
+``unknown_warning`` of the input's source tokens unknown to the model, :mod:`sarnmt.decoding.unknown_share`) go to
 stderr, one line each (``sarnmt/conf/hydra/job_logging/stderr.yaml``).
 
 **Attention file** (``attention=PATH``), JSON Lines, one record per input line, in order::
@@ -60,6 +61,7 @@ from sarnmt.data.text.reading import Line, bounded_lines, check_file
 from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.search import build_search
 from sarnmt.decoding.stream import Translation, decode_stream
+from sarnmt.decoding.unknown_share import UnknownShare
 from sarnmt.errors import InputError, check_range, reported
 from sarnmt.kernels.choice import check_choice
 from sarnmt.training.checkpoint import CheckpointError, load_model
@@ -188,6 +190,7 @@ def translate(cfg: DictConfig, stdin: IO[Any] | None = None, stdout: TextIO | No
     check_precision(cfg.precision)
     max_line_bytes = cfg.get("max_line_bytes", MAX_LINE_BYTES)
     limit = InputLimit(cfg.max_input_tokens, cfg.truncate_long_input, max_line_bytes=max_line_bytes)
+    unknown = UnknownShare(cfg.get("unknown_warning"))
     check_range("batch_size", cfg.batch_size, 1)
     check_range("nbest", cfg.nbest, 1)
     check_choice(cfg.kernels)
@@ -216,6 +219,7 @@ def translate(cfg: DictConfig, stdin: IO[Any] | None = None, stdout: TextIO | No
         def encoded() -> Iterator[list[int]]:
             for line_no, line in enumerate(source, 1):
                 ids, text = limit.encode(src_codec, line, line_no)
+                unknown.add(ids)
                 if attention is not None:
                     pieces.append(src_codec.tokens(text)[: len(ids)] if ids else [])
                 yield ids
@@ -238,6 +242,9 @@ def translate(cfg: DictConfig, stdin: IO[Any] | None = None, stdout: TextIO | No
                 attention.write(json.dumps(record, ensure_ascii=False) + "\n")
             count += 1
         target.flush()
+    warning = unknown.warning(limit.name)
+    if warning:
+        log.warning(warning)
     return count
 
 
