@@ -35,7 +35,7 @@ def tests_notes(table: Table, settings: TableSettings = DEFAULT) -> list[str]:
         f"(every run's corpus {score} recomputed from the drawn {items}' statistics); df by Welch-Satterthwaite on "
         "the seed terms (v_sent with infinite df); p the upper tail of Student's t at Δ / sqrt(Var) (no floor: any "
         "2 or more runs a side can reach p < 0.01). Its rejection rate under a true null, simulated at 3 v 3 to 5 v "
-        f"5 runs, is at or below its level ({CALIBRATION}). "
+        f"5 runs, is within Monte Carlo error of its level or below it ({CALIBRATION}). "
         "Δ [95%]: Δ ± t_(0.975, df) sqrt(Var) (two-sided: its lower end is above 0 when p < 0.025, so a † can sit "
         "beside an interval that reaches below 0); n/a (1 run): the row or the baseline has one run, so no "
         "seed-aware test and no † marker.",
