@@ -42,6 +42,16 @@ lint:  ## ruff: the rules, and the layout is the formatter's
 hooks:  ## pre-commit's local hooks on every file: ruff check and format, whitespace and file ends (those two fixed)
 	$(PY) -m pre_commit run --all-files --show-diff-on-failure
 
+# BUILD_FLAGS=--no-isolation builds with this venv's setuptools (offline); the default fetches it into a clean one
+BUILD_FLAGS ?=
+
+dist:  ## sdist and wheel into dist/ (python -m build), checked by twine check --strict (docs/install.md)
+	rm -f dist/sarnmt-*.whl dist/sarnmt-*.tar.gz
+	$(PY) -m build $(BUILD_FLAGS) --outdir dist/ .
+	$(PY) -m twine check --strict dist/sarnmt-*.whl dist/sarnmt-*.tar.gz
+
+.PHONY: dist
+
 docs:  ## the documentation site into site/ (mkdocs build --strict: a broken link or a missing page fails; CI runs it)
 	$(PY) -m mkdocs build --strict -d site/
 

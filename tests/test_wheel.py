@@ -1,6 +1,8 @@
 """The wheel works without the checkout: built from it, installed into a fresh virtual environment and run from a folder
 outside it, ``sarnmt.params`` prints Table 1 and ``sarnmt.train`` trains a toy model for one epoch, both with the
-configs the wheel holds (``sarnmt/conf``, package data: :func:`sarnmt.utils.compose.config_dir`).
+configs the wheel holds (``sarnmt/conf``, package data: :func:`sarnmt.utils.compose.config_dir`); ``sarnmt --version``
+answers, ``sarnmt reproduce`` plans a table and ``sarnmt tables`` renders records it is given, with the table specs the
+wheel holds (``sarnmt/sweep/specs``: :func:`sarnmt.utils.compose.specs_dir`).
 
 What the fresh environment shares with this one: its third-party dependencies only. It is made with
 ``python -m venv --without-pip``, the wheel goes in with ``pip --python <fresh> install --no-deps --no-index``, and a
@@ -30,7 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from sarnmt.utils.compose import config_dir
+import sarnmt
+from sarnmt.utils.compose import config_dir, specs_dir
 from tests.cli_helpers import TINY
 from tests.conftest import ROOT
 
@@ -142,3 +145,50 @@ def test_bench_runs_from_the_wheel_without_the_checkouts_peers(fresh, tmp_path):
     (row,) = record["runs"][0]["variants"]
     assert record["config"]["peers"] == {} and row["train_tok_s"] > 0
     assert not any(key.startswith(("plain_", "reference_")) for key in row)
+
+
+def test_the_wheel_holds_the_table_specs(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    specs = {f"sarnmt/sweep/specs/{p.relative_to(specs_dir()).as_posix()}" for p in specs_dir().rglob("*.yaml")}
+    assert {"sarnmt/sweep/specs/tables/table3.yaml", "sarnmt/sweep/specs/scales/smoke.yaml"} <= specs
+    assert not specs - names, f"missing from the wheel: {sorted(specs - names)[:5]}"
+    assert "sarnmt/py.typed" in names
+
+
+def test_version_from_the_wheel(fresh, tmp_path):
+    import torch
+
+    out = _run([*_command(fresh, "--version")], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"sarnmt {sarnmt.__version__}") and f"torch {torch.__version__}" in out.stdout
+
+
+def test_reproduce_plans_a_table_from_the_wheel(fresh, tmp_path):
+    """The table and scale files ship in the package: a dry run from an empty folder plans Table 3's jobs, with
+    records under that folder (results_dir's default, sweeps/results/<scale>, is relative to it)."""
+    out = _run([*_command(fresh, "reproduce"), "table=3", "scale=smoke", "dry_run=true"], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "6 new" in out.stdout and "dry run: nothing is run" in out.stdout, out.stdout
+    assert f"results_dir={tmp_path / 'sweeps' / 'results' / 'smoke'}" in out.stdout
+
+
+def test_tables_renders_records_it_is_given_from_the_wheel(fresh, tmp_path):
+    """``sarnmt tables`` on a copy of the published mini8 records, in a folder outside the checkout."""
+    results = tmp_path / "given"
+    shutil.copytree(ROOT / "sweeps" / "results" / "mini8" / "records", results / "records")
+    args = ["table=1", "scale=mini8", f"results_dir={results}", "significance.resamples=2000", "plot=false"]
+    out = _run([*_command(fresh, "tables"), *args], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Table 1" in out.stdout and (results / "tables" / "table1.md").is_file()
+
+
+def test_the_wheel_s_metadata_passes_twine_check(wheel):
+    """What ``make dist`` checks, on the wheel these tests install: its metadata renders (README as the long
+    description) and declares the license, the classifiers and typing."""
+    out = _run([sys.executable, "-m", "twine", "check", "--strict", str(wheel)], cwd=wheel.parent)
+    assert out.returncode == 0 and "PASSED" in out.stdout, out.stdout + out.stderr
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = archive.read(name).decode()
+    assert "License-Expression: MIT" in metadata and "Classifier: Typing :: Typed" in metadata
+    assert "Description-Content-Type: text/markdown" in metadata
