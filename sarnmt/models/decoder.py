@@ -30,9 +30,9 @@ from sarnmt.kernels import HotSpots, KernelChoice
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.gru import DL4MTGRUCell
 from sarnmt.models.init import init_linear_, normal_
+from sarnmt.models.positions import scatter_positions
 from sarnmt.models.state import DecoderState, SourceMemory
 from sarnmt.models.variants.base import DecoderVariant
-from sarnmt.training.loss import scatter_positions
 
 
 @dataclass

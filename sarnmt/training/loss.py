@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from sarnmt.models.positions import scatter_positions
 
 
 def token_nll(logits: Tensor, target: Tensor, mask: Tensor) -> Tensor:
@@ -25,12 +26,6 @@ def token_nll(logits: Tensor, target: Tensor, mask: Tensor) -> Tensor:
         return scatter_positions(F.cross_entropy(logits.float(), target[mask], reduction="none"), mask)
     nll = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), reduction="none").view_as(target)
     return nll * mask
-
-
-def scatter_positions(values: Tensor, mask: Tensor) -> Tensor:
-    """:param values: one value per real position, shape (N,), row-major.  :param mask: shape (B, T).
-    :returns: shape (B, T), the values at the mask's positions and zero elsewhere."""
-    return torch.zeros(mask.shape, dtype=values.dtype, device=values.device).masked_scatter(mask, values)
 
 
 def translation_loss(nll: Tensor, mask: Tensor, normalization: Literal["sentence", "token"]) -> Tensor:

@@ -25,8 +25,8 @@ from torch import Tensor, nn
 from sarnmt.models.decoder import DecoderOutput, StepOutput
 from sarnmt.models.hot_spots import kernel_choice
 from sarnmt.models.init import normal_
+from sarnmt.models.positions import scatter_positions
 from sarnmt.models.state import DecoderState, SourceMemory
-from sarnmt.training.loss import scatter_positions
 
 
 class LSTMTranslator(nn.Module):
