@@ -37,8 +37,8 @@ from sarnmt.data.text.codec_state import codecs_from_state
 from sarnmt.data.text.codecs import TextCodec
 from sarnmt.errors import UserError
 from sarnmt.models.factory import ModelConfigError, build_language_model, build_model
-from sarnmt.sweep.records import MOVED_TARGETS
 from sarnmt.training.stored_config import check_stored_config
+from sarnmt.utils.hash_view import MOVED_TARGETS
 
 log = logging.getLogger("sarnmt")
 NET_PREFIX = "net."
@@ -139,7 +139,7 @@ def read_checkpoint(
 
 def current_targets(node: Any) -> Any:
     """``node`` with every ``_target_`` that names a class by the path it had before it moved
-    (:data:`~sarnmt.sweep.records.MOVED_TARGETS`, e.g. a language model of a checkpoint written when it lived in
+    (:data:`~sarnmt.utils.hash_view.MOVED_TARGETS`, e.g. a language model of a checkpoint written when it lived in
     ``sarnmt.models.lm``) set to the class's path now."""
     if isinstance(node, dict):
         return {

@@ -8,10 +8,10 @@ The **identity** of a run (``checkpoint["sarnmt"]["identity"]``, written by the 
      "data": {"vocabulary.src": "sha256:...", "vocabulary.tgt": "sha256:...", "corpus": "sha256:..."}}
 
 - ``config``: the resolved settings that decide what a run trains, one dotted key per value: the keys the table
-  sweeps hash (:data:`sarnmt.sweep.records.HASHED`, read through :func:`~sarnmt.sweep.records.hash_view`: the
+  sweeps hash (:data:`sarnmt.utils.hash_view.HASHED`, read through :func:`~sarnmt.utils.hash_view.hash_view`: the
   model, decoder, data, optimiser, loss, seed, clipping, validation schedule and selection rule), less the
   :data:`MAY_CHANGE_ON_RESUME` and the data settings that only say where the files are or how fast they are read
-  (:data:`~sarnmt.sweep.records.DATA_VOLATILE`; the paths of text files, :data:`DATA_PATHS`, whose content is hashed
+  (:data:`~sarnmt.utils.hash_view.DATA_VOLATILE`; the paths of text files, :data:`DATA_PATHS`, whose content is hashed
   instead).
 - ``data``: the SHA-256 of each vocabulary (the codec's whole state: word list, BPE codes, truecaser; one
   ``vocabulary`` for a language model) and of the text the run trains and selects on (``corpus``: the training and
@@ -35,9 +35,9 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from sarnmt.sweep.records import hash_view
 from sarnmt.training.checkpoint import CheckpointError, read_checkpoint
 from sarnmt.training.stored_config import run_trust
+from sarnmt.utils.hash_view import hash_view
 
 log = logging.getLogger("sarnmt")
 IDENTITY_VERSION = 1

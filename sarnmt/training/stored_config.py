@@ -7,7 +7,7 @@ callable, and Hydra's ``instantiate`` calls it. A checkpoint, which researchers 
 
 - every ``_target_`` in it, at any depth, is on the allow-list (:func:`allowed_targets`: the ``_target_`` entries of
   the packaged ``model``, ``decoder`` and ``lm_model`` configs, the classes sarnmt builds models from, and the paths
-  those classes had before they moved, :data:`~sarnmt.sweep.records.MOVED_TARGETS`), or lies in a module the user
+  those classes had before they moved, :data:`~sarnmt.utils.hash_view.MOVED_TARGETS`), or lies in a module the user
   named with ``trust_targets=[mypkg]`` (a decoder of one's own);
 - every interpolation in it is a plain reference to another key of the same config (``${..hidden_dim}``): a resolver
   (``${oc.env:SECRET}``, ``${oc.decode:...}``, any custom one) could read the environment or files, and is refused;
@@ -29,8 +29,8 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from sarnmt.errors import InputError, UserError
-from sarnmt.sweep.records import MOVED_TARGETS
 from sarnmt.utils.compose import config_dir
+from sarnmt.utils.hash_view import MOVED_TARGETS
 
 MODEL_GROUPS = ("model", "decoder", "lm_model")  # the config groups whose classes a checkpoint may name
 HYDRA_KEYS = frozenset({"_target_", "_partial_"})  # the Hydra keys a stored model config may hold
@@ -65,7 +65,7 @@ def targets_of(node: Any) -> set[str]:
 @functools.cache
 def allowed_targets() -> frozenset[str]:
     """The classes a stored model config may name: every ``_target_`` of the packaged ``model``, ``decoder`` and
-    ``lm_model`` configs, and the earlier paths of those that moved (:data:`~sarnmt.sweep.records.MOVED_TARGETS`)."""
+    ``lm_model`` configs, and the earlier paths of those that moved (:data:`~sarnmt.utils.hash_view.MOVED_TARGETS`)."""
     shipped: set[str] = set()
     for group in MODEL_GROUPS:
         for path in sorted((config_dir() / group).glob("*.yaml")):
