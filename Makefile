@@ -35,11 +35,12 @@ test-full:  ## run every test, the slow ones too
 faults:  ## the fault suite: killed, preempted and diverged runs, full disks, hostile input to every command; a summary
 	WANDB_MODE=disabled $(PY) -m pytest -q -m faults -p tests.fault_report
 
-lint:  ## ruff: the rules, and the layout is the formatter's
+lint:  ## ruff: the rules, and the layout is the formatter's; import-linter: the package's floors (.importlinter)
 	$(PY) -m ruff check sarnmt tests benchmarks
 	$(PY) -m ruff format --check sarnmt tests benchmarks
+	$(VENV)/bin/lint-imports
 
-hooks:  ## pre-commit's local hooks on every file: ruff check and format, whitespace and file ends (those two fixed)
+hooks:  ## pre-commit's local hooks on every file: ruff, import-linter, whitespace and file ends (those two fixed)
 	$(PY) -m pre_commit run --all-files --show-diff-on-failure
 
 # BUILD_FLAGS=--no-isolation builds with this venv's setuptools (offline); the default fetches it into a clean one
