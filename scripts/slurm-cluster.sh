@@ -9,7 +9,8 @@
 #   scripts/slurm-cluster.sh status   the daemons, sinfo, the partitions; exit 0 when the node answers
 #
 # Two partitions: `batch` (the default; its jobs are requeued when preempted, with SLURM_GRACE_S seconds and the
-# job's --signal to checkpoint first) and `urgent` (a higher priority tier that preempts `batch`). The node line is
+# job's --signal to checkpoint first) and `urgent` (a higher priority tier that preempts `batch`); other names from
+# SARNMT_SLURM_PARTITION and SARNMT_SLURM_PREEMPT_PARTITION, which the slurm tests read too. The node line is
 # `slurmd -C`'s (the machine's real CPUs and memory: a larger request fails at submission, EnforcePartLimits=ALL).
 # Idempotent: `up` on a running cluster only checks it (and restarts it when its config changed). Every wait is
 # bounded (SLURM_WAIT_S seconds, default 60); every SLURM client call has a timeout, since sinfo and scontrol
@@ -18,6 +19,8 @@ set -euo pipefail
 
 WAIT_S=${SLURM_WAIT_S:-60}
 GRACE_S=${SLURM_GRACE_S:-60}
+PARTITION=${SARNMT_SLURM_PARTITION:-batch}
+PREEMPT_PARTITION=${SARNMT_SLURM_PREEMPT_PARTITION:-urgent}
 CLUSTER=${SLURM_CLUSTER_NAME:-sarnmt}
 ETC=/etc/slurm
 LOGS=/var/log/slurm
@@ -168,7 +171,7 @@ DefMemPerCPU=1024
 SchedulerParameters=sched_interval=2,bf_interval=2
 KillWait=30
 MinJobAge=600
-# preemption by partition priority: a job of the urgent partition requeues jobs of batch; they first get their
+# preemption by partition priority: a job of $PREEMPT_PARTITION requeues jobs of $PARTITION; they first get their
 # --signal (submitit: SIGUSR2), and GraceTime seconds to checkpoint
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
@@ -177,8 +180,8 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 JobCompType=jobcomp/none
 $node
-PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=$GRACE_S
-PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
+PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=$GRACE_S
+PartitionName=$PREEMPT_PARTITION Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
 EOF
   return 0
 }

@@ -3,8 +3,15 @@ interrupts them (``scontrol requeue``, the time-limit signal, preemption by a hi
 from its checkpoint with a record equal to an uninterrupted run's; a two-task DDP job (gloo) under ``srun``; a job
 cancelled before its result; a request larger than the node.
 
-Needs a SLURM cluster answering here with partitions ``batch`` (the default, requeued on preemption) and ``urgent``
-(preempts it): ``scripts/slurm-cluster.sh up`` starts one on this machine (Debian, root), and ``.ci/run`` does.
+Needs a SLURM cluster answering here with two partitions: the one the jobs run in (its jobs requeued on preemption)
+and one that preempts it. By default they are ``batch`` and ``urgent``, the partitions ``scripts/slurm-cluster.sh up``
+makes on this machine (Debian, root), as ``.ci/run`` does; another cluster names its own in the environment
+(docs/cluster.md, "Testing the SLURM path on your cluster"):
+
+- ``SARNMT_SLURM_PARTITION`` (default ``batch``): where every job of the tests is submitted (``slurm.partition``);
+- ``SARNMT_SLURM_PREEMPT_PARTITION`` (default ``urgent``): the partition whose job preempts one of it;
+- ``SARNMT_SLURM_ACCOUNT``, ``SARNMT_SLURM_QOS`` (default none): passed to every job the tests submit.
+
 Skipped where there is none, saying why; under CI (``CI=true``) that is a failure.
 
 Jobs to interrupt wait at a known update (``faults.pause_at_step``, asleep, until a preemption signal comes), so
@@ -46,6 +53,13 @@ sweep_slurm = pytest.importorskip("sarnmt.sweep.slurm", reason="no hydra-submiti
 TABLE = "3"  # the smallest translation table at smoke scale: 6 jobs, En-De
 PAUSE_AT = 20  # interrupted jobs wait before update 21 (of 60), after the validation and checkpoint at 20
 PAUSE_S = 300
+PARTITION = os.environ.get("SARNMT_SLURM_PARTITION") or "batch"
+PREEMPT_PARTITION = os.environ.get("SARNMT_SLURM_PREEMPT_PARTITION") or "urgent"
+ACCOUNT = os.environ.get("SARNMT_SLURM_ACCOUNT") or None
+QOS = os.environ.get("SARNMT_SLURM_QOS") or None
+# the site's request of every job, as reproduce's slurm.* settings (what is not set stays the profile's)
+SITE = {"partition": PARTITION, **({"account": ACCOUNT} if ACCOUNT else {}), **({"qos": QOS} if QOS else {})}
+SITE_OVERRIDES = [f"slurm.{key}={value}" for key, value in SITE.items()]
 LIMIT_S = 900  # the bound of each scenario (a loaded machine; about a minute on two free cores)
 
 
@@ -62,11 +76,16 @@ def _unavailable() -> str | None:
     if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
         return "SLURM is not installed here (scripts/slurm-cluster.sh up installs and starts a one-node cluster)"
     try:
-        partitions = _slurm("sinfo", "-h", "-o", "%R %a", timeout=15).split()
+        partitions = [line.split()[0] for line in _slurm("sinfo", "-h", "-o", "%R %a", timeout=15).splitlines()]
     except (RuntimeError, subprocess.TimeoutExpired) as err:
         return f"SLURM is installed but does not answer ({err}); scripts/slurm-cluster.sh up starts it"
-    if not {"batch", "urgent"} <= set(partitions):
-        return f"the cluster lacks partitions batch and urgent (has {partitions}); scripts/slurm-cluster.sh makes them"
+    missing = [name for name in (PARTITION, PREEMPT_PARTITION) if name not in partitions]
+    if missing:
+        return (
+            f"the cluster lacks partition(s) {', '.join(missing)} (has {partitions}): name yours in "
+            "SARNMT_SLURM_PARTITION and SARNMT_SLURM_PREEMPT_PARTITION (docs/cluster.md); scripts/slurm-cluster.sh up "
+            "makes batch and urgent"
+        )
     return None
 
 
@@ -77,7 +96,7 @@ def cluster() -> dict:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI must run the SLURM tests: {reason}")
         pytest.skip(reason)
-    return {"cpus": int(_slurm("sinfo", "-h", "-p", "batch", "-o", "%c").split()[0])}
+    return {"cpus": int(_slurm("sinfo", "-h", "-p", PARTITION, "-o", "%c").split()[0])}
 
 
 # --- jobs ----------------------------------------------------------------------------------------------------------
@@ -94,7 +113,7 @@ def _start(tmp: Path, cell: str, slurm: dict | None = None, pause: bool = True) 
         _settings(tmp),
         "slurm",
         train_overrides=train,
-        slurm={"profile": "cpu", **(slurm or {})},
+        slurm={"profile": "cpu", **SITE, **(slurm or {})},
     )
     log = open(tmp / "multirun.log", "w")  # noqa: SIM115 - the process writes it until it ends
     return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -229,6 +248,7 @@ class Sweep:
             "scale=smoke",
             "launcher=slurm",
             "slurm.profile=cpu",
+            *SITE_OVERRIDES,
             f"runs_dir={tmp / 'runs'}",
             f"results_dir={tmp / 'results'}",
             "progress=false",
@@ -360,9 +380,10 @@ def test_a_job_cancelled_before_its_result_is_reported_by_cell_and_id_and_resume
 
 @pytest.fixture(scope="module")
 def preempted(cluster, swept, two_ranks, side_by_side, tmp_path_factory) -> tuple[Scenario, str, Path]:
-    """A job preempted by the urgent partition in the middle of training, once nothing else runs in ``batch`` (the
-    urgent job, asking for every CPU of the node, preempts this one only): the two-task DDP job, or where the node
-    has one CPU a one-task job. :returns: the scenario, the urgent job's id and the reference run's folder."""
+    """A job preempted by the preempting partition (``urgent``) in the middle of training, once nothing else runs in
+    the jobs' partition (``batch``; the urgent job, asking for every CPU of the node, preempts this one only): the
+    two-task DDP job, or where the node has one CPU a one-task job. :returns: the scenario, the urgent job's id and
+    the reference run's folder."""
     with contextlib.suppress(Exception):  # the sweep's and the other scenarios' tests report how they ended
         swept.result()
     for other in side_by_side.values():
@@ -371,7 +392,8 @@ def preempted(cluster, swept, two_ranks, side_by_side, tmp_path_factory) -> tupl
     urgent = []
 
     def preempt(scenario: Scenario) -> None:
-        command = ["sbatch", "--parsable", "-p", "urgent", "-J", "urgent", "-c", str(cluster["cpus"])]
+        command = ["sbatch", "--parsable", "-p", PREEMPT_PARTITION, "-J", "urgent", "-c", str(cluster["cpus"])]
+        command += [f"--account={ACCOUNT}"] * bool(ACCOUNT) + [f"--qos={QOS}"] * bool(QOS)
         urgent.append(_slurm(*command, "--mem=100M", "-o", "/dev/null", "--wrap", "sleep 2").strip())
 
     tmp = tmp_path_factory.mktemp("preempted")
@@ -418,7 +440,7 @@ def test_a_request_larger_than_the_node_fails_at_submission_with_slurms_message(
         (too_many, "More processors requested than permitted"),
         ("slurm.mem_gb=100000", "Requested node configuration is not available"),  # sbatch --test-only's words
     ):
-        cfg = reproduce_cfg(tmp_path, f"table={TABLE}", "launcher=slurm", "slurm.profile=cpu", setting)
+        cfg = reproduce_cfg(tmp_path, f"table={TABLE}", "launcher=slurm", "slurm.profile=cpu", *SITE_OVERRIDES, setting)
         with pytest.raises(
             sweep_slurm.SlurmUnavailable, match=rf"^SLURM refuses the jobs' request \(.*\): .*{message}"
         ):
