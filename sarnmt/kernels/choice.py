@@ -1,7 +1,8 @@
 """The configured choice of kernels, resolved per call to the implementation of every hot spot.
 
 ``kernels=auto`` (the default of ``train``, ``translate``, ``evaluate`` and ``bench``): every kernel on a CPU; on a
-GPU the same but PyTorch's packed GRU for the encoder and PyTorch's ``tanh``. ``kernels=fused``: every kernel
+GPU every kernel but those only a CPU gains from (:data:`CPU_ONLY`: PyTorch's packed GRU for the encoder, the
+search's energies in one piece, PyTorch's ``tanh``). ``kernels=fused``: every kernel
 everywhere. ``kernels=plain``: none, the model's own equations (e.g. to compare speed or to debug a kernel).
 
 The choice is a set of flags (:class:`Kernels`), one per kernel; the model calls its hot spots through the
@@ -55,6 +56,12 @@ class Kernels:
 
 FUSED = Kernels(*[True] * len(Kernels.__dataclass_fields__))
 PLAIN = Kernels(*[False] * len(Kernels.__dataclass_fields__))
+# the kernels that only pay on a CPU, off on a GPU under ``kernels=auto``: the unrolled encoder (PyTorch's packed GRU
+# is cuDNN's there), the cache-sized pieces of the search's energies (a Python loop over the batch at every step on
+# a GPU; under ``kernels=fused`` they run as one piece there: :func:`sarnmt.kernels.attention.chunk_rows`) and tanh
+# by the sigmoid (a CPU's tanh is slow, a GPU's is not). What else is sized for a CPU's cache is sized by the device
+# where it runs: :func:`~sarnmt.kernels.attention.chunk_rows`, :func:`~sarnmt.kernels.output.block_rows`.
+CPU_ONLY = ("unrolled_encoder", "chunked_attention", "sigmoid_tanh")
 
 
 @dataclass(frozen=True)
@@ -101,7 +108,7 @@ class KernelChoice:
     def _flags(self, cuda: bool, grad: bool) -> Kernels:
         kernels = PLAIN if self.choice == "plain" else FUSED
         if self.choice == "auto" and cuda:
-            kernels = replace(kernels, unrolled_encoder=False, sigmoid_tanh=False)
+            kernels = replace(kernels, **dict.fromkeys(CPU_ONLY, False))
         # deferring gradients needs them; chunking is for the buffer-free search
         return replace(
             kernels,
@@ -123,6 +130,11 @@ class KernelChoice:
             (cuda, grad): replace(self._flags(cuda, grad), **flags) for cuda in (False, True) for grad in (False, True)
         }
         self._resolved = {key: resolve(kernels, self.equations) for key, kernels in self._flags_by_call.items()}
+
+    def rules(self, device: torch.device, grad: bool = False) -> Kernels:
+        """The flags a call on ``device`` runs under, with autograd on or off (``grad``): the rules of a device,
+        read without a tensor there (a test reads a GPU's on a machine without one)."""
+        return self._flags_by_call[(device.type == "cuda", grad)]
 
     def flags(self, like: Tensor) -> Kernels:
         """The flags a call on ``like``'s device, with autograd as it is now, runs under."""

@@ -46,11 +46,19 @@ def linear_nll(
     device = features.device.type
     dtype = autocast_dtype(device) or torch.promote_types(features.dtype, weight.dtype)
     if chunk_rows is None:
-        chunk_rows = max(1, CPU_CHUNK // weight.size(0)) if device == "cpu" else max(1, features.size(0))
+        chunk_rows = block_rows(features.device, features.size(0), weight.size(0))
     with torch.autocast(device, enabled=False):
         return _LinearNLL.apply(
             features.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype), target, chunk_rows
         )
+
+
+def block_rows(device: torch.device, rows: int, vocab: int) -> int:
+    """Rows of logits :func:`linear_nll` forms at once: on a CPU as many as fill :data:`CPU_CHUNK` numbers, on any
+    other device all N (one block).  :param rows: N.  :param vocab: V.  :returns: 1..N (N: one block)."""
+    if device.type != "cpu":
+        return max(1, rows)
+    return max(1, CPU_CHUNK // vocab)
 
 
 class _LinearNLL(torch.autograd.Function):
