@@ -8,12 +8,13 @@ B sentences × k beams are flattened to B·k rows. Each step:
 
 1. the model scores every live row: log-probabilities of shape (B, k, V);
 2. the rule takes the best **2k** candidates per sentence over k × V, their scores the running sums
-   (:meth:`~sarnmt.decoding.rule.BeamRule.candidates`);
+   (:meth:`~sarnmt.decoding.rule.BeamRule.candidates`; on a GPU taken on the logits with their log-sum-exp,
+   :meth:`~sarnmt.decoding.rule.BeamRule.candidates_from_logits`);
 3. an EOS candidate ranked within the top k, or any candidate at the sentence's length limit, *finishes*: it is
    length-normalised and merged into the sentence's pool of k finished hypotheses
    (:meth:`~sarnmt.decoding.rule.BeamRule.finish`);
 4. the best k non-EOS candidates become the live beam (:meth:`~sarnmt.decoding.rule.BeamRule.prune`);
-5. the state follows them through ``state.reorder``; done sentences leave the batch.
+5. the state follows them through ``state.reorder``.
 
 Step 1 extends one empty hypothesis per sentence (the source memory is read by 1 row per sentence, then by k:
 :attr:`SourceMemory.beams`), so no work is spent on k identical copies.
@@ -22,11 +23,14 @@ A minimum length m (fairseq's ``min_len``) forbids EOS while a hypothesis has fe
 = n <= k the n best finished hypotheses of every sentence are traced back (:attr:`Hypotheses.nbest`).
 
 A sentence is done when its pool holds k finished hypotheses, when it reaches its length limit
-``max_len_a · |src| + max_len_b``, or when no live hypothesis has a finite score.
-The loop transfers one small tensor to the host per step (which sentences are still searching). Tokens, back
-pointers and attention rows are recorded per step on the device; the final hypotheses are traced back once at the
-end (:mod:`sarnmt.decoding.traceback`), which gives each hypothesis's own attention rows, whatever reorders happened
-on the way.
+``max_len_a · |src| + max_len_b``, or when no live hypothesis has a finite score. How the loop learns that is the
+device's :class:`Schedule`: on a CPU it reads it at every step and drops the done sentences' rows (the search's
+shapes and bits as before issue 40); on a GPU a done sentence's rows stay, masked, every step has the same shapes,
+and whether all are done is copied to the host without waiting every 8 steps and read 2 steps later, so the host
+never waits for the device inside the loop. Tokens, back pointers and attention rows are recorded per step on the
+device, finished hypotheses stay there too, and the final hypotheses are traced back once at the end, on the device,
+and come to the host in one copy (:mod:`sarnmt.decoding.traceback`), which gives each hypothesis its own attention
+rows, whatever reorders happened on the way.
 
 With k = 1 the output is greedy search's: the argmax at every step (``tests/test_model.py`` checks it against a
 hand-written argmax loop).
@@ -34,16 +38,50 @@ hand-written argmax loop).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
-from sarnmt.decoding.rule import BeamRule, Finished
+from sarnmt.decoding.rule import BeamRule, Candidates, Finished
 from sarnmt.decoding.search import NEG_INF, Hypotheses
-from sarnmt.decoding.traceback import StepRecord, trace_back
+from sarnmt.decoding.traceback import Records, trace_back
 from sarnmt.errors import InputError, check_range
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How the search loop meets the host, a rule of the device (:meth:`for_device`).
+
+    :param check_every: read whether every sentence is done every this many steps (1: at every step).
+    :param compact: at each read, drop the rows of the sentences that are done (the shapes shrink, and the read
+        blocks: it decides them). Otherwise a done sentence's rows stay in the batch, masked: they finish nothing
+        and their pool stays as it was, and every step has the same shapes.
+    :param lag: read the flag copied this many steps earlier (a non-blocking copy: the host does not wait for the
+        device to finish the step it is queuing; the loop may run up to ``check_every + lag − 1`` steps past the
+        end, which change nothing).
+    :param exact: score the candidates from a float32 log-softmax of every slot's V logits (the search's
+        original arithmetic, bit for bit); otherwise take them on the logits with their log-sum-exp
+        (:meth:`~sarnmt.decoding.rule.BeamRule.candidates_from_logits`: no float32 copy of k × V logits).
+    """
+
+    check_every: int
+    compact: bool
+    lag: int
+    exact: bool
+
+    @classmethod
+    def for_device(cls, device: torch.device) -> Schedule:
+        """On a CPU :data:`PER_STEP`: a read costs nothing there, dropping finished rows saves their work, and
+        its products have the shapes that the search had before issue 40 (the CPU's matrix products round a row
+        differently with the number of rows, so only these shapes give its bits). Elsewhere :data:`STATIC`."""
+        return PER_STEP if device.type == "cpu" else STATIC
+
+
+PER_STEP = Schedule(check_every=1, compact=True, lag=0, exact=True)
+STATIC = Schedule(check_every=8, compact=False, lag=2, exact=False)
 
 
 @torch.no_grad()
@@ -58,6 +96,7 @@ def beam_decode(
     return_attention: bool = False,
     nbest: int = 1,
     min_len: int = 0,
+    schedule: Schedule | None = None,
 ) -> Hypotheses:
     """Beam search for a batch; returns the best finished hypothesis of every sentence (and the n best).
 
@@ -66,42 +105,97 @@ def beam_decode(
     :param length_penalty: ranks finished hypotheses (default: dl4mt's score / length including EOS).
     :param nbest: n, 1 <= n <= k: also trace back the n best finished hypotheses (:attr:`Hypotheses.nbest`).
     :param min_len: m >= 0: no EOS before a hypothesis has m tokens.
+    :param schedule: how the loop meets the host (default: :meth:`Schedule.for_device` of ``src``).
     """
     check_search(beam_size, nbest, min_len)
+    schedule = schedule if schedule is not None else Schedule.for_device(src.device)
     rule = BeamRule(beam_size, length_penalty if length_penalty is not None else LengthPenalty(), min_len)
     k, batch, device = beam_size, src.size(0), src.device
     limits = max_lengths(src_mask, max_len_a, max_len_b)
+    # a bound known on the host: the longest limit a source of the padded length could have
+    steps = max(1, int(max_len_a * src.size(1) + max_len_b))
     memory, state = model.encode(src, src_mask)
     pool = Finished.empty(batch, k, device)
+    records = Records(batch, return_attention)
     scores = src.new_zeros(batch, 1, dtype=torch.float)  # step 1 extends one empty hypothesis per sentence
-    active, prev, records = torch.arange(batch, device=device), None, []
-    for t in range(1, int(limits.max()) + 1):
-        out = model.step(prev, state, memory)  # 1. the model scores every live row
+    active: Tensor | None = None  # the batch rows of the sentences still in the loop (None: all, in order)
+    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    flags: dict[int, HostFlag] = {}  # the steps' copies of "every sentence is done", read `lag` steps later
+    prev = None
+    for t in range(1, steps + 1):
+        out = model.step(prev, state, memory)  # 1. the model scores every row
         n, width = scores.shape  # width: 1 at step 1, k afterwards
-        log_probs = torch.log_softmax(out.logits.float(), dim=-1).view(n, width, -1)
-        cand = rule.candidates(log_probs, scores, t)  # 2. the best 2k continuations
-        at_limit = limits[active] <= t
-        full = rule.finish(pool, cand, active, at_limit, t)  # 3. finished hypotheses join the pool
+        cand = candidates(rule, schedule, out.logits, scores, t)  # 2. the best 2k continuations
+        at_limit = (limits if active is None else limits[active]) <= t
+        live = None if schedule.compact else ~done
+        full = rule.finish(pool, cand, active, at_limit, t, live)  # 3. finished hypotheses join the pool
         beam = rule.prune(cand)  # 4. the best k others are the live beam
         attention = (out.src_attention, out.tgt_attention) if return_attention else (None, None)
-        records.append(StepRecord.of(active, cand, beam, *attention))
-        done = full | at_limit | ~(beam.scores > NEG_INF).any(dim=1)
-        keep = (~done).nonzero().squeeze(1)  # the one host sync of the step
-        if keep.numel() == 0:
+        records.add(active, cand, beam, *attention)
+        done = done | full | at_limit | ~(beam.scores > NEG_INF).any(dim=1)
+        if t == steps:
             break
-        # 5. the live beam goes on, with the rows of the sentences still searching
+        keep = None
+        if t % schedule.check_every == 0:
+            if schedule.compact:
+                keep = (~done).nonzero().squeeze(1)  # the host decides the shapes
+                if keep.numel() == 0:
+                    break
+            else:
+                flags[t] = HostFlag(done.all())
+        if t - schedule.lag in flags and flags.pop(t - schedule.lag).read():
+            break
+        # 5. the live beam goes on (without the rows of the sentences that are done, when compacting)
         scores, prev = beam.scores, beam.tokens
-        if keep.numel() < n:
-            active, scores, prev = active[keep], scores[keep], prev[keep]
+        if keep is not None and keep.numel() < n:
+            active = keep if active is None else active[keep]
+            scores, prev, done = scores[keep], prev[keep], done[keep]
             memory = memory.reorder(keep)
-        prev = prev.view(-1)
+        else:
+            keep = None
+        prev = prev.reshape(-1)
         if t == 1:  # from now on k state rows per sentence (reorder keeps the setting)
             memory = memory.with_beams(k)
         if k == 1:  # one slot per sentence (greedy): every row extends itself; reorder only to drop finished ones
-            state = out.state if keep.numel() == n else out.state.reorder(keep)
-        else:  # slot j of kept sentence r extends state row r·w + its parent
-            state = out.state.reorder((keep.unsqueeze(1) * width + beam.parents[keep]).view(-1))
-    return trace_back(records, pool, src_mask, return_attention, nbest)
+            state = out.state if keep is None else out.state.reorder(keep)
+        else:  # slot j of row r extends state row r·w + its parent
+            rows = torch.arange(n, device=device) if keep is None else keep
+            state = out.state.reorder((rows.unsqueeze(1) * width + beam.parents[rows]).view(-1))
+    return trace_back(records, pool, src_mask, nbest)
+
+
+class HostFlag:
+    """A one-element device tensor on its way to the host: copied without blocking (into pinned memory, an event
+    recorded behind the copy) and read later, when the device has most likely passed the copy long ago.
+
+    :param flag: a bool tensor of one element, on any device."""
+
+    def __init__(self, flag: Tensor) -> None:
+        self.event = None
+        if flag.is_cuda:
+            self.host = torch.empty((), dtype=flag.dtype, pin_memory=True)
+            self.host.copy_(flag, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+        else:
+            self.host = flag
+
+    def read(self) -> bool:
+        """The flag's value (waits for the copy if the device has not got there yet)."""
+        if self.event is not None:
+            self.event.synchronize()
+        return bool(self.host.item())
+
+
+def candidates(rule: BeamRule, schedule: Schedule, logits: Tensor, scores: Tensor, t: int) -> Candidates:
+    """Stage 2 of a step under ``schedule``: the best 2k continuations of n rows of w slots.
+
+    :param logits: the step's logits, shape (n·w, V).  :param scores: the slots' running sums, shape (n, w)."""
+    n, width = scores.shape
+    if schedule.exact:
+        log_probs = torch.log_softmax(logits.float(), dim=-1).view(n, width, -1)
+        return rule.candidates(log_probs, scores, t)
+    return rule.candidates_from_logits(logits.view(n, width, -1), scores, t)
 
 
 def check_search(beam_size: int, nbest: int, min_len: int) -> None:

@@ -84,21 +84,37 @@ class Finished:
             ref=torch.zeros(batch, beam_size, 2, dtype=torch.long, device=device),
         )
 
-    def merge(self, active: Tensor, norm: Tensor, raw: Tensor, ref: Tensor) -> Tensor:
+    def merge(
+        self, active: Tensor | None, norm: Tensor, raw: Tensor, ref: Tensor, live: Tensor | None = None
+    ) -> Tensor:
         """Keep the k best of the active sentences' pools and new hypotheses (in place).
 
-        :param active: the sentences (rows of the pool) that the new hypotheses belong to, shape (n,).
+        :param active: the sentences (rows of the pool) that the new hypotheses belong to, shape (n,); None: every
+            sentence, in order (n = B; the search that keeps its shapes).
         :param norm: the new hypotheses' normalised scores, shape (n, c) (-inf: not finished).
         :param raw: their summed log-probabilities, shape (n, c).  :param ref: where they end, shape (n, c, 2).
+        :param live: whether each of the n sentences still searches, shape (n,); a pool whose sentence is done is
+            left as it was (None: all of them search).
         :returns: the active sentences' pools' normalised scores, shape (n, k), best first.
         """
-        n, k = active.size(0), self.norm.size(1)
-        best, chosen = torch.cat([self.norm[active], norm], dim=1).topk(k, dim=1)
-        merged_raw = torch.cat([self.raw[active], raw], dim=1)
-        merged_ref = torch.cat([self.ref[active], ref], dim=1)
-        self.norm[active] = best
-        self.raw[active] = merged_raw.gather(1, chosen)
-        self.ref[active] = merged_ref.gather(1, chosen.unsqueeze(2).expand(n, k, 2))
+        n, k = norm.size(0), self.norm.size(1)
+        old = [self.norm, self.raw, self.ref]
+        if active is not None:
+            old = [pool[active] for pool in old]
+        best, chosen = torch.cat([old[0], norm], dim=1).topk(k, dim=1)
+        merged_raw = torch.cat([old[1], raw], dim=1).gather(1, chosen)
+        merged_ref = torch.cat([old[2], ref], dim=1).gather(1, chosen.unsqueeze(2).expand(n, k, 2))
+        if live is not None:
+            keep = live.unsqueeze(1)
+            best = torch.where(keep, best, old[0])
+            merged_raw = torch.where(keep, merged_raw, old[1])
+            merged_ref = torch.where(keep.unsqueeze(2), merged_ref, old[2])
+        if active is None:
+            self.norm, self.raw, self.ref = best, merged_raw, merged_ref
+        else:
+            self.norm[active] = best
+            self.raw[active] = merged_raw
+            self.ref[active] = merged_ref
         return best
 
 
@@ -137,20 +153,69 @@ class BeamRule:
             ranks=torch.arange(wanted, device=scores.device),
         )
 
-    def finish(self, pool: Finished, cand: Candidates, active: Tensor, at_limit: Tensor, t: int) -> Tensor:
+    def candidates_from_logits(self, logits: Tensor, beam_scores: Tensor, t: int) -> Candidates:
+        """Stage 1 without a float32 log-softmax of all w × V logits: the best 2k continuations taken on the logits
+        themselves (in their own dtype, bf16 under autocast), scored by their log-sum-exp::
+
+            log p(y | slot) = z_y − lse(z),   lse(z) = m + log Σ_y exp(z_y − m),   m = max_y z_y
+
+        Adding the same lse to every logit of a slot keeps their order, so the best 2k of each slot are its best
+        2k logits; the 2k best over all slots are among those w·2k. The same candidates as :meth:`candidates` up to
+        rounding (ties may come out in another order), not the same bits: the CPU's search keeps :meth:`candidates`
+        (:class:`~sarnmt.decoding.beam.Schedule`).
+
+        :param logits: the step's logits, shape (n, w, V), any float dtype (overwritten at EOS while t <= min_len).
+        :param beam_scores: running sums of the live slots, shape (n, w), float32.  :param t: the step, 1-based.
+        """
+        n, width, vocab = logits.shape
+        wanted = 2 * self.beam_size
+        peak = logits.amax(dim=2, keepdim=True)
+        # Σ exp(z − m) accumulated in float32 whatever the logits' dtype (the exponentials stay in it)
+        lse = torch.exp(logits - peak).sum(dim=2, dtype=torch.float32).log_() + peak.squeeze(2).float()
+        if t <= self.min_len:  # after the normaliser: EOS keeps its share of the probability, as in candidates()
+            logits[..., EOS] = NEG_INF
+        per_slot = min(wanted, vocab)
+        top, token = logits.topk(per_slot, dim=2)  # (n, w, per_slot)
+        total = (top.float() - lse.unsqueeze(2)).add_(beam_scores.unsqueeze(2)).view(n, width * per_slot)
+        if width * per_slot < wanted:
+            total = torch.nn.functional.pad(total, (0, wanted - width * per_slot), value=NEG_INF)
+        scores, index = total.topk(wanted, dim=1)
+        index = index.clamp_max(width * per_slot - 1)
+        tokens = token.view(n, width * per_slot).gather(1, index)
+        return Candidates(
+            scores=scores,
+            tokens=tokens,
+            parents=index // per_slot,
+            is_eos=tokens == EOS,
+            ranks=torch.arange(wanted, device=scores.device),
+        )
+
+    def finish(
+        self,
+        pool: Finished,
+        cand: Candidates,
+        active: Tensor | None,
+        at_limit: Tensor,
+        t: int,
+        live: Tensor | None = None,
+    ) -> Tensor:
         """Stage 2: merge the candidates that finish at step t into the active sentences' pools.
 
         :param pool: the search's pool (updated in place).  :param cand: the step's candidates, n sentences.
-        :param active: which pool row each of the n sentences is, shape (n,).
+        :param active: which pool row each of the n sentences is, shape (n,); None: row i is sentence i (n = B).
         :param at_limit: whether each sentence is at its length limit (all its candidates finish), shape (n,).
         :param t: the step, 1-based: the finished hypotheses' length.
+        :param live: whether each sentence still searches, shape (n,): a done sentence's candidates finish nothing
+            and its pool stays as it was (None: every sentence searches).
         :returns: whether each sentence's pool holds k finished hypotheses, shape (n,).
         """
         n, c = cand.tokens.shape
         finishing = ((cand.is_eos & (cand.ranks < self.beam_size)) | at_limit.unsqueeze(1)) & (cand.scores > NEG_INF)
+        if live is not None:
+            finishing &= live.unsqueeze(1)
         norm = torch.where(finishing, self.length_penalty(cand.scores, t), NEG_INF)
         ref = torch.stack([torch.full_like(cand.tokens, t), cand.ranks.expand(n, c)], dim=2)
-        best = pool.merge(active, norm, cand.scores, ref)
+        best = pool.merge(active, norm, cand.scores, ref, live)
         return (best > NEG_INF).sum(dim=1) >= self.beam_size
 
     def prune(self, cand: Candidates) -> Beam:

@@ -1,111 +1,154 @@
-"""The trace-back of beam search (:mod:`sarnmt.decoding.beam`): the loop records per step which candidates it took and
-from which slots (:class:`StepRecord`); once the search ends, each finished hypothesis is followed back from the
-step it ended at, which gives its tokens and its own attention rows whatever reorders happened on the way.
+"""The trace-back of beam search (:mod:`sarnmt.decoding.beam`), on the device: the loop records per step which
+candidates it took and from which slots, for every sentence of the batch (:class:`Records`); once the search ends,
+every finished hypothesis is followed back from the step it ended at, all of them at once, one step at a time
+(:func:`trace_back`), which gives its tokens and its own attention rows whatever reorders happened on the way. The
+result comes to the host in one copy (two more with attention rows).
+
+Following a hypothesis back: it ended at step t as candidate ``cand``; at step s its token is ``tokens[s][cand]``
+and it extends slot ``parents[s][cand]`` of step s − 1, which took candidate ``choice[s − 1][slot]`` there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from sarnmt.data.text.codecs import EOS
 from sarnmt.decoding.rule import Beam, Candidates, Finished
-from sarnmt.decoding.search import NEG_INF, Hypotheses, NBestEntry, square
+from sarnmt.decoding.search import NEG_INF, Hypotheses, NBestEntry
+
+
+def _rows(values: Tensor, active: Tensor | None, batch: int) -> Tensor:
+    """``values`` (n, ...) of the sentences ``active`` as rows of a batch of ``batch`` (zeros elsewhere)."""
+    if active is None:
+        return values
+    return values.new_zeros(batch, *values.shape[1:]).index_copy_(0, active, values)
 
 
 @dataclass(slots=True)
-class StepRecord:
-    """What one step recorded for later trace-back; rows are the sentences active at that step, in order."""
+class Records:
+    """What every step recorded for the trace-back, one row per sentence of the batch (B): the rows of sentences
+    no longer searching hold zeros (never read: no hypothesis of theirs ends after they stopped).
 
-    active: Tensor  # (n,) sentence ids
-    tokens: Tensor  # (n, c)
-    parents: Tensor  # (n, c)
-    choice: Tensor  # (n, k) candidate index chosen for each live slot
-    src_attention: Tensor | None  # (n, w, S): the rows computed for the previous step's w live slots
-    tgt_attention: Tensor | None  # (n, w, t)
-
-    @classmethod
-    def of(
-        cls, active: Tensor, cand: Candidates, beam: Beam, src_attention: Tensor | None, tgt_attention: Tensor | None
-    ) -> StepRecord:
-        """The record of step t over n sentences of w live slots.
-
-        :param active: sentence ids, shape (n,).  :param cand: the step's candidates.  :param beam: the live beam.
-        :param src_attention: the step's source attention, shape (n·w, S); None when not asked for or absent.
-        :param tgt_attention: the step's history attention, shape (n·w, t); None likewise.
-        """
-        n = active.size(0)
-        src = None if src_attention is None else src_attention.unflatten(0, (n, -1))
-        tgt = None if tgt_attention is None else tgt_attention.unflatten(0, (n, -1))
-        return cls(
-            active=active,
-            tokens=cand.tokens,
-            parents=cand.parents,
-            choice=beam.choice,
-            src_attention=src,
-            tgt_attention=tgt,
-        )
-
-
-def trace_back(
-    records: list[StepRecord], pool: Finished, src_mask: Tensor, return_attention: bool, nbest: int
-) -> Hypotheses:
-    """The search's result: follow back pointers from each sentence's finished hypotheses.
-
-    :param records: one per step.  :param pool: the finished hypotheses, k per sentence, best first (B sentences).
-    :param src_mask: shape (B, S).  :param return_attention: trace each 1-best's attention rows too.
-    :param nbest: n, traced for every sentence.
+    Per step: ``tokens`` and ``parents`` of the c = 2k candidates, shape (B, c); ``choice``, the candidate each
+    live slot took, shape (B, k); with attention, the rows computed for the previous step's w live slots,
+    ``src`` (B, w, S) and ``tgt`` (B, w, t) (None where the model has none).
     """
-    batch = pool.norm.size(0)
-    refs, norm, raw = pool.ref[:, :nbest].tolist(), pool.norm[:, :nbest].tolist(), pool.raw[:, :nbest].tolist()
-    src_lengths = src_mask.sum(dim=1).tolist()
-    steps = []
-    for rec in records:
-        row_of = {sent: row for row, sent in enumerate(rec.active.tolist())}
-        attn = [None if a is None else a.cpu() for a in (rec.src_attention, rec.tgt_attention)]
-        steps.append((row_of, rec.tokens.tolist(), rec.parents.tolist(), rec.choice.tolist(), *attn))
-    result = Hypotheses(tokens=[], scores=[row[0] for row in raw], normalized_scores=[row[0] for row in norm])
+
+    batch: int
+    attention: bool
+    tokens: list[Tensor] = field(default_factory=list)
+    parents: list[Tensor] = field(default_factory=list)
+    choice: list[Tensor] = field(default_factory=list)
+    src: list[Tensor | None] = field(default_factory=list)
+    tgt: list[Tensor | None] = field(default_factory=list)
+
+    def add(
+        self,
+        active: Tensor | None,
+        cand: Candidates,
+        beam: Beam,
+        src_attention: Tensor | None = None,
+        tgt_attention: Tensor | None = None,
+    ) -> None:
+        """Record one step over n sentences.
+
+        :param active: the batch rows of the n sentences, shape (n,); None: all B, in order.
+        :param cand: the step's candidates.  :param beam: the live beam.
+        :param src_attention: the step's source attention, shape (n·w, S); None when absent (kept only when the
+            records are for attention).  :param tgt_attention: the step's history attention, shape (n·w, t).
+        """
+        self.tokens.append(_rows(cand.tokens, active, self.batch))
+        self.parents.append(_rows(cand.parents, active, self.batch))
+        self.choice.append(_rows(beam.choice, active, self.batch))
+        if self.attention:
+            n = cand.tokens.size(0)
+            for rows, kept in ((src_attention, self.src), (tgt_attention, self.tgt)):
+                kept.append(None if rows is None else _rows(rows.unflatten(0, (n, -1)), active, self.batch))
+
+
+def trace_back(records: Records, pool: Finished, src_mask: Tensor, nbest: int) -> Hypotheses:
+    """The search's result: follow back pointers from each sentence's n best finished hypotheses.
+
+    :param records: one entry per step.  :param pool: the finished hypotheses, k per sentence, best first (B
+        sentences).  :param src_mask: shape (B, S).  :param nbest: n, traced for every sentence.
+    With ``records.attention``, each 1-best's attention rows are traced too.
+    """
+    batch, steps = pool.norm.size(0), len(records.tokens)
+    ends, cand_end = pool.ref[:, :nbest, 0], pool.ref[:, :nbest, 1]  # (B, n): the step and the candidate
+    tokens, slots = [], []
+    cand = cand_end
+    for s in range(steps, 0, -1):
+        cand = torch.where(ends == s, cand_end, cand)  # a hypothesis that ended at step s starts here
+        tokens.append(records.tokens[s - 1].gather(1, cand))
+        slot = records.parents[s - 1].gather(1, cand)
+        slots.append(slot[:, 0])
+        if s > 1:
+            cand = records.choice[s - 2].gather(1, slot)
+    if steps:
+        traced = torch.stack(tokens[::-1], dim=2)  # (B, n, T)
+    else:
+        traced = ends.new_zeros(batch, nbest, 0)
+    # one copy: ids and steps are exact in float64, and so are the float32 scores
+    parts = (traced, ends, pool.raw[:, :nbest], pool.norm[:, :nbest])
+    host = torch.cat([part.flatten().double() for part in parts]).tolist()
+    cut = [batch * nbest * steps, batch * nbest * (steps + 1), batch * nbest * (steps + 2)]
+    flat_tokens, flat_ends = host[: cut[0]], host[cut[0] : cut[1]]
+    raw_h, norm_h = host[cut[1] : cut[2]], host[cut[2] :]
+    result = Hypotheses(tokens=[], scores=raw_h[::nbest], normalized_scores=norm_h[::nbest])
     for sent in range(batch):
-        tokens, src_rows, tgt_rows = follow(steps, sent, *refs[sent][0], return_attention)
-        result.tokens.append(tokens)
-        if return_attention and src_rows:
-            result.src_attention.append(torch.stack([row[: int(src_lengths[sent])] for row in src_rows]))
-        if return_attention and tgt_rows:
-            result.tgt_attention.append(square(tgt_rows))
-        if nbest > 1:  # entry 0 is the 1-best just traced
+        found = []
+        for i in range(nbest):
+            hyp = sent * nbest + i
+            length = int(flat_ends[hyp])
+            ids = [int(x) for x in flat_tokens[hyp * steps : hyp * steps + length]]
+            found.append(ids[:-1] if ids and ids[-1] == EOS else ids)
+        result.tokens.append(found[0])
+        if nbest > 1:
             result.nbest.append(
                 [
-                    NBestEntry(
-                        tokens if i == 0 else follow(steps, sent, *refs[sent][i], False)[0],
-                        raw[sent][i],
-                        norm[sent][i],
-                    )
+                    NBestEntry(found[i], raw_h[sent * nbest + i], norm_h[sent * nbest + i])
                     for i in range(nbest)
-                    if norm[sent][i] > NEG_INF
+                    if norm_h[sent * nbest + i] > NEG_INF
                 ]
             )
+    if records.attention and steps:
+        _attention_rows(records, slots[::-1], [int(x) for x in flat_ends[::nbest]], src_mask, result)
     return result
 
 
-def follow(
-    steps: list[tuple], sent: int, t: int, cand: int, return_attention: bool
-) -> tuple[list[int], list[Tensor], list[Tensor]]:
-    """The tokens (without EOS) and attention rows of the hypothesis that ended at step t as candidate ``cand``."""
-    tokens, src_rows, tgt_rows = [], [], []
-    while t >= 1:
-        row_of, cand_tokens, cand_parents, _, src_attn, tgt_attn = steps[t - 1]
-        row = row_of[sent]
-        slot = cand_parents[row][cand]
-        tokens.append(cand_tokens[row][cand])
-        if return_attention:
-            if src_attn is not None:
-                src_rows.append(src_attn[row, slot])
-            if tgt_attn is not None:
-                tgt_rows.append(tgt_attn[row, slot])
-        if t > 1:
-            cand = steps[t - 2][3][steps[t - 2][0][sent]][slot]
-        t -= 1
-    tokens.reverse()
-    return (tokens[:-1] if tokens and tokens[-1] == EOS else tokens), src_rows[::-1], tgt_rows[::-1]
+def _attention_rows(
+    records: Records, slots: list[Tensor], lengths: list[int], src_mask: Tensor, result: Hypotheses
+) -> None:
+    """Each 1-best's attention rows: at step s, the rows of the slot it extended (``slots[s - 1]``, shape (B,)).
+
+    :param lengths: each 1-best's number of steps.  Fills ``result.src_attention`` with (n, S_i) over the real
+    source positions and ``result.tgt_attention`` with lower-triangular (n, n) matrices (row t over items 0..t).
+    """
+    src_lengths = src_mask.sum(dim=1).tolist()
+    if records.src[0] is not None:
+        src = _stacked(records.src, slots, 0).cpu()  # (B, T, S)
+        for sent, length in enumerate(lengths):
+            if length:
+                result.src_attention.append(src[sent, :length, : int(src_lengths[sent])].clone())
+    if records.tgt[0] is not None:
+        tgt = _stacked(records.tgt, slots, len(slots)).cpu()  # (B, T, ≥ T)
+        for sent, length in enumerate(lengths):
+            if length:
+                result.tgt_attention.append(tgt[sent, :length, :length].clone())
+
+
+def _stacked(steps: list[Tensor], slots: list[Tensor], width: int) -> Tensor:
+    """Row ``slots[s][b]`` of every sentence b of every step s's attention (B, w, ·), zero-padded to a common
+    width of at least ``width``: shape (B, T, ·)."""
+    width = max(width, *(step.size(2) for step in steps))
+    rows = [F.pad(_slot_rows(step, slot), (0, width - step.size(2))) for step, slot in zip(steps, slots, strict=True)]
+    return torch.cat(rows, dim=1)
+
+
+def _slot_rows(step: Tensor, slot: Tensor) -> Tensor:
+    """Row ``slot[b]`` of every sentence b of one step's attention (B, w, ·): shape (B, 1, ·)."""
+    return step.gather(1, slot.view(-1, 1, 1).expand(-1, 1, step.size(2)))
