@@ -14,9 +14,12 @@ every error, these included, before the same ``error:`` line and exit status.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -105,20 +108,79 @@ def _missing_value(err: BaseException) -> str:
     return f"missing value for {key}: give it on the command line ({key}=...)"
 
 
+class Terminated(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt, not an error
+    """SIGTERM, raised where the process is, so that the stack unwinds as for SIGINT's ``KeyboardInterrupt``: an output
+    being written atomically is discarded (:mod:`sarnmt.utils.atomic`), the previous file left as it was."""
+
+
+SIGNAL_STATUS = {"SIGINT": 128 + signal.SIGINT, "SIGTERM": 128 + signal.SIGTERM}  # 130 and 143, as a shell reports
+PIPE_STATUS = 128 + signal.SIGPIPE  # 141: what a Unix tool killed by SIGPIPE (a closed stdout: `| head`) exits with
+STREAM_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # write errors only: with no file name, a standard stream's
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    """The SIGTERM handler :func:`reported` installs. Where another handler composes it into its own (Lightning's,
+    during training: :mod:`sarnmt.training.preemption` checkpoints and stops), that one is in charge: nothing here."""
+    if signal.getsignal(signum) is _raise_terminated:
+        raise Terminated(signum)
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` for the block (main thread only, and only over the default action)."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's own flush at exit finds nowhere to fail (a
+    closed pipe or a full device would print "Exception ignored ... BrokenPipeError" after our line)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real stream (tests capture it), or already closed
+        pass
+
+
 @contextmanager
 def reported() -> Iterator[None]:
     """Run a command line entry point's work: a :class:`UserError`, an ``OSError``, a Hydra config error (a typo in a
     key, a group option that does not exist) or a missing mandatory config value becomes ``error: <message>``
     (``stopped: <message>`` for a :class:`TrainingStopped`) on stderr and ``SystemExit`` (status 2, or the error's
-    ``status``)."""
+    ``status``).
+
+    Signals and pipes as Unix tools have them: SIGINT and SIGTERM print ``interrupted: stopped by SIGINT`` (or
+    SIGTERM) and exit 130 / 143, after the stack unwound (atomic outputs discarded, previous files kept); a closed
+    standard output (``| head -1``) ends quietly with status 141; a full one (``> /dev/full``) is named."""
     from hydra.errors import HydraException
     from omegaconf.errors import MissingMandatoryValue
 
     try:
-        yield
+        with _sigterm_raises():
+            yield
+            if sys.stdout is not None:
+                sys.stdout.flush()  # a full or closed stdout fails here, reported, not at the interpreter's exit
+    except BrokenPipeError:
+        _silence_stdout()
+        raise SystemExit(PIPE_STATUS) from None
+    except (KeyboardInterrupt, Terminated) as err:
+        name = "SIGINT" if isinstance(err, KeyboardInterrupt) else "SIGTERM"
+        print(f"interrupted: stopped by {name}", file=sys.stderr, flush=True)
+        raise SystemExit(SIGNAL_STATUS[name]) from None
     except (UserError, OSError, MissingMandatoryValue, HydraException) as err:
         if verbose():  # the traceback too, but still a user error's status: a caller tells refusals from bugs by it
             traceback.print_exc(file=sys.stderr)
+        if isinstance(err, OSError) and err.filename is None and err.errno in STREAM_FULL:
+            _silence_stdout()
+            err = WriteError(f"could not write standard output: {err.strerror or err}")
         message = _missing_value(err) if isinstance(err, MissingMandatoryValue) else describe(err)
         print(f"{getattr(err, 'prefix', 'error')}: {message}", file=sys.stderr, flush=True)
         raise SystemExit(getattr(err, "status", USER_ERROR_STATUS)) from None
