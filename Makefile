@@ -26,11 +26,12 @@ browser:  ## Debian's chromium for the ranking page's browser test (apt-get, onl
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
-test:  ## run the test suite (what CI runs)
-	WANDB_MODE=disabled $(PY) -m pytest -q -m "not slow"
+# make test: every module but the long tests (marked slow: tests/conftest.py's SLOW table, the fault suite, SLURM, GPU)
+test:  ## the quick suite: minutes, every module, the long tests left out (README: how long, which are long)
+	WANDB_MODE=disabled $(PY) -m pytest -q -m "not slow" $(ARGS)
 
-test-full:  ## run every test, the slow ones too
-	WANDB_MODE=disabled $(PY) -m pytest -q
+test-full:  ## every test: trainings, wheel, browsers, SLURM, the fault suite, sweeps (what CI runs)
+	WANDB_MODE=disabled $(PY) -m pytest -q $(ARGS)
 
 faults:  ## the fault suite: killed, preempted and diverged runs, full disks, hostile input to every command; a summary
 	WANDB_MODE=disabled $(PY) -m pytest -q -m faults -p tests.fault_report
