@@ -117,3 +117,40 @@ def test_sigterm_composed_into_another_handler_is_left_to_it():
             time.sleep(5)
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_what_a_sigkilled_translate_left_is_removed_by_the_next_write(ckpt, tmp_path):
+    """SIGKILL cannot be caught: translate killed while writing output= and attention= leaves its .tmp-PID files
+    (the previous files intact); the next translate to the same files removes them. A temporary file of a process
+    that still runs (another writer) is kept."""
+    source = tmp_path / "in.txt"
+    source.write_text(LINE * 60_000)
+    out, attention = tmp_path / "out.txt", tmp_path / "att.jsonl"
+    out.write_text("previous translation\n")
+    process = _translate(ckpt, f"input={source}", f"output={out}", f"attention={attention}", stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not any(".tmp-" in p.name for p in tmp_path.iterdir()):
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()
+        time.sleep(0.2)
+    process.kill()
+    process.communicate(timeout=60)
+    left = sorted(p.name for p in tmp_path.iterdir() if ".tmp-" in p.name)
+    assert left == [f".att.jsonl.tmp-{process.pid}", f".out.txt.tmp-{process.pid}"]
+    assert out.read_text() == "previous translation\n"
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        (tmp_path / f".out.txt.tmp-{live.pid}").write_text("another writer's")
+        source.write_text(LINE)
+        again = _translate(ckpt, f"input={source}", f"output={out}", f"attention={attention}", stdout=subprocess.PIPE)
+        _, err = again.communicate(timeout=240)
+        assert again.returncode == 0, err
+        assert sorted(p.name for p in tmp_path.iterdir()) == [
+            ".out.txt.tmp-" + str(live.pid),
+            "att.jsonl",
+            "in.txt",
+            "out.txt",
+        ]
+        assert out.read_text().count("\n") == 1
+    finally:
+        live.kill()
+        live.wait()

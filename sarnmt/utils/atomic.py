@@ -2,7 +2,9 @@
 
 A reader never sees a half-written file: until the rename the target is the previous version (or absent), after it
 the complete new one. A write that fails (the disk is full, a quota, a read-only file system) or is interrupted
-removes its temporary file and leaves the target as it was; a failed write raises :class:`~sarnmt.errors.WriteError`
+(SIGINT, SIGTERM: :func:`sarnmt.errors.reported`) removes its temporary file and leaves the target as it was; the
+temporary file of a write killed with SIGKILL is removed by the next write of the same target
+(:func:`remove_orphans`); a failed write raises :class:`~sarnmt.errors.WriteError`
 saying so. Checkpoints (:class:`sarnmt.training.resume.AtomicCheckpointIO`), averaged checkpoints, results records, the
 outputs of ``translate``, ``evaluate`` and ``score``, and the manifest of a prepared cache are written this way.
 
@@ -151,6 +153,38 @@ def check_output(path: str | os.PathLike[str], key: str | None = None) -> Output
     return target
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # another user's process (alive), or no pid at all
+        return pid < 2**31
+    return True
+
+
+def remove_orphans(path: Path) -> list[Path]:
+    """Remove the temporary files ``.<name>.tmp-<pid>`` beside ``path`` whose process is gone: what a write killed
+    with SIGKILL (which no process can catch) left. One whose process still runs is another writer's, and kept.
+
+    :returns: the files removed."""
+    removed = []
+    prefix = f".{path.name}.tmp-"
+    try:
+        siblings = [p for p in path.parent.iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return removed
+    for sibling in siblings:
+        pid = sibling.name[len(prefix) :]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            try:
+                sibling.unlink()
+                removed.append(sibling)
+            except OSError:
+                pass
+    return removed
+
+
 @dataclass
 class _Staged:
     final: Path
@@ -179,6 +213,7 @@ class AtomicFiles:
             self.staged.append(_Staged(target.path, None, open(target.path, mode, **text)))
         else:
             target.path.parent.mkdir(parents=True, exist_ok=True)
+            remove_orphans(target.path)
             tmp = target.path.with_name(f".{target.path.name}.tmp-{os.getpid()}")
             self.staged.append(_Staged(target.path, tmp, open(tmp, mode, **text)))
         return self.staged[-1].handle
