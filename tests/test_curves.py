@@ -11,7 +11,7 @@ import pytest
 
 from sarnmt import cli
 from sarnmt.cli.train import train
-from sarnmt.training.curves import RunCurves, draw, read_series, run_curves, selected_step
+from sarnmt.training.curves import RunCurves, draw, read_series, run_curves, selected_step, smoothed
 from tests.cli_helpers import TINY
 from tests.conftest import compose_train
 
@@ -94,3 +94,9 @@ def test_curves_command_bad_input_is_one_error_line(validated_run, tmp_path, cap
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+
+
+def test_the_loss_trend_is_a_running_mean_over_a_twentieth_of_the_points():
+    assert smoothed([4.0, 2.0, 6.0]) == [4.0, 2.0, 6.0]  # fewer than 20 points: the points themselves
+    values = [float(k % 2) for k in range(40)]  # 0, 1, 0, 1, ...: a window of 2
+    assert smoothed(values)[0] == 0.0 and smoothed(values)[1:] == [0.5] * 39

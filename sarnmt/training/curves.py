@@ -33,6 +33,7 @@ log = logging.getLogger("sarnmt")
 SERIES = {"train/loss": "training loss", "val/loss": "dev cost (NLL per sentence)", "val/bleu": "dev BLEU"}
 PPL = ("val/ppl", "dev perplexity")
 STEP_IN_NAME = re.compile(r"step[=_-]?(\d+)")
+SMOOTH_FROM = 40  # loss points from which the curve is drawn as its running mean over the raw points
 
 
 @dataclass
@@ -104,6 +105,16 @@ def run_curves(run: Path, label: str | None = None) -> RunCurves:
     return RunCurves(name, read_series(files), steps[-1] if len(steps) == 1 else None)
 
 
+def smoothed(values: tuple[float, ...] | list[float]) -> list[float]:
+    """The running mean of ``values`` over the last ``max(1, len/20)`` points (fewer at the start): the loss curve's
+    trend, drawn over the faint raw points."""
+    width = max(1, len(values) // 20)
+    cumulative = [0.0]
+    for value in values:
+        cumulative.append(cumulative[-1] + value)
+    return [(cumulative[k + 1] - cumulative[max(0, k + 1 - width)]) / min(k + 1, width) for k in range(len(values))]
+
+
 def _nearest(points: list[tuple[int, float]], step: int) -> tuple[int, float]:
     return min(points, key=lambda point: (abs(point[0] - step), point[0]))
 
@@ -136,7 +147,12 @@ def draw(runs: list[RunCurves], output: Path, title: str = "") -> Path:
             if not points:
                 continue
             steps, values = zip(*points, strict=True)
-            ax.plot(steps, values, color=color, label=run.label, lw=1.2, marker="o" if key != "train/loss" else None)
+            if key == "train/loss" and len(points) >= SMOOTH_FROM:  # per-batch losses are noisy: the trend over them
+                ax.plot(steps, values, color=color, lw=0.6, alpha=0.3)
+                ax.plot(steps, smoothed(values), color=color, label=run.label, lw=1.6)
+            else:
+                marker = None if key == "train/loss" else "o"
+                ax.plot(steps, values, color=color, label=run.label, lw=1.2, marker=marker)
             if run.selected_step is not None and key != "train/loss":
                 step, value = _nearest(points, run.selected_step)
                 ax.axvline(step, color=color, ls=":", lw=1)
