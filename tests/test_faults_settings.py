@@ -177,3 +177,10 @@ def test_every_packaged_yaml_is_within_the_bound():
     assert len(files) > 50
     for path in files:
         check_yaml_file(path)
+
+
+def test_a_device_without_data_is_refused(capsys):
+    """device=meta (tensors without data) is one line, not autocast's traceback."""
+    assert one_error(_translate(capsys, "device=meta")) == (
+        "error: device=meta: not a device sarnmt computes on; use auto, cpu, cuda or cuda:N"
+    )

@@ -176,7 +176,7 @@ def test_a_language_model_checkpoint_is_checked_too(tmp_path):
         net["model"]["head"]["variant"] = write_text(marker)
 
     path = edited(ROOT / "tests" / "fixtures" / "before-i30-572ef88-lm.ckpt", tmp_path / "lm.ckpt", nested)
-    with pytest.raises(StoredConfigError, match=r"sarnmt\.net_config\.model\.head\.variant\._target_="):
+    with pytest.raises(CheckpointError, match=r"sarnmt\.net_config\.model\.head\.variant\._target_="):
         load_language_model(path)
     assert not marker.exists()
     load_language_model(ROOT / "tests" / "fixtures" / "before-i30-572ef88-lm.ckpt")  # the untouched one loads
@@ -346,3 +346,19 @@ def test_a_size_that_is_no_size_is_one_line(capsys, ckpt, tmp_path, value):
     path = edited(ckpt, tmp_path / "odd.ckpt", odd)
     line = one_error(run_cli(capsys, "translate", [f"ckpt_path={path}", "progress=false"], b"ta\n"))
     assert line.startswith(f"error: checkpoint {path} is corrupt: ")
+
+
+def test_a_symlink_loop_among_the_checkpoints_is_named(capsys, ckpt, tmp_path):
+    """average dir= holding a *.ckpt symlink loop, or a loop given as a checkpoint, is one line naming it (a
+    RuntimeError traceback from pathlib before)."""
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "a.ckpt").symlink_to("b.ckpt")
+    (tmp_path / "dir" / "b.ckpt").symlink_to("a.ckpt")
+    (tmp_path / "dir" / "epoch=1.ckpt").write_bytes(ckpt.read_bytes())
+    out = tmp_path / "avg.ckpt"
+    line = one_error(run_cli(capsys, "average", [f"dir={tmp_path / 'dir'}", "last=1", f"output={out}"]))
+    assert (
+        line == f"error: checkpoint {tmp_path / 'dir' / 'a.ckpt'} is a symlink loop (a link that leads back to itself)"
+    )
+    line = one_error(run_cli(capsys, "translate", [f"ckpt_path={tmp_path / 'dir' / 'b.ckpt'}"], b"ta\n"))
+    assert line.endswith("b.ckpt is a symlink loop (a link that leads back to itself)") and not out.exists()

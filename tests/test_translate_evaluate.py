@@ -251,8 +251,8 @@ def test_checkpoint_of_an_unknown_or_incompatible_model_is_named(trained, tmp_pa
     holding("sarnmt.models.transformer.Transformer", "unknown.ckpt")
     with pytest.raises(
         CheckpointError,
-        match=r"unknown.ckpt holds model 'sarnmt.models.transformer.Transformer'.*"
-        r"not a class this installation has",
+        match=r"unknown.ckpt: sarnmt.net_config.model._target_='sarnmt.models.transformer.Transformer' is not a "
+        r"class this installation has",
     ):
         load_model(tmp_path / "unknown.ckpt")
     holding("sarnmt.models.lstm.InputFeedingLSTM", "mismatched.ckpt")

@@ -15,6 +15,7 @@ written atomically, so a failed write leaves the previous file, and never over a
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,7 @@ def last_checkpoints(
     found = [
         p
         for p in sorted(directory.glob("*.ckpt"))
-        if p.name != "last.ckpt" and (exclude is None or p.resolve() != exclude.resolve())
+        if p.name != "last.ckpt" and (exclude is None or os.path.realpath(p) != os.path.realpath(exclude))
     ]
     if len(found) < count:
         raise InputError(

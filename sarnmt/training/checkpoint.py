@@ -20,6 +20,7 @@ claims are compared with its tensors' shapes before any memory is allocated for 
 
 from __future__ import annotations
 
+import errno
 import logging
 import pickle
 import re
@@ -37,7 +38,7 @@ from sarnmt.data.text.codec_state import codecs_from_state
 from sarnmt.data.text.codecs import TextCodec
 from sarnmt.errors import UserError
 from sarnmt.models.factory import ModelConfigError, build_language_model, build_model
-from sarnmt.training.stored_config import check_stored_config
+from sarnmt.training.stored_config import StoredConfigError, check_stored_config
 from sarnmt.utils.hash_view import MOVED_TARGETS
 
 log = logging.getLogger("sarnmt")
@@ -81,12 +82,17 @@ def read_checkpoint(
     :param task: ``translation`` or ``lm`` (a language model of Table 6, :mod:`sarnmt.lm`): what the caller loads.
     :param mmap: map the file instead of reading it (the tensors are read when used): for a look at its entries.
     :param trust: modules whose classes its model config may name besides sarnmt's own (``trust_targets``).
-    :raises StoredConfigError: when its model config names a class outside the allow-list or holds an interpolation
-        that could read the environment or files (:mod:`sarnmt.training.stored_config`), naming the key.
-    :raises CheckpointError: "does not exist", "is a folder", "is corrupt or truncated", "is not a PyTorch
-        checkpoint file", "is not a sarnmt checkpoint" (with the reason), or holds the other task's model.
+    :raises CheckpointError: "does not exist", "is a folder", "is a symlink loop", "is corrupt or truncated", "is not
+        a PyTorch checkpoint file", "is not a sarnmt checkpoint" (with the reason), holds the other task's model, or
+        its model config names a class outside the allow-list or holds an interpolation that could read the
+        environment or files (:mod:`sarnmt.training.stored_config`, naming the key).
     """
     path = Path(path)
+    try:
+        path.stat()
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise CheckpointError(f"checkpoint {path} is a symlink loop (a link that leads back to itself)") from None
     if path.is_dir():
         raise CheckpointError(f"checkpoint {path} is a folder; give a .ckpt file (e.g. {path}/last.ckpt)")
     if not path.is_file():
@@ -131,7 +137,10 @@ def read_checkpoint(
     ):
         raise CheckpointError(f"checkpoint {path} is not a sarnmt checkpoint: 'sarnmt.net_config' lacks {required}")
     info["net_config"] = current_targets(net_config)  # written before a class it names moved: read as today's
-    own = check_stored_config(info["net_config"], f"checkpoint {path}", trust, key="sarnmt.net_config")  # data
+    try:  # a checkpoint is data: its config names only the allowed classes, reads no environment or file
+        own = check_stored_config(info["net_config"], f"checkpoint {path}", trust, key="sarnmt.net_config")
+    except StoredConfigError as err:
+        raise CheckpointError(str(err)) from None
     if own:
         log.info("checkpoint %s names classes of your own, trusted (trust_targets): %s", path, ", ".join(own))
     return checkpoint

@@ -150,6 +150,11 @@ def _check_target(value: Any, key: str, where: str, trust: tuple[str, ...]) -> N
     if MODULE_NAME.fullmatch(top) and top not in sys.stdlib_module_names and top not in {"builtins", "sarnmt"}:
         module = value.rsplit(".", 1)[0] if "." in value else value
         hint = f"; if it is a decoder of your own, name its module: trust_targets=[{module}]"
+    if isinstance(value, str) and top == "sarnmt":
+        raise StoredConfigError(
+            f"{where}: {key[:200]}={shown} is not a class this installation has among its models, decoder variants "
+            "and language models (a checkpoint of another sarnmt version?); refused without building anything"
+        )
     raise StoredConfigError(
         f"{where}: {key[:200]}={shown} is not a class sarnmt rebuilds models from (its own models, decoder variants "
         f"and language models); a checkpoint is data, so it is refused without building anything{hint}"

@@ -6,11 +6,14 @@ import torch
 
 from sarnmt.errors import InputError
 
+COMPUTE = ("cpu", "cuda", "mps")  # the device types a command can run on
+
 
 def pick_device(name: str) -> torch.device:
     """``auto``: CUDA when available, else CPU; ``cpu``, ``cuda`` or ``cuda:N`` only when the machine has it.
 
-    :raises InputError: naming ``device=`` for a device this machine does not have or a name torch does not know.
+    :raises InputError: naming ``device=`` for a device this machine does not have, a name torch does not know, or
+        one sarnmt does not compute on (``meta``: tensors without data).
     """
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -26,6 +29,8 @@ def pick_device(name: str) -> torch.device:
                 f"device={name}: this machine has {torch.cuda.device_count()} CUDA device(s), cuda:0 to "
                 f"cuda:{torch.cuda.device_count() - 1}"
             )
+    elif device.type not in COMPUTE:  # meta (no data), xla, hpu ...: nothing sarnmt decodes or trains on
+        raise InputError(f"device={name}: not a device sarnmt computes on; use auto, cpu, cuda or cuda:N")
     elif device.type == "mps" and not torch.backends.mps.is_available():
         raise InputError(f"device={name}: MPS is not available on this machine; use device=cpu or device=auto")
     return device
