@@ -113,7 +113,11 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("schedule", [STATIC, dataclasses.replace(STATIC, exact=True)], ids=["static", "static-exact"])
+@pytest.mark.parametrize(
+    "schedule",
+    [STATIC, dataclasses.replace(STATIC, exact=True), Schedule(check_every=4, compact=True, lag=0, exact=True)],
+    ids=["static", "static-exact", "compact-every-4"],
+)
 def test_the_static_schedule_finds_what_the_cpu_schedule_finds(case, schedule):
     """In float64 (where the float32 rounding of a product, which on a CPU depends on its number of rows, cannot
     tip a choice): the same hypotheses, n-best lists and attention rows; the same scores with the exact arithmetic

@@ -127,7 +127,7 @@ def beam_decode(
         n, width = scores.shape  # width: 1 at step 1, k afterwards
         cand = candidates(rule, schedule, out.logits, scores, t)  # 2. the best 2k continuations
         at_limit = (limits if active is None else limits[active]) <= t
-        live = None if schedule.compact else ~done
+        live = None if schedule.compact and schedule.check_every == 1 else ~done  # None: no row is done yet
         full = rule.finish(pool, cand, active, at_limit, t, live)  # 3. finished hypotheses join the pool
         beam = rule.prune(cand)  # 4. the best k others are the live beam
         attention = (out.src_attention, out.tgt_attention) if return_attention else (None, None)
@@ -159,8 +159,11 @@ def beam_decode(
         if k == 1:  # one slot per sentence (greedy): every row extends itself; reorder only to drop finished ones
             state = out.state if keep is None else out.state.reorder(keep)
         else:  # slot j of row r extends state row r·w + its parent
-            rows = torch.arange(n, device=device) if keep is None else keep
-            state = out.state.reorder((rows.unsqueeze(1) * width + beam.parents[rows]).view(-1))
+            if keep is None:
+                rows, parents = torch.arange(n, device=device), beam.parents
+            else:
+                rows, parents = keep, beam.parents[keep]
+            state = out.state.reorder((rows.unsqueeze(1) * width + parents).view(-1))
     return trace_back(records, pool, src_mask, nbest)
 
 
