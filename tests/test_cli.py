@@ -68,11 +68,8 @@ def test_python_m_sarnmt_is_the_sarnmt_script():
     out = python_m("trian")
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == f"error: unknown command 'trian'; commands: {', '.join(cli.COMMANDS)}"
-    out = python_m("params", "model=paper", "decoder=all")
-    assert out.returncode == 0 and all(figure in out.stdout for figure in TABLE1), out.stderr
-    out = python_m("params", "decoder=nope")
-    assert out.returncode == 2 and out.stderr.startswith("error: ") and len(out.stderr.strip().splitlines()) == 1
-    assert "usage: python -m sarnmt params " in python_m("params", "--help").stdout
+    out = python_m("params", "--help")  # a command runs under its python -m name (params: no torch to import)
+    assert out.returncode == 0 and out.stdout.startswith("usage: python -m sarnmt params "), out.stderr
 
 
 def test_params_prints_table1(capsys):
@@ -94,10 +91,8 @@ def test_every_command_names_an_entry_point():
 def test_python_m_sarnmt_train_is_kept_as_an_alias_of_sarnmt_train():
     """Users' scripts run ``python -m sarnmt.train``: ``sarnmt/train.py`` hands its arguments to ``cli.train``'s
     ``main`` through :func:`cli.alias`, under its own program name."""
-    source = (ROOT / "sarnmt" / "train.py").read_text(encoding="utf-8")
+    source = (ROOT / "sarnmt" / "train.py").read_text(encoding="utf-8")  # run: tests/test_entrypoints.py
     assert "from sarnmt.cli.train import main" in source and 'alias("train", main)' in source
-    out = subprocess.run([sys.executable, "-m", "sarnmt.train", "--help"], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 0 and "python -m sarnmt.train" in out.stdout, out.stderr
 
 
 def test_the_top_level_of_the_package_holds_packages_and_four_modules():
