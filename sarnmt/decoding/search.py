@@ -128,12 +128,3 @@ def build_search(node: Any, key: str = "decoding", max_source_tokens: int | None
         if isinstance(err.__cause__, InputError):
             raise InputError(f"{key}.{err.__cause__}") from err.__cause__
         raise
-
-
-def square(rows: list[Tensor]) -> Tensor:
-    """Stack history-attention rows of growing length 1..n into a lower-triangular (n, n) matrix."""
-    steps = len(rows)
-    matrix = rows[0].new_zeros(steps, steps)
-    for t, row in enumerate(rows):
-        matrix[t, : row.numel()] = row
-    return matrix
