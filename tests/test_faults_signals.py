@@ -154,3 +154,16 @@ def test_what_a_sigkilled_translate_left_is_removed_by_the_next_write(ckpt, tmp_
     finally:
         live.kill()
         live.wait()
+
+
+def test_sigint_during_training_ends_with_status_130(tmp_path):
+    """SIGINT during a training run (sent by the run itself at update 2): Lightning's graceful shutdown, then one
+    line and status 130 (Lightning alone exits 1), no traceback."""
+    from tests.cli_helpers import TINY
+
+    command = [sys.executable, "-m", "sarnmt", "train", *TINY, "trainer.max_steps=6", "faults=inject"]
+    command += ["faults.signal_at_step=2", "faults.signal_name=SIGINT", f"hydra.run.dir={tmp_path / 'run'}"]
+    done = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, timeout=600)
+    err = done.stderr.decode()
+    assert done.returncode == 130 and err.strip().splitlines()[-1] == "interrupted: stopped by SIGINT", err
+    assert "Traceback" not in err

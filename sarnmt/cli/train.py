@@ -116,9 +116,14 @@ def output_dir(cfg: DictConfig) -> str | None:
 
 def fit(trainer: L.Trainer, module: TranslationModule, datamodule, ckpt_path: str | None) -> None:
     """``trainer.fit``; a stop on a preemption signal becomes :class:`~sarnmt.errors.TrainingStopped` (exit status
-    128 + the signal), after the checkpoint was written (:mod:`sarnmt.training.preemption`)."""
+    128 + the signal), after the checkpoint was written (:mod:`sarnmt.training.preemption`); SIGINT, after
+    Lightning's graceful shutdown, a ``KeyboardInterrupt`` again (:func:`~sarnmt.errors.reported`: status 130)."""
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    except SystemExit:
+        if trainer.interrupted:  # Lightning's answer to SIGINT: a graceful shutdown, then exit status 1
+            raise KeyboardInterrupt from None  # reported(): one line, status 130
+        raise
     except SIGTERMException:
         stops = [cb for cb in trainer.callbacks if isinstance(cb, Preemption) and cb.saved_at is not None]
         if not stops:
