@@ -88,7 +88,13 @@ SLOW = {
         "test_curves_command_bad_input_is_one_error_line": "trains with validation",
     },
     "test_data_layout.py": {"test_every_module_imports_alone_in_a_fresh_interpreter": "a fresh interpreter a module"},
-    "test_entrypoints.py": {"test_multirun_gives_one_wandb_run_per_job": "two trainings with W&B"},
+    "test_calibration.py": {
+        "test_welch_with_test_set_variance_holds_its_level_and_the_old_bootstrap_does_not": "simulates 1,000 cells",
+    },
+    "test_entrypoints.py": {
+        "test_multirun_gives_one_wandb_run_per_job": "two trainings with W&B",
+        "test_params_table": "the params command as a process (tests/test_cli.py runs it in the quick suite)",
+    },
     "test_lm_models.py": {"test_overfits_a_small_text": "trains every head to convergence"},
     "test_new_variant.py": {"test_a_new_variant_trains_translates_and_is_benched": "trains, translates and benches"},
     "test_peers.py": {"test_driver_trains_and_decodes_on_the_same_batches": "trains and decodes twice"},
