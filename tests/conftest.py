@@ -94,7 +94,10 @@ SLOW = {
     "test_entrypoints.py": {
         "test_multirun_gives_one_wandb_run_per_job": "two trainings with W&B",
         "test_params_table": "the params command as a process (tests/test_cli.py runs it in the quick suite)",
+        "test_a_group_option_or_key_the_config_lacks_is_one_error_line_in_every_hydra_command": "three processes",
+        "test_train_and_params_refuse_a_pair_that_does_not_go_together_in_one_line": "three processes",
     },
+    "test_gpu_check.py": {"test_dry_run_writes_every_record": "every step of make gpu-check, on the CPU"},
     "test_lm_models.py": {"test_overfits_a_small_text": "trains every head to convergence"},
     "test_new_variant.py": {"test_a_new_variant_trains_translates_and_is_benched": "trains, translates and benches"},
     "test_peers.py": {"test_driver_trains_and_decodes_on_the_same_batches": "trains and decodes twice"},
