@@ -26,9 +26,11 @@ browser:  ## Debian's chromium for the ranking page's browser test (apt-get, onl
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
-# make test: every module but the long tests (marked slow: tests/conftest.py's SLOW table, the fault suite, SLURM, GPU)
+# make test: every module but the long tests (marked slow: tests/conftest.py's SLOW table, the fault suite, SLURM, GPU),
+# in TEST_JOBS pytest-xdist workers (0: one process)
+TEST_JOBS ?= 2
 test:  ## the quick suite: minutes, every module, the long tests left out (README: how long, which are long)
-	WANDB_MODE=disabled $(PY) -m pytest -q -m "not slow" $(ARGS)
+	WANDB_MODE=disabled $(PY) -m pytest -q -m "not slow" -n $(TEST_JOBS) $(ARGS)
 
 test-full:  ## every test: trainings, wheel, browsers, SLURM, the fault suite, sweeps (what CI runs)
 	WANDB_MODE=disabled $(PY) -m pytest -q $(ARGS)
