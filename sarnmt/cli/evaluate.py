@@ -1,4 +1,4 @@
-"""Evaluate a checkpoint on a corpus split: ``python -m sarnmt.evaluate ckpt_path=model.ckpt data=multi30k_en_de
+"""Evaluate a checkpoint on a corpus split: ``python -m sarnmt evaluate ckpt_path=model.ckpt data=multi30k_en_de
 split=test [decoding=beam decoding.beam_size=12]``.
 
 Decodes the raw source lines of the split with the checkpoint's codecs and model (the same search objects as

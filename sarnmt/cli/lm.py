@@ -1,4 +1,4 @@
-"""Train a word-level language model (Table 6): ``python -m sarnmt.lm [lm_model=...] [lm_data=...] [key=value ...]``.
+"""Train a word-level language model (Table 6): ``python -m sarnmt lm [lm_model=...] [lm_data=...] [key=value ...]``.
 
 :func:`train_lm` is a pure function of the composed config (tests and the table sweep call it); :func:`main` is the
 Hydra entry. The run ends with the test perplexity of the selected checkpoint (lowest valid perplexity), every test

@@ -1,4 +1,4 @@
-"""Translate plain text with a trained model: ``python -m sarnmt.translate ckpt_path=model.ckpt [input=in.txt]
+"""Translate plain text with a trained model: ``python -m sarnmt translate ckpt_path=model.ckpt [input=in.txt]
 [output=out.txt] [decoding=beam decoding.beam_size=5] [nbest=K] [attention=att.jsonl]``.
 
 Input lines are encoded with the checkpoint's source codec (its preprocessing), decoded in length-sorted batches
