@@ -206,8 +206,8 @@ def test_the_committed_mini_records_keep_their_hashes():
     """The records of the mini sweep (hours of training) were hashed before sarnmt.data was split into subpackages;
     their jobs' configs, composed now from the overrides each record lists, still give their hashes. (Whether a
     record is current for today's scale file is the table's business: a record of an older scale shows as stale.)"""
-    scale = load_scale("mini")
-    records = sorted((ROOT / "sweeps" / "results" / "mini" / "records").glob("*.json"))
+    scale = load_scale("mini8")  # the 8-epoch scale the 63 committed records ran at (superseded, issue 42)
+    records = sorted((ROOT / "sweeps" / "results" / "mini8" / "records").glob("*.json"))
     assert records
     for path in records:
         record = json.loads(path.read_text())

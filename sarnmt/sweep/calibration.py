@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -197,4 +196,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
