@@ -32,8 +32,8 @@ TEST_JOBS ?= 2
 test:  ## the quick suite: minutes, every module, the long tests left out (README: how long, which are long)
 	WANDB_MODE=disabled $(PY) -m pytest -q -m "not slow" -n $(TEST_JOBS) $(ARGS)
 
-test-full:  ## every test: trainings, wheel, browsers, SLURM, the fault suite, sweeps (what CI runs)
-	WANDB_MODE=disabled $(PY) -m pytest -q $(ARGS)
+test-full:  ## every test: trainings, wheel, browsers, SLURM, the fault suite, sweeps (what CI runs), TEST_JOBS workers
+	WANDB_MODE=disabled $(PY) -m pytest -q -n $(TEST_JOBS) --durations=25 $(ARGS)
 
 faults:  ## the fault suite: killed, preempted and diverged runs, full disks, hostile input to every command; a summary
 	WANDB_MODE=disabled $(PY) -m pytest -q -m faults -p tests.fault_report

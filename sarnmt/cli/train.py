@@ -120,15 +120,15 @@ def fit(trainer: L.Trainer, module: TranslationModule, datamodule, ckpt_path: st
     Lightning's graceful shutdown, a ``KeyboardInterrupt`` again (:func:`~sarnmt.errors.reported`: status 130)."""
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
-    except SystemExit:
-        if trainer.interrupted:  # Lightning's answer to SIGINT: a graceful shutdown, then exit status 1
-            raise KeyboardInterrupt from None  # reported(): one line, status 130
-        raise
-    except SIGTERMException:
+    except SIGTERMException:  # a SystemExit too: it must be matched before the clause below
         stops = [cb for cb in trainer.callbacks if isinstance(cb, Preemption) and cb.saved_at is not None]
         if not stops:
             raise
         raise stops[0].stopped() from None
+    except SystemExit:
+        if trainer.interrupted:  # Lightning's answer to SIGINT: a graceful shutdown, then exit status 1
+            raise KeyboardInterrupt from None  # reported(): one line, status 130
+        raise
 
 
 def check_averaging(cfg: DictConfig) -> None:
