@@ -60,6 +60,17 @@ def decoder_cfg(name: str, override: str | None = None) -> DictConfig:
 
 
 @pytest.fixture
+def one_torch_thread():
+    """torch on one thread for the test (the same reduction order in every product), its thread count back after."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"{SHARED_DATA} is absent")

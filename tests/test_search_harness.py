@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from tests import search_harness
 from tests.conftest import ROOT
@@ -17,13 +16,8 @@ FIXTURE = json.loads((ROOT / "tests" / "fixtures" / "search_harness.json").read_
 CASES = search_harness.cases()
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # the fixture was written on one thread: the same reduction order in every product
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# the fixture was written on one thread: the same reduction order in every product
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_the_fixture_holds_every_case():

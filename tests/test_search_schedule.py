@@ -24,13 +24,8 @@ SYNC_OPS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select",
 SYNC_METHODS = ("tolist", "item", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # the machine is shared: two threads of tiny products spin against each other there
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# the machine is shared: two threads of tiny products spin against each other there
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_the_schedule_is_a_rule_of_the_device():

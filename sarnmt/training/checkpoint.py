@@ -39,7 +39,7 @@ from sarnmt.data.text.codecs import TextCodec
 from sarnmt.errors import UserError
 from sarnmt.models.factory import ModelConfigError, build_language_model, build_model
 from sarnmt.training.stored_config import StoredConfigError, check_stored_config
-from sarnmt.utils.hash_view import MOVED_TARGETS
+from sarnmt.utils.hash_view import MOVED_TARGETS, rename_targets
 
 log = logging.getLogger("sarnmt")
 NET_PREFIX = "net."
@@ -150,14 +150,7 @@ def current_targets(node: Any) -> Any:
     """``node`` with every ``_target_`` that names a class by the path it had before it moved
     (:data:`~sarnmt.utils.hash_view.MOVED_TARGETS`, e.g. a language model of a checkpoint written when it lived in
     ``sarnmt.models.lm``) set to the class's path now."""
-    if isinstance(node, dict):
-        return {
-            k: CURRENT_TARGETS.get(v, v) if k == "_target_" and isinstance(v, str) else current_targets(v)
-            for k, v in node.items()
-        }
-    if isinstance(node, list):
-        return [current_targets(v) for v in node]
-    return node
+    return rename_targets(node, CURRENT_TARGETS)
 
 
 def build_net(net_config: dict[str, Any], path: str | Path = "<checkpoint>", kernels: str = "auto") -> nn.Module:

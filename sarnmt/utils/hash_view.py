@@ -79,16 +79,18 @@ def hash_view(cfg: DictConfig) -> dict[str, Any]:
     for (group, key), neutral in HASH_NEUTRAL.items():
         if isinstance(view.get(group), dict) and key in view[group] and view[group][key] == neutral:
             view[group] = {k: v for k, v in view[group].items() if k != key}
-    return _first_targets(view)
+    return rename_targets(view, MOVED_TARGETS)  # a moved class is hashed under its first path
 
 
-def _first_targets(node: Any) -> Any:
-    """``node`` with every ``_target_`` that names a moved class (:data:`MOVED_TARGETS`) set to its first path."""
+def rename_targets(node: Any, paths: dict[str, str]) -> Any:
+    """``node`` (a plain config tree of dicts and lists) with every ``_target_`` that ``paths`` names replaced by
+    what it maps to: :data:`MOVED_TARGETS` gives each moved class its first path (the hash view), its inverse the
+    path it has now (checkpoints written before a move)."""
     if isinstance(node, dict):
         return {
-            k: MOVED_TARGETS.get(v, v) if k == "_target_" and isinstance(v, str) else _first_targets(v)
+            k: paths.get(v, v) if k == "_target_" and isinstance(v, str) else rename_targets(v, paths)
             for k, v in node.items()
         }
     if isinstance(node, list):
-        return [_first_targets(v) for v in node]
+        return [rename_targets(v, paths) for v in node]
     return node
