@@ -198,11 +198,9 @@ def test_tables_counts_hostile_records_as_broken_and_renders_the_rest(capsys, tm
 
 def test_tables_refuses_an_unknown_table_and_an_unwritable_results_folder(capsys, tmp_path):
     """tables refuses a table that does not exist, and a results folder that is a file, in one line each."""
-    from sarnmt.utils.compose import specs_dir
-
-    assert one_error(run_cli(capsys, "tables", ["table=9", "scale=smoke"])) == (
-        f"error: unknown table '9'; valid tables: [1, 2, 3, 4, 6] (the table files in {specs_dir() / 'tables'})"
-    )
+    line = one_error(run_cli(capsys, "tables", ["table=9", "scale=smoke"]))
+    assert line.startswith("error: unknown table '9'; valid tables: [1, 2, 3, 4, 6] (the table files in /")
+    assert line.endswith("/sarnmt/sweep/specs/tables)")
     (tmp_path / "results").write_text("not a folder")
     line = one_error(
         run_cli(capsys, "tables", ["table=1", "scale=smoke", f"results_dir={tmp_path / 'results'}", "plot=false"])
