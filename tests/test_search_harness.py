@@ -1,10 +1,11 @@
 """The search-equivalence harness (:mod:`tests.search_harness`): today's search decodes every case exactly as the
-search before issue 40's rewrite did (``tests/fixtures/search_harness.json``): the same tokens, the same float32
+search before issue 40's rewrite did (``tests/fixtures/search_harness.json.gz``): the same tokens, the same float32
 scores bit for bit, the same n-best lists and the same attention rows. The default run takes batch 8's greedy and
 beam-5 cases of every system; ``make test-full`` (``-m slow``) takes all of them."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from tests import search_harness
 from tests.conftest import ROOT
 
-FIXTURE = json.loads((ROOT / "tests" / "fixtures" / "search_harness.json").read_text())
+FIXTURE = json.loads(gzip.decompress((ROOT / "tests" / "fixtures" / "search_harness.json.gz").read_bytes()))
 CASES = search_harness.cases()
 
 
