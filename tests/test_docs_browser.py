@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_human_browser import CHROMIUM, CHROMIUM_ARGS, _need_browser
+from tests.test_human_browser import launched_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS_MD = ROOT / "docs" / "models.md"
@@ -53,13 +53,8 @@ def _equations(markdown: str) -> int:
 
 @pytest.fixture(scope="module")
 def browser():
-    sync_playwright = _need_browser()
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with launched_chromium() as chromium:
+        yield chromium
 
 
 @pytest.fixture(scope="module")

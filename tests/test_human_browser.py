@@ -9,6 +9,7 @@ docs/human-evaluation.md: ``make human-eval-screenshot``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
@@ -49,8 +50,10 @@ def _need_browser():
     pytest.skip(reason)
 
 
-@pytest.fixture
-def browser():
+@contextlib.contextmanager
+def launched_chromium():
+    """Debian's chromium under Playwright with :data:`CHROMIUM_ARGS`, closed afterwards (a skip, or a failure under
+    ``CI=true``, where there is none: :func:`_need_browser`)."""
     sync_playwright = _need_browser()
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -58,6 +61,12 @@ def browser():
             yield chromium
         finally:
             chromium.close()
+
+
+@pytest.fixture
+def browser():
+    with launched_chromium() as chromium:
+        yield chromium
 
 
 @pytest.fixture
