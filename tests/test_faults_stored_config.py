@@ -128,15 +128,20 @@ def test_translate_refuses_a_checkpoint_whose_config_could_run_code(capsys, monk
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+def _files_data(folder: Path) -> list[str]:
+    """``data=files`` overrides for a corpus of :data:`LINES` in every split and side, written into ``folder``."""
+    for name in ("train", "dev", "test"):
+        for side in ("src", "tgt"):
+            (folder / f"{name}.{side}").write_bytes(LINES)
+    data = ["data=files", "data.vocab_size=60"]
+    return data + [f"data.{n}_{s}={folder / f'{n}.{s}'}" for n in ("train", "dev", "test") for s in ("src", "tgt")]
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_evaluate_refuses_a_checkpoint_whose_config_could_run_code(capsys, hostile, tmp_path, case):
     """evaluate refuses the same checkpoints in one line; no record or hypotheses are written."""
     path, key, marker = hostile[case]
-    for name in ("train", "dev", "test"):
-        for side in ("src", "tgt"):
-            (tmp_path / f"{name}.{side}").write_bytes(LINES)
-    data = ["data=files", "data.vocab_size=60"]
-    data += [f"data.{n}_{s}={tmp_path / f'{n}.{s}'}" for n in ("train", "dev", "test") for s in ("src", "tgt")]
+    data = _files_data(tmp_path)
     run = tmp_path / "run"
     outcome = run_cli(
         capsys, "evaluate", [f"ckpt_path={path}", *data, "decoding=greedy", "progress=false", f"hydra.run.dir={run}"]
@@ -300,11 +305,7 @@ def test_a_decoder_of_ones_own_loads_only_with_trust_targets(capsys, own):
 def test_evaluate_records_the_trusted_modules(capsys, own, tmp_path):
     """evaluate with trust_targets= writes the trusted modules into its record."""
     path, _ = own
-    for name in ("train", "dev", "test"):
-        for side in ("src", "tgt"):
-            (tmp_path / f"{name}.{side}").write_bytes(LINES)
-    data = ["data=files", "data.vocab_size=60"]
-    data += [f"data.{n}_{s}={tmp_path / f'{n}.{s}'}" for n in ("train", "dev", "test") for s in ("src", "tgt")]
+    data = _files_data(tmp_path)
     run = tmp_path / "run"
     args = [f"ckpt_path={path}", *data, "decoding=greedy", "progress=false", f"hydra.run.dir={run}"]
     outcome = run_cli(capsys, "evaluate", [*args, "trust_targets=[my_decoder]"])
