@@ -30,12 +30,15 @@ def _rows(values: Tensor, active: Tensor | None, batch: int) -> Tensor:
 
 @dataclass(slots=True)
 class Records:
-    """What every step recorded for the trace-back, one row per sentence of the batch (B): the rows of sentences
-    no longer searching hold zeros (never read: no hypothesis of theirs ends after they stopped).
+    """What every step recorded for the trace-back, as the step computed it for its n searching sentences, and
+    ``active``, their batch rows ((n,); None: all B, in order). :meth:`at` gives a step's record as one row per
+    sentence of the batch (B): the rows of sentences no longer searching hold zeros (never read: no hypothesis of
+    theirs ends after they stopped). Spreading the rows out is left to the trace-back, so the search loop only
+    keeps references.
 
-    Per step: ``tokens`` and ``parents`` of the c = 2k candidates, shape (B, c); ``choice``, the candidate each
-    live slot took, shape (B, k); with attention, the rows computed for the previous step's w live slots,
-    ``src`` (B, w, S) and ``tgt`` (B, w, t) (None where the model has none).
+    Per step: ``tokens`` and ``parents`` of the c = 2k candidates, (n, c); ``choice``, the candidate each live slot
+    took, (n, k); with attention, the rows computed for the previous step's w live slots, ``src`` (n, w, S) and
+    ``tgt`` (n, w, t) (None where the model has none).
     """
 
     batch: int
@@ -45,6 +48,7 @@ class Records:
     choice: list[Tensor] = field(default_factory=list)
     src: list[Tensor | None] = field(default_factory=list)
     tgt: list[Tensor | None] = field(default_factory=list)
+    active: list[Tensor | None] = field(default_factory=list)
 
     def add(
         self,
@@ -61,13 +65,19 @@ class Records:
         :param src_attention: the step's source attention, shape (n·w, S); None when absent (kept only when the
             records are for attention).  :param tgt_attention: the step's history attention, shape (n·w, t).
         """
-        self.tokens.append(_rows(cand.tokens, active, self.batch))
-        self.parents.append(_rows(cand.parents, active, self.batch))
-        self.choice.append(_rows(beam.choice, active, self.batch))
+        self.active.append(active)
+        self.tokens.append(cand.tokens)
+        self.parents.append(cand.parents)
+        self.choice.append(beam.choice)
         if self.attention:
             n = cand.tokens.size(0)
             for rows, kept in ((src_attention, self.src), (tgt_attention, self.tgt)):
-                kept.append(None if rows is None else _rows(rows.unflatten(0, (n, -1)), active, self.batch))
+                kept.append(None if rows is None else rows.unflatten(0, (n, -1)))
+
+    def at(self, name: str, step: int) -> Tensor:
+        """Step ``step``'s record ``name`` (``tokens``, ``parents``, ``choice``, ``src``, ``tgt``) with one row per
+        sentence of the batch: shape (B, ...)."""
+        return _rows(getattr(self, name)[step], self.active[step], self.batch)
 
 
 def trace_back(records: Records, pool: Finished, src_mask: Tensor, nbest: int) -> Hypotheses:
@@ -83,11 +93,11 @@ def trace_back(records: Records, pool: Finished, src_mask: Tensor, nbest: int) -
     cand = cand_end
     for s in range(steps, 0, -1):
         cand = torch.where(ends == s, cand_end, cand)  # a hypothesis that ended at step s starts here
-        tokens.append(records.tokens[s - 1].gather(1, cand))
-        slot = records.parents[s - 1].gather(1, cand)
+        tokens.append(records.at("tokens", s - 1).gather(1, cand))
+        slot = records.at("parents", s - 1).gather(1, cand)
         slots.append(slot[:, 0])
         if s > 1:
-            cand = records.choice[s - 2].gather(1, slot)
+            cand = records.at("choice", s - 2).gather(1, slot)
     if steps:
         traced = torch.stack(tokens[::-1], dim=2)  # (B, n, T)
     else:
@@ -130,12 +140,12 @@ def _attention_rows(
     """
     src_lengths = src_mask.sum(dim=1).tolist()
     if records.src[0] is not None:
-        src = _stacked(records.src, slots, 0).cpu()  # (B, T, S)
+        src = _stacked([records.at("src", s) for s in range(len(slots))], slots, 0).cpu()  # (B, T, S)
         for sent, length in enumerate(lengths):
             if length:
                 result.src_attention.append(src[sent, :length, : int(src_lengths[sent])].clone())
     if records.tgt[0] is not None:
-        tgt = _stacked(records.tgt, slots, len(slots)).cpu()  # (B, T, ≥ T)
+        tgt = _stacked([records.at("tgt", s) for s in range(len(slots))], slots, len(slots)).cpu()  # (B, T, ≥ T)
         for sent, length in enumerate(lengths):
             if length:
                 result.tgt_attention.append(tgt[sent, :length, :length].clone())
