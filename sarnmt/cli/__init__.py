@@ -127,9 +127,17 @@ def run(name: str, args: Sequence[str], prog: str | None = None, entry: Callable
     return entry(list(args), prog=prog)
 
 
+def published(module: str) -> str:
+    """The ``python -m`` path of a command's module (:attr:`Command.module`): ``cli.train`` keeps the path it was
+    published under (``sarnmt.train``), a package's ``__main__`` is run as the package (``sarnmt.human``)."""
+    return "sarnmt." + module.removeprefix("cli.").removesuffix(".__main__")
+
+
 def alias(name: str, entry: Callable[..., Any]) -> NoReturn:
-    """``python -m sarnmt.<name> args`` (``sarnmt/train.py``, the one such path kept): ``sarnmt <name> args``."""
-    sys.exit(run(name, sys.argv[1:], prog=f"python -m sarnmt.{name}", entry=entry))
+    """``python -m <the command's module> args`` (``sarnmt.train``, and the modules that run as themselves:
+    ``sarnmt.human``, ``sarnmt.bench``, ``sarnmt.bench.lm``, ``sarnmt.sweep.systems``): ``sarnmt <name> args``."""
+    prog = f"python -m {published(COMMANDS[name].module)}"
+    sys.exit(run(name, sys.argv[1:], prog=prog, entry=entry))
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "sarnmt") -> int:
