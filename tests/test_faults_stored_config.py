@@ -16,7 +16,6 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from sarnmt.sweep.records import MOVED_TARGETS
 from sarnmt.training import checkpoint as checkpoint_module
 from sarnmt.training.checkpoint import CheckpointError, load_language_model, load_model
 from sarnmt.training.stored_config import (
@@ -28,6 +27,7 @@ from sarnmt.training.stored_config import (
     targets_of,
 )
 from sarnmt.utils.compose import config_dir
+from sarnmt.utils.hash_view import MOVED_TARGETS
 from tests.cli_helpers import TINY, one_error, run_cli, train_tiny
 from tests.conftest import ROOT
 

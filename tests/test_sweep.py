@@ -32,9 +32,10 @@ from sarnmt.sweep import stats
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.launch import SweepError
 from sarnmt.sweep.plan import job_from_id, plan_jobs
-from sarnmt.sweep.records import MOVED_TARGETS, config_hash, gzip_bytes, read_record, write_atomic, write_json
+from sarnmt.sweep.records import config_hash, gzip_bytes, read_record, write_atomic, write_json
 from sarnmt.sweep.spec import SCALES_DIR, TABLES_DIR, SpecError, load_scale, load_table
 from sarnmt.utils.compose import compose, specs_dir
+from sarnmt.utils.hash_view import MOVED_TARGETS
 from tests.conftest import ROOT
 
 VOLATILE_RECORD_KEYS = ("wall_seconds", "finished", "hardware", "config", "commit", "dirty", "source_hash")

@@ -27,13 +27,7 @@ from omegaconf import DictConfig
 
 from sarnmt.sweep.code import describe
 from sarnmt.utils.atomic import write_bytes
-from sarnmt.utils.hash_view import (  # noqa: F401 - read here by the sweeps' callers and tests
-    DATA_VOLATILE,
-    HASH_NEUTRAL,
-    HASHED,
-    MOVED_TARGETS,
-    hash_view,
-)
+from sarnmt.utils.hash_view import hash_view
 
 RECORD_VERSION = 1
 REQUIRED = ("version", "job", "scale", "pair", "row", "seed", "config_hash", "tests", "finished")
