@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from sarnmt.bench.peer import SearchFn
 from sarnmt.bench.workload import TrainBatch
 from sarnmt.errors import InputError
-from sarnmt.sweep.records import MOVED_TARGETS
+from sarnmt.utils.hash_view import MOVED_TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout whose history holds ``ref``
 IMPORT = re.compile(r"\bsarnmt(?=\.)|(?<=from )sarnmt(?= import)|(?<=^import )sarnmt$", re.MULTILINE)
