@@ -107,3 +107,22 @@ def test_the_configs_name_both_implementations():
     for opt in (fused, stock):
         group = opt.param_groups[0]
         assert (group["lr"], group["rho"], group["eps"], group["weight_decay"]) == (1.0, 0.95, 1e-6, 0.0)
+
+
+@pytest.mark.parametrize("options", [{}, {"weight_decay": 0.1, "maximize": True}])
+def test_the_multi_tensor_update_is_the_per_parameter_one(options):
+    """foreach=True (the update on a GPU: one torch._foreach_* kernel per pass over every parameter) gives the
+    per-parameter update's parameters and state after five steps, to float32 rounding."""
+    hyper = {"lr": 1.0, "rho": 0.95, "eps": 1e-6, **options}
+    per_parameter, multi_tensor = _params(3), _params(3)
+    one = Adadelta(per_parameter, compiled=False, foreach=False, **hyper)
+    many = Adadelta(multi_tensor, foreach=True, **hyper)
+    assert many._multi_tensor() and not one._multi_tensor()
+    assert not Adadelta(_params(3), **hyper)._multi_tensor()  # the default: per parameter on the CPU
+    _run(one, per_parameter, 5)
+    _run(many, multi_tensor, 5)
+    assert all(group["foreach"] for group in many.param_groups)  # torch's _multi_tensor_adadelta runs
+    for a, b, start in zip(per_parameter, multi_tensor, _params(3), strict=True):
+        assert not torch.equal(a, start) and torch.allclose(a, b, rtol=1e-6, atol=1e-7)
+        for key in ("square_avg", "acc_delta", "step"):
+            assert torch.allclose(one.state[a][key], many.state[b][key], rtol=1e-6, atol=1e-7)

@@ -81,11 +81,15 @@ class TranslationModule(L.LightningModule):
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         nll = self._nll(batch)
         loss = translation_loss(nll, batch.tgt_mask, self.hparams.loss_normalization)
-        tokens = batch.tgt_mask.sum()
-        self.log("train/loss", loss, prog_bar=True, batch_size=batch.size)
-        self.log("train/nll_token", nll.sum() / tokens, batch_size=batch.size)
-        self.log("train/tokens", tokens.float(), reduce_fx="sum", batch_size=batch.size)
+        self.log_training(loss, nll.sum(), batch.tgt_mask.sum(), batch.size)
         return loss
+
+    def log_training(self, loss: torch.Tensor, nll_sum: torch.Tensor, tokens: torch.Tensor, size: int) -> None:
+        """``train/loss``, ``train/nll_token``, ``train/tokens`` of one batch of ``size`` sentences (also called by
+        the captured step, :class:`sarnmt.training.capture.CaptureStrategy`, with its static outputs' copies)."""
+        self.log("train/loss", loss, prog_bar=True, batch_size=size)
+        self.log("train/nll_token", nll_sum / tokens, batch_size=size)
+        self.log("train/tokens", tokens.float(), reduce_fx="sum", batch_size=size)
 
     # --- evaluation (validation and test share everything but the split name) ---
     def _eval_start(self) -> None:

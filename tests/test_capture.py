@@ -1,0 +1,184 @@
+"""The captured training step (sarnmt/training/capture.py): bucket choice, padding that changes nothing, the eager
+fallbacks with their one-time warnings, all on the CPU through the :class:`Eager` backend; the CUDA graph itself in
+the test marked ``gpu`` (skipped without a CUDA device)."""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+import lightning as L
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from sarnmt.data.loading.batching import Batch, pad_sequences
+from sarnmt.errors import InputError
+from sarnmt.training.capture import Buckets, CaptureStrategy, CudaGraphs, Eager
+from sarnmt.training.lit_module import TranslationModule
+from sarnmt.training.optim import Adadelta
+from sarnmt.utils.oom import halve_on_oom
+from tests.conftest import decoder_cfg
+from tests.model_helpers import VOCAB, build
+
+BUCKETS = {"rows": [2, 4, 8], "source": [4, 8, 12], "target": [4, 8, 12]}
+
+
+def batches(shapes: list[tuple[int, int, int]], seed: int = 0) -> list[Batch]:
+    """Batches of (rows, longest source, longest target) tokens before EOS, the other rows shorter."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for rows, source, target in shapes:
+        srcs = [torch.randint(2, VOCAB, (max(1, source - r),), generator=gen).tolist() for r in range(rows)]
+        tgts = [torch.randint(2, VOCAB, (max(1, target - 2 * r),), generator=gen).tolist() for r in range(rows)]
+        (src, src_mask), (tgt, tgt_mask) = pad_sequences(srcs), pad_sequences(tgts)
+        out.append(Batch(src, src_mask, tgt, tgt_mask, torch.arange(rows)))
+    return out
+
+
+def fit(data: list[Batch], strategy=None, normalization: str = "sentence") -> TranslationModule:
+    """A tiny float64 baseline trained on ``data``, one update per batch, clipped at 1 (the paper's)."""
+    net = build(decoder_cfg("baseline"), emb_dim=6, hidden_dim=8, seed=3).train()
+    module = TranslationModule(
+        net, partial(Adadelta, lr=1.0, rho=0.95, eps=1e-6, compiled=False), normalization, bleu=False
+    )
+    trainer = L.Trainer(
+        accelerator="cpu",
+        strategy=strategy if strategy is not None else "auto",
+        max_steps=len(data),
+        gradient_clip_val=1.0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(module, train_dataloaders=DataLoader(data, batch_size=None, shuffle=False))
+    return module
+
+
+def assert_same(a: TranslationModule, b: TranslationModule) -> None:
+    for (name, x), y in zip(a.net.named_parameters(), b.net.parameters(), strict=True):
+        assert torch.allclose(x, y, rtol=1e-9, atol=1e-11), name
+
+
+def captured(backend=None, **kwargs) -> CaptureStrategy:
+    return CaptureStrategy(device="cpu", buckets=kwargs.pop("buckets", BUCKETS), backend=backend or Eager(), **kwargs)
+
+
+def test_the_smallest_bucket_that_holds_the_shape():
+    buckets = Buckets.from_config(BUCKETS)
+    assert buckets.key(3, 5, 4) == (4, 8, 4)
+    assert buckets.key(2, 4, 12) == (2, 4, 12)
+    assert buckets.key(9, 4, 4) is None and buckets.key(2, 13, 4) is None and buckets.key(2, 4, 13) is None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"rows": [], "source": [4], "target": [4]},
+        {"rows": [4, 2], "source": [4], "target": [4]},
+        {"rows": [2], "source": [0, 4], "target": [4]},
+        {"rows": [2]},
+    ],
+)
+def test_bad_buckets_are_refused_naming_the_key(bad):
+    with pytest.raises(InputError, match=r"^trainer\.strategy\.buckets\.(rows|source|target)="):
+        Buckets.from_config(bad)
+
+
+@pytest.mark.parametrize("normalization", ["sentence", "token"])
+def test_padded_captured_steps_train_as_the_eager_steps(one_torch_thread, normalization):
+    # every batch padded to a bigger bucket (rows, source and target), two batches sharing one bucket
+    data = batches([(3, 5, 4), (2, 7, 9), (3, 6, 4), (7, 10, 11)])
+    backend = Eager()
+    strategy = captured(backend)
+    assert_same(fit(data, strategy, normalization), fit(data, normalization=normalization))
+    assert backend.captures == 3 and strategy.graphs.eager_steps == 0
+
+
+def test_a_shape_outside_the_buckets_runs_eagerly_with_one_warning(one_torch_thread, caplog):
+    data = batches([(3, 5, 4), (2, 14, 4), (9, 5, 4), (2, 15, 3), (3, 5, 4)])  # three outside: long and wide
+    strategy = captured()
+    with caplog.at_level(logging.WARNING, logger="sarnmt"):
+        module = fit(data, strategy)
+    assert_same(module, fit(data))
+    warnings = [r.getMessage() for r in caplog.records if "captured training step" in r.getMessage()]
+    assert len(warnings) == 1 and "outside the buckets" in warnings[0] and "runs eagerly" in warnings[0]
+    assert strategy.graphs.eager_steps == 3 and len(strategy.graphs.replays) == 1
+
+
+def test_graphs_beyond_max_graphs_and_a_failed_capture_run_eagerly(one_torch_thread, caplog):
+    data = batches([(3, 5, 4), (2, 7, 9), (3, 5, 4), (2, 7, 10)])
+    strategy = captured(max_graphs=1)
+    with caplog.at_level(logging.WARNING, logger="sarnmt"):
+        assert_same(fit(data, strategy), fit(data))
+    assert [r.getMessage().count("max_graphs=1") for r in caplog.records] == [1]
+    assert strategy.graphs.eager_steps == 2
+
+    class Failing:
+        def capture(self, body):
+            raise RuntimeError("operation not permitted when stream is capturing")
+
+    caplog.clear()
+    strategy = captured(Failing())
+    with caplog.at_level(logging.WARNING, logger="sarnmt"):
+        assert_same(fit(data, strategy), fit(data))
+    assert len(caplog.records) == 1 and "capturing bucket (4, 8, 8) failed" in caplog.records[0].getMessage()
+    assert strategy.graphs.eager_steps == 4
+
+
+def test_kernels_plain_turns_the_capture_off(one_torch_thread):
+    data = batches([(3, 5, 4)])
+    strategy = captured(kernels="plain")
+    fit(data, strategy)
+    assert strategy.graphs is None
+
+
+def test_out_of_memory_halves_the_batch_with_a_warning(caplog):
+    tried = []
+
+    def run(size: int) -> str:
+        tried.append(size)
+        if size > 100:
+            raise torch.OutOfMemoryError("CUDA out of memory (injected)")
+        return f"ran {size}"
+
+    with caplog.at_level(logging.WARNING, logger="sarnmt"):
+        assert halve_on_oom(run, 512) == (64, "ran 64")
+    assert tried == [512, 256, 128, 64]
+    assert [r.getMessage() for r in caplog.records][
+        0
+    ] == "out of device memory at batch size 512; halving it to 256 and going on"
+    with pytest.raises(torch.OutOfMemoryError):
+        halve_on_oom(run, 400, minimum=200)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graphs_train_as_the_eager_steps_on_the_gpu():
+    data = batches([(3, 5, 4), (2, 7, 9), (3, 6, 3), (3, 5, 4)])
+    cuda = [Batch(*(t.cuda() for t in (b.src, b.src_mask, b.tgt, b.tgt_mask, b.ids))) for b in data]
+    strategy = CaptureStrategy(device="cuda", buckets=BUCKETS, backend=CudaGraphs())
+
+    def fit_cuda(strategy):
+        net = build(decoder_cfg("baseline"), emb_dim=6, hidden_dim=8, seed=3).float()
+        module = TranslationModule(net, partial(Adadelta, rho=0.95, eps=1e-6), "sentence", bleu=False)
+        trainer = L.Trainer(
+            accelerator="gpu",
+            devices=1,
+            strategy=strategy,
+            max_steps=len(cuda),
+            gradient_clip_val=1.0,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
+        trainer.fit(module, train_dataloaders=DataLoader(cuda, batch_size=None, shuffle=False))
+        return module
+
+    graphed = fit_cuda(strategy)
+    assert strategy.graphs.eager_steps == 0 and not strategy.graphs.broken and len(strategy.graphs.replays) == 2
+    eager = fit_cuda(CaptureStrategy(device="cuda", buckets=BUCKETS, kernels="plain"))
+    for x, y in zip(graphed.net.parameters(), eager.net.parameters(), strict=True):
+        assert torch.allclose(x, y, rtol=1e-4, atol=1e-6)
