@@ -62,7 +62,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 STEPS_SCRIPT = ROOT / "benchmarks" / "gpu_steps.py"
 # what the check imports that a GPU node's PyTorch environment may lack: Hydra, OmegaConf and its parser, sacremoses
-# (imported by sarnmt.cli.train), and their dependencies, which such environments usually have (installed only where
+# (imported by sarnmt.training.run), and their dependencies, which such environments usually have (installed only where
 # missing). sarnmt's other dependencies are imported only by commands the check does not run (jieba for Chinese,
 # wandb for its logger, the Hydra launchers for sweeps).
 WHEELS = ["hydra-core", "omegaconf", "antlr4-python3-runtime", "sacremoses"]

@@ -6,7 +6,7 @@
 ``env``: the machine (``nvidia-smi``, the devices, Python, torch, CUDA, cuDNN, Triton and the packages' versions,
 which of sarnmt's imports work, a large bf16 matrix product's rate on the GPU). ``train``: ``sarnmt.train``'s main
 job (the self-attentive residual decoder on the toy corpus) with the overrides given (``trainer=gpu`` for the
-check), at most SECONDS of training, run through :func:`sarnmt.cli.train.train` with a callback that times every
+check), at most SECONDS of training, run through :func:`sarnmt.training.run.train` with a callback that times every
 training batch: target tokens/s (after the first batches, which compile), steps, epochs, dev BLEU after each
 validation, test BLEU, peak GPU memory. Each writes its JSON record to RECORD.json.
 """
@@ -44,7 +44,7 @@ PACKAGES = [
     "PyYAML",
     "pytest",
 ]
-IMPORTS = ["hydra", "omegaconf", "sacremoses", "sarnmt.cli.train", "sarnmt.bench.__main__"]
+IMPORTS = ["hydra", "omegaconf", "sacremoses", "sarnmt.training.run", "sarnmt.bench.__main__"]
 WARM_BATCHES = 20  # training batches left out of the steady rate (compilation, cuDNN's and the allocator's warm-up)
 
 
@@ -153,7 +153,7 @@ def train(workdir: str, seconds: float, overrides: list[str]) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf, open_dict
 
-    from sarnmt.cli import train as train_module
+    from sarnmt.training import run as train_module
     from sarnmt.training.optim import adadelta_update
     from sarnmt.utils.compose import config_dir
 

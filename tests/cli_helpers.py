@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from sarnmt.cli import main
-from sarnmt.cli.train import train
+from sarnmt.training.run import train
 from tests.conftest import compose_train
 
 QUIET_HYDRA = ["hydra/job_logging=none", "hydra/hydra_logging=none"]

@@ -14,8 +14,8 @@ import torch
 from sarnmt.analysis import AnalysisError
 from sarnmt.analysis.trees import parse_brackets
 from sarnmt.cli.analyze import main, run
-from sarnmt.cli.train import train
 from sarnmt.cli.translate import translate
+from sarnmt.training.run import train
 from sarnmt.utils.compose import compose
 from tests.conftest import ROOT, compose_train
 

@@ -10,8 +10,8 @@ from hydra.errors import ConfigCompositionException, InstantiationException, Mis
 from hydra.utils import instantiate
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
-from sarnmt.cli.train import train
 from sarnmt.models.factory import ModelConfigError, build_model
+from sarnmt.training.run import train
 from sarnmt.utils.instantiate import instantiate_dict
 from tests.conftest import CONF_DIR, compose_train
 

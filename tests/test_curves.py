@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from sarnmt import cli
-from sarnmt.cli.train import train
 from sarnmt.training.curves import RunCurves, draw, read_series, run_curves, selected_step, smoothed
+from sarnmt.training.run import train
 from tests.cli_helpers import TINY
 from tests.conftest import compose_train
 

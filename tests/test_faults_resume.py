@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from sarnmt.cli.train import train
 from sarnmt.errors import TrainingStopped
+from sarnmt.training.run import train
 from tests.conftest import ROOT, compose_train
 from tests.test_resume import RESUMABLE
 

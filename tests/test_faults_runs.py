@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sarnmt.cli.train import train
+from sarnmt.training.run import train
 from sarnmt.training.run_lock import LOCK_NAME, RunFolderLocked, run_lock
 from tests.cli_helpers import TINY, one_error, run_cli
 from tests.conftest import ROOT, compose_train

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from sarnmt.cli.train import train
 from sarnmt.errors import TrainingStopped, WriteError
 from sarnmt.training.checkpoint import load_model
 from sarnmt.training.resume import AtomicCheckpointIO
+from sarnmt.training.run import train
 from tests.conftest import compose_train
 from tests.test_faults_resume import RUN
 

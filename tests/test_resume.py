@@ -9,9 +9,9 @@ import os
 import pytest
 import torch
 
-from sarnmt.cli.train import train
 from sarnmt.data.loading.sampler import TokenBatchSampler
 from sarnmt.training.resume import AtomicCheckpointIO, ResumeCheckpoint
+from sarnmt.training.run import train
 from tests.conftest import compose_train
 from tests.test_train import SMALL_TOY
 

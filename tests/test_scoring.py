@@ -8,10 +8,11 @@ import math
 import pytest
 from omegaconf import OmegaConf
 
-from sarnmt.cli.score import score, system_names
+from sarnmt.cli.score import score
 from sarnmt.data.text.reading import read_lines
 from sarnmt.evaluation.bleu import corpus_bleu, corpus_chrf
 from sarnmt.evaluation.significance import marker, paired_t_test, student_t_sf
+from sarnmt.evaluation.system_names import system_names
 
 REFS = ["the cat sat on the mat", "a dog barks at night", "it is raining today", "we like green tea"]
 GOOD = ["the cat sat on the mat", "a dog barks at night", "it is raining today", "we like tea"]
@@ -141,7 +142,7 @@ def test_plain_text_bleu_of_chinese_splits_characters():
     """Chinese plain text has no spaces: 13a would see one token per sentence; the corpus DataModule asks for zh."""
     from hydra.utils import instantiate
 
-    from sarnmt.cli.evaluate import SplitOutput
+    from sarnmt.decoding.split_translation import SplitOutput
     from tests.conftest import compose_train
 
     assert instantiate(compose_train(["data=mini_en_zh"]).data).bleu_tokenize == "zh"

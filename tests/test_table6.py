@@ -16,8 +16,8 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from sarnmt.cli.lm import train_lm
 from sarnmt.cli.reproduce import reproduce
+from sarnmt.lm.run import train_lm
 from sarnmt.models.factory import build_language_model
 from sarnmt.sweep.lm_job import line_statistics
 from sarnmt.sweep.plan import plan_jobs

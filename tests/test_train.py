@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from sarnmt.cli.train import report, train
+from sarnmt.cli.train import report
+from sarnmt.training.run import train
 from tests.conftest import DECODERS, compose_train
 
 SMALL_TOY = [

@@ -13,15 +13,16 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from sarnmt.cli.average import average, average_checkpoints
+from sarnmt.cli.average import average
 from sarnmt.cli.evaluate import evaluate, summary
-from sarnmt.cli.train import train
 from sarnmt.cli.translate import translate
 from sarnmt.data.text.codecs import UNK
 from sarnmt.decoding.beam import BeamSearch
 from sarnmt.errors import InputError
+from sarnmt.training.averaging import average_checkpoints
 from sarnmt.training.checkpoint import CheckpointError, load_model, net_state_dict, read_checkpoint
 from sarnmt.training.lit_module import TranslationModule
+from sarnmt.training.run import train
 from tests.conftest import CONF_DIR, ROOT, compose_train
 
 TOY = ["data.n_train=300", "data.n_dev=30", "data.n_test=30", "data.max_tokens=600"]

@@ -22,109 +22,47 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
-from torch import nn
-from tqdm import tqdm
 
-from sarnmt.data.text.codecs import TextCodec
 from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.search import Search, build_search
-from sarnmt.decoding.stream import decode_stream
+from sarnmt.decoding.split_translation import SplitOutput, translate_split
 from sarnmt.errors import InputError, check_range, reported
-from sarnmt.evaluation.bleu import Score, corpus_bleu, corpus_chrf
 from sarnmt.kernels.choice import check_choice
-from sarnmt.training.checkpoint import load_model
+from sarnmt.training.checkpoint import LoadedModel, load_model
 from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import atomic_files, check_folder
 from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.device import pick_device
-from sarnmt.utils.precision import check_precision, precision_context
+from sarnmt.utils.precision import check_precision
 
 log = logging.getLogger("sarnmt")
-
-
-@dataclass
-class SplitOutput:
-    """The translations of a split: ``plain`` (detokenised, detruecased), ``tokenized`` (the target codec's
-    tokenised form), the references in both forms, and the decoding time in seconds."""
-
-    plain: list[str]
-    tokenized: list[str]
-    references: list[str]
-    references_tokenized: list[str]
-    seconds: float
-    bleu_tokenize: str = "13a"
-
-    def scores(self) -> dict[str, Score]:
-        """``bleu`` (13a on plain text against the raw references: NIST mteval-v13a style, Table 3), ``bleu_tok``
-        and ``bleu_tok_lc`` (``tokenize=none`` on the tokenised text: multi-bleu.perl and its ``-lc``, Tables 1, 2,
-        4) and ``chrf``."""
-        return {
-            "bleu": corpus_bleu(self.plain, self.references, tokenize=self.bleu_tokenize),
-            "bleu_tok": corpus_bleu(self.tokenized, self.references_tokenized, tokenize="none"),
-            "bleu_tok_lc": corpus_bleu(self.tokenized, self.references_tokenized, tokenize="none", lowercase=True),
-            "chrf": corpus_chrf(self.plain, self.references),
-        }
-
-
-def translate_split(
-    net: nn.Module,
-    src_codec: TextCodec,
-    tgt_codec: TextCodec,
-    sources: list[str],
-    references: list[str],
-    search: Search,
-    batch_size: int,
-    device: torch.device,
-    precision: str = "fp32",
-    progress: bool = True,
-    desc: str = "decode",
-    bleu_tokenize: str = "13a",
-    limit: InputLimit | None = None,
-) -> SplitOutput:
-    """Decode raw source lines (a blank line gives an empty translation) and pair them with their references.
-
-    :param limit: the longest source decoded (:class:`~sarnmt.decoding.input_limit.InputLimit`); None: no limit."""
-    if limit is not None:  # each line encoded from at most limit.max_chars characters
-        encoded = [limit.encode(src_codec, line, line_no)[0] for line_no, line in enumerate(sources, 1)]
-    else:
-        encoded = [src_codec.encode(line) if line.strip() else [] for line in sources]
-    start = time.perf_counter()
-    with precision_context(device, precision):
-        results = list(
-            tqdm(
-                decode_stream(net, search, encoded, batch_size, device),
-                total=len(encoded),
-                desc=desc,
-                unit=" sent",
-                disable=not progress,
-                file=sys.stderr,
-            )
-        )
-    seconds = time.perf_counter() - start
-    return SplitOutput(
-        plain=[tgt_codec.decode(r.tokens) if r.tokens else "" for r in results],
-        tokenized=[tgt_codec.decode_tokenized(r.tokens) if r.tokens else "" for r in results],
-        references=list(references),
-        references_tokenized=[tgt_codec.tokenize(line) for line in references],
-        seconds=seconds,
-        bleu_tokenize=bleu_tokenize,
-    )
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """:returns: the JSON record (also written to ``output_dir/eval.<split>.json``).
 
     :raises InputError: for a setting out of range or an ``output_dir`` that cannot be a folder, before decoding."""
+    search, device = check_settings(cfg)
+    loaded = load_model(to_absolute_path(cfg.ckpt_path), device, cfg.kernels, run_trust(cfg))
+    datamodule = instantiate(cfg.data)
+    datamodule.prepare_data()
+    datamodule.setup("test")
+    output, limit = decode_split(cfg, loaded, datamodule, search, device)
+    record = eval_record(cfg, loaded, datamodule.name, search, device, output, limit)
+    write_outputs(Path(cfg.output_dir), cfg.split, output, record)
+    return record
+
+
+def check_settings(cfg: DictConfig) -> tuple[Search, torch.device]:
+    """The settings checked before the checkpoint is read: precision, kernels, batch size, ``output_dir``, the search
+    (returned) and the device (returned; on CPU freed memory kept, ``keep_freed_memory``)."""
     check_precision(cfg.precision)
     check_choice(cfg.kernels)
     check_range("batch_size", cfg.batch_size, 1)
@@ -133,14 +71,14 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     device = pick_device(cfg.device)
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()
-    ckpt_path = to_absolute_path(cfg.ckpt_path)
-    trust = run_trust(cfg)
-    loaded = load_model(ckpt_path, device, cfg.kernels, trust)
-    datamodule = instantiate(cfg.data)
-    datamodule.prepare_data()
-    datamodule.setup("test")
-    src_codec = loaded.src_codec or datamodule.src_codec
-    tgt_codec = loaded.tgt_codec or datamodule.tgt_codec
+    return search, device
+
+
+def decode_split(
+    cfg: DictConfig, loaded: LoadedModel, datamodule, search: Search, device: torch.device
+) -> tuple[SplitOutput, InputLimit]:
+    """``cfg.split`` of the data translated by the checkpoint's codecs (the data's where it has none) and model, and
+    the input limit that cut its long lines.  :raises InputError: for an empty split, naming it."""
     sources, references = datamodule.sources(cfg.split), datamodule.references(cfg.split)
     if not sources:
         raise InputError(
@@ -148,13 +86,12 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             f"(read from {datamodule.origin(cfg.split)})"
         )
     limit = InputLimit(cfg.max_input_tokens, cfg.truncate_long_input, f"{datamodule.name}/{cfg.split}")
-    log.info(
-        "evaluating %s on %s/%s (%d sentences) with %s", ckpt_path, datamodule.name, cfg.split, len(sources), search
-    )
+    ckpt_path, count = to_absolute_path(cfg.ckpt_path), len(sources)
+    log.info("evaluating %s on %s/%s (%d sentences) with %s", ckpt_path, datamodule.name, cfg.split, count, search)
+    codecs = (loaded.src_codec or datamodule.src_codec, loaded.tgt_codec or datamodule.tgt_codec)
     output = translate_split(
         loaded.net,
-        src_codec,
-        tgt_codec,
+        *codecs,
         sources,
         references,
         search,
@@ -166,39 +103,67 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         bleu_tokenize=datamodule.bleu_tokenize,
         limit=limit,
     )
-    scores = output.scores()
-    out = Path(cfg.output_dir)
-    hyp_path, tok_path = out / f"hypotheses.{cfg.split}.txt", out / f"hypotheses.{cfg.split}.tok.txt"
-    seconds = output.seconds
+    return output, limit
+
+
+def eval_record(
+    cfg: DictConfig,
+    loaded: LoadedModel,
+    data: str,
+    search: Search,
+    device: torch.device,
+    output: SplitOutput,
+    limit: InputLimit,
+) -> dict[str, Any]:
+    """The record of ``eval.<split>.json`` (its keys in the module docstring)."""
     record = {
-        "checkpoint": ckpt_path,
-        "trust_targets": list(trust),
+        "checkpoint": to_absolute_path(cfg.ckpt_path),
+        "trust_targets": list(run_trust(cfg)),
         "global_step": loaded.global_step,
         "parameters": loaded.parameters,
-        "data": datamodule.name,
+        "data": data,
         "split": cfg.split,
-        "sentences": len(sources),
+        "sentences": len(output.plain),
         "decoding": search.settings(),
         "precision": cfg.precision,
         "device": str(device),
+    }
+    record.update(results(cfg, output, limit))
+    record["model"] = OmegaConf.to_container(OmegaConf.create(loaded.net_config), resolve=True)
+    return record
+
+
+def results(cfg: DictConfig, output: SplitOutput, limit: InputLimit) -> dict[str, Any]:
+    """The record's speed, scores, truncated lines and hypothesis files."""
+    scores, seconds = output.scores(), output.seconds
+    plain, tokenized = hypothesis_paths(Path(cfg.output_dir), cfg.split)
+    return {
         "seconds": round(seconds, 3),
-        "sentences_per_second": round(len(sources) / seconds, 2) if seconds > 0 else None,
+        "sentences_per_second": round(len(output.plain) / seconds, 2) if seconds > 0 else None,
         "bleu": scores["bleu"].as_dict(),
         "bleu_tokenized": scores["bleu_tok"].as_dict(),
         "bleu_tokenized_lc": scores["bleu_tok_lc"].as_dict(),
         "chrf": scores["chrf"].as_dict(),
         "max_input_tokens": limit.max_tokens,
         "truncated_lines": limit.truncated,
-        "hypotheses": str(hyp_path),
-        "hypotheses_tokenized": str(tok_path),
-        "model": OmegaConf.to_container(OmegaConf.create(loaded.net_config), resolve=True),
+        "hypotheses": str(plain),
+        "hypotheses_tokenized": str(tokenized),
     }
-    with atomic_files() as files:  # the three files together, or none of them
-        files.open(hyp_path, "w").writelines(line + "\n" for line in output.plain)
-        files.open(tok_path, "w").writelines(line + "\n" for line in output.tokenized)
+
+
+def hypothesis_paths(out: Path, split: str) -> tuple[Path, Path]:
+    """Where the plain and the tokenised hypotheses of ``split`` are written in the folder ``out``."""
+    return out / f"hypotheses.{split}.txt", out / f"hypotheses.{split}.tok.txt"
+
+
+def write_outputs(out: Path, split: str, output: SplitOutput, record: dict[str, Any]) -> None:
+    """The hypotheses (plain and tokenised) and the record, written together, or none of them."""
+    plain, tokenized = hypothesis_paths(out, split)
+    with atomic_files() as files:
+        files.open(plain, "w").writelines(line + "\n" for line in output.plain)
+        files.open(tokenized, "w").writelines(line + "\n" for line in output.tokenized)
         text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
-        files.open(out / f"eval.{cfg.split}.json", "w").write(text)
-    return record
+        files.open(out / f"eval.{split}.json", "w").write(text)
 
 
 def summary(record: dict[str, Any]) -> str:

@@ -27,25 +27,10 @@ from omegaconf import DictConfig, OmegaConf
 from sarnmt.data.text.reading import read_lines
 from sarnmt.errors import InputError, reported
 from sarnmt.evaluation.bleu import TOKENIZERS, check_parallel
-from sarnmt.evaluation.significance import check_samples, compare_systems, markdown_table
+from sarnmt.evaluation.significance import SystemResult, check_samples, compare_systems, markdown_table
+from sarnmt.evaluation.system_names import system_names
 from sarnmt.utils.atomic import atomic_files, check_output
 from sarnmt.utils.compose import hydra_main
-
-
-def system_names(paths: list[str]) -> list[str]:
-    """Short names: the dot-separated parts of the file names that are not shared by every system
-    (``newstest2013.baseline.en.gz`` → ``baseline``); the full file names when that leaves nothing."""
-    parts = [Path(p).name.split(".") for p in paths]
-    if len(paths) < 2:
-        return [Path(p).name for p in paths]
-    head = 0
-    while all(len(q) > head and q[head] == parts[0][head] for q in parts):
-        head += 1
-    tail = 0
-    while all(len(q) - head > tail and q[-1 - tail] == parts[0][-1 - tail] for q in parts):
-        tail += 1
-    names = [".".join(q[head : len(q) - tail]) for q in parts]
-    return names if all(names) and len(set(names)) == len(names) else [Path(p).name for p in paths]
 
 
 def _path(path: str) -> str:
@@ -56,13 +41,7 @@ def _path(path: str) -> str:
 
 def score(cfg: DictConfig) -> dict[str, Any]:
     """:returns: ``{"table": markdown, "signature": ..., "systems": [row dicts]}``."""
-    check_samples(cfg.n_bootstrap, cfg.n_randomization)
-    if cfg.tokenize not in TOKENIZERS:
-        raise InputError(f"tokenize={cfg.tokenize}: not a tokenizer; one of {', '.join(TOKENIZERS)}")
-    out = Path(_path(cfg.output)) if cfg.output else None
-    if out is not None:
-        check_output(out.with_suffix(".md"), "output")
-        check_output(out.with_suffix(".json"), "output")
+    out = check_settings(cfg)
     hyp_paths = list(cfg.hyps) if not isinstance(cfg.hyps, str) else [cfg.hyps]
     if not hyp_paths:
         raise InputError("hyps is empty: give hyps=[baseline.txt,system.txt,...]")
@@ -77,16 +56,29 @@ def score(cfg: DictConfig) -> dict[str, Any]:
         hyps = read_lines(_path(path))
         check_parallel(hyps, refs, path, cfg.ref)
         systems.append(hyps)
-    results, signature = compare_systems(
-        names,
-        systems,
-        refs,
-        tokenize=cfg.tokenize,
-        lowercase=cfg.lowercase,
-        n_bootstrap=cfg.n_bootstrap,
-        n_randomization=cfg.n_randomization,
-    )
-    record = {
+    settings = {key: cfg[key] for key in ("tokenize", "lowercase", "n_bootstrap", "n_randomization")}
+    record = score_record(cfg, hyp_paths, *compare_systems(names, systems, refs, **settings))
+    if out is not None:
+        write_outputs(out, record)
+    return record
+
+
+def check_settings(cfg: DictConfig) -> Path | None:
+    """The resample counts, the tokenizer and the output files (returned: their path without suffix, or None),
+    checked before any file is read."""
+    check_samples(cfg.n_bootstrap, cfg.n_randomization)
+    if cfg.tokenize not in TOKENIZERS:
+        raise InputError(f"tokenize={cfg.tokenize}: not a tokenizer; one of {', '.join(TOKENIZERS)}")
+    out = Path(_path(cfg.output)) if cfg.output else None
+    if out is not None:
+        check_output(out.with_suffix(".md"), "output")
+        check_output(out.with_suffix(".json"), "output")
+    return out
+
+
+def score_record(cfg: DictConfig, hyp_paths: list[str], results: list[SystemResult], signature: str) -> dict[str, Any]:
+    """The record of the comparison: the files, the signature, the Markdown table, a row per system, the settings."""
+    return {
         "ref": cfg.ref,
         "hyps": hyp_paths,
         "signature": signature,
@@ -94,12 +86,14 @@ def score(cfg: DictConfig) -> dict[str, Any]:
         "systems": [vars(r) for r in results],
         "settings": OmegaConf.to_container(cfg, resolve=True),
     }
-    if out is not None:
-        with atomic_files() as files:  # both or neither
-            files.open(out.with_suffix(".md"), "w", "output").write(record["table"] + "\n")
-            text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
-            files.open(out.with_suffix(".json"), "w", "output").write(text)
-    return record
+
+
+def write_outputs(out: Path, record: dict[str, Any]) -> None:
+    """``out.md`` (the table) and ``out.json`` (the record), both or neither."""
+    with atomic_files() as files:
+        files.open(out.with_suffix(".md"), "w", "output").write(record["table"] + "\n")
+        text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
+        files.open(out.with_suffix(".json"), "w", "output").write(text)
 
 
 @hydra_main("score")

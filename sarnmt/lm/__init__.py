@@ -6,6 +6,6 @@ package beside the translation models.
 - The data: a corpus folder or the mini English corpus prepared and cached (:mod:`.corpus`, :mod:`.mini`), its
   vocabulary and token-id streams (:mod:`.vocab`), the streams cut into segments of ``bptt`` words
   (:mod:`.segments`) and served by the DataModule (:mod:`.datamodule`).
-- Training: the LightningModule (:mod:`.module`), run by ``sarnmt lm`` (:mod:`sarnmt.cli.lm`; ``python -m
-  sarnmt.lm`` is its alias, :mod:`.__main__`).
+- Training: the LightningModule (:mod:`.module`), fitted and tested by :func:`.run.train_lm`, which ``sarnmt lm``
+  (:mod:`sarnmt.cli.lm`) and the table sweep call.
 """

@@ -39,9 +39,8 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
-from sarnmt.cli.evaluate import translate_split
-from sarnmt.cli.lm import train_lm
-from sarnmt.cli.train import train
+from sarnmt.decoding.split_translation import translate_split
+from sarnmt.lm.run import train_lm
 from sarnmt.sweep import stats as sentence_stats
 from sarnmt.sweep.code import check_clean, code_identity
 from sarnmt.sweep.folders import FolderInUse, clear_stale_run_lock, job_lock, now, take_folder
@@ -55,6 +54,7 @@ from sarnmt.sweep.records import (
     write_lines_gz,
 )
 from sarnmt.training.checkpoint import load_model
+from sarnmt.training.run import train
 from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.compose import compose
 from sarnmt.utils.device import pick_device

@@ -10,5 +10,6 @@
   loss or gradient skipped (:mod:`.nonfinite`).
 
 The language models of Table 6 reuse the checkpoint, resume, identity and lock modules; their LightningModule is
-:mod:`sarnmt.lm.module`. The commands that run training are in :mod:`sarnmt.cli` (``sarnmt train``, ``sarnmt lm``).
+:mod:`sarnmt.lm.module`. A training run is :func:`.run.train` (checkpoint averaging: :mod:`.averaging`), which
+``sarnmt train`` (:mod:`sarnmt.cli.train`), the table sweep and the tests call.
 """

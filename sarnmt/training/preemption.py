@@ -11,7 +11,7 @@ never cut short) the run stops through Lightning's own SIGTERM path (``Trainer.r
 after that update and a resumed run continues as if nothing happened (``tests/test_faults_resume.py``). Under DDP the
 ranks agree at every step boundary whether any of them was signalled, so they all stop after the same update.
 
-:func:`sarnmt.cli.train.train` then raises :class:`~sarnmt.errors.TrainingStopped`, and the command exits with status
+:func:`sarnmt.training.run.train` then raises :class:`~sarnmt.errors.TrainingStopped`, and the command exits with status
 128 + the signal's number (143 for SIGTERM, 140 for SIGUSR2), as a process ended by the signal would: schedulers and
 wrappers read it as "preempted, requeue", not "failed". When a handler was installed for the signal before training
 (submitit's, which requeues the SLURM job), it is called after the checkpoint is written. A requeued table-sweep job
@@ -109,7 +109,7 @@ class Preemption(Callback):
             self._save(trainer)
 
     def stopped(self) -> TrainingStopped:
-        """What :func:`sarnmt.cli.train.train` raises after a stop on a signal; first calls the signal's handler from
+        """What :func:`sarnmt.training.run.train` raises after a stop on a signal; first calls the signal's handler from
         before training, if there was one (submitit's requeues the job)."""
         handler: Callable | None = None
         if self.received is not None and self.received != signal.SIGTERM:
