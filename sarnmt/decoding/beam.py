@@ -236,6 +236,10 @@ class BeamSearch:
     :param beam_size: k.  :param length_penalty: how finished hypotheses are ranked (dl4mt: alpha=1, offset=0).
     :param max_len_a: output length limit ``a·|src| + b``.  :param max_len_b: see ``max_len_a``.
     :param min_len: no EOS before this many tokens (0: none).
+    :param batch_tokens: how a stream of sentences is cut into batches (:func:`sarnmt.decoding.stream.decode_stream`):
+        sorted by length, at most this many padded source tokens (EOS included) a batch; None: the command's
+        ``batch_size`` sentences on a CPU, :data:`~sarnmt.decoding.stream.GPU_BATCH_TOKENS` on a GPU. It decides
+        the batches, not the outputs.
     """
 
     name = "beam"
@@ -247,9 +251,13 @@ class BeamSearch:
         max_len_a: float = 2.0,
         max_len_b: int = 10,
         min_len: int = 0,
+        batch_tokens: int | None = None,
     ) -> None:
         check_settings(beam_size, max_len_a, max_len_b, min_len)
+        if batch_tokens is not None:
+            check_range("batch_tokens", batch_tokens, 1)
         self.beam_size, self.max_len_a, self.max_len_b, self.min_len = beam_size, max_len_a, max_len_b, min_len
+        self.batch_tokens = batch_tokens
         self.length_penalty = length_penalty if length_penalty is not None else LengthPenalty()
 
     def __call__(

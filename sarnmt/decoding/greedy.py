@@ -36,12 +36,15 @@ class GreedySearch(BeamSearch):
 
     :param max_len_a: output length limit ``a·|src| + b``.  :param max_len_b: see ``max_len_a``.
     :param min_len: no EOS before this many tokens (0: none).
+    :param batch_tokens: source tokens a batch (:class:`~sarnmt.decoding.beam.BeamSearch`); None: by sentences.
     """
 
     name = "greedy"
 
-    def __init__(self, max_len_a: float = 2.0, max_len_b: int = 10, min_len: int = 0) -> None:
-        super().__init__(1, RAW, max_len_a, max_len_b, min_len)
+    def __init__(
+        self, max_len_a: float = 2.0, max_len_b: int = 10, min_len: int = 0, batch_tokens: int | None = None
+    ) -> None:
+        super().__init__(1, RAW, max_len_a, max_len_b, min_len, batch_tokens)
 
     def __repr__(self) -> str:
         return f"GreedySearch(max_len_a={self.max_len_a}, max_len_b={self.max_len_b}, min_len={self.min_len})"

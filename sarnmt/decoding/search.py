@@ -74,12 +74,14 @@ class Search(Protocol):
 MAX_BEAM_SIZE = 256  # memory and time grow with k: k live hypotheses and 2k candidates per sentence and step
 MAX_LEN_A = 10.0  # an output more than ten times its source's length is no translation
 MAX_OUTPUT_TOKENS = 10_000  # max_len_b and min_len: every step of a longer output attends over all the ones before
+MAX_BATCH_TOKENS = 1_000_000  # batch_tokens: the batch's source memory and its beams' states grow with it
 
 
 def check_decoding(node: Any, key: str = "decoding", max_source_tokens: int | None = None) -> None:
     """Check a decoding config's settings before it is built, each with :func:`~sarnmt.errors.check_range`:
     ``beam_size`` in 1..:data:`MAX_BEAM_SIZE`, ``max_len_a`` in 0..:data:`MAX_LEN_A`, ``max_len_b`` and ``min_len``
-    in 0..:data:`MAX_OUTPUT_TOKENS` (finite numbers; the length penalty checks its own, :mod:`.penalties`).
+    in 0..:data:`MAX_OUTPUT_TOKENS`, ``batch_tokens`` (when set) in 1..:data:`MAX_BATCH_TOKENS` (finite numbers; the
+    length penalty checks its own, :mod:`.penalties`).
 
     :param max_source_tokens: the longest source a command decodes (``max_input_tokens``), when it has one: then a
         ``min_len`` that no output of any source could reach (``max_len_a·(max_source_tokens + 1) + max_len_b``
@@ -94,6 +96,7 @@ def check_decoding(node: Any, key: str = "decoding", max_source_tokens: int | No
         ("max_len_a", 0, MAX_LEN_A, "an output more than ten times its source is no translation"),
         ("max_len_b", 0, MAX_OUTPUT_TOKENS, "every output token attends over the ones before"),
         ("min_len", 0, MAX_OUTPUT_TOKENS, "every output token attends over the ones before"),
+        ("batch_tokens", 1, MAX_BATCH_TOKENS, "the batch's source memory and beam states grow with it"),
     )
     for name, low, high, why in bounds:
         if get(name) is not None:
