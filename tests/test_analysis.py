@@ -13,7 +13,6 @@ import pytest
 
 from sarnmt.analysis import AnalysisError
 from sarnmt.analysis.agreement import bin_labels, by_bin, probe_items
-from sarnmt.analysis.attention_file import read_attention
 from sarnmt.analysis.examples import differing, html_page, markdown, select
 from sarnmt.analysis.parseval import compare, constituents, score
 from sarnmt.analysis.positions import distribution
@@ -29,6 +28,7 @@ from sarnmt.analysis.trees import (
 )
 from sarnmt.data.corpora.toy import TOY_EXAMPLE, generate_toy_corpus, realize_target, sample_clause, target_tree
 from sarnmt.data.corpora.toy_reading import parse_source
+from sarnmt.decoding.attention_file import AttentionFileError, read_attention
 
 WORDS = ["w0", "w1", "w2", "w3", "w4"]
 
@@ -251,7 +251,7 @@ def test_attention_files_that_are_not_translate_records_are_named_by_line(tmp_pa
     ]
     for text, message in cases:
         path.write_text(json.dumps(good) + "\n" + text + "\n")
-        with pytest.raises(AnalysisError, match=message):
+        with pytest.raises(AttentionFileError, match=message):
             read_attention(path)
-    with pytest.raises(AnalysisError, match="does not exist"):
+    with pytest.raises(AttentionFileError, match="does not exist"):
         read_attention(tmp_path / "missing.jsonl")

@@ -1,6 +1,7 @@
 """The paper's analysis (§8) and a probe beyond it, as functions and commands (``python -m sarnmt analyze``).
 
-- :mod:`~sarnmt.analysis.attention_file`: the attention files of ``translate attention=…`` (read, write, checked).
+- :mod:`~sarnmt.decoding.attention_file` (below, as ``translate`` writes them too): the attention files of
+  ``translate attention=…`` (read, write, checked).
 - :mod:`~sarnmt.analysis.runs`: a checkpoint's attention over a test set (decoded, teacher-forced, or read from a
   file and checked to be that model's on that test set).
 - :mod:`~sarnmt.analysis.positions`: Figure 2, where each prediction's target self-attention peaks (§8.1).

@@ -5,7 +5,7 @@ The paper: "We selected, at each prediction, the preceding word with maximal wei
 position. We normalized the count by the number of previous words at the time of each prediction."
 
 Prediction r (0-based: the word ``target[r]``, or the final EOS) attends over history items ``0..r`` (layout of
-:mod:`~sarnmt.analysis.attention_file`): item c >= 1 is the word ``target[c - 1]``, at relative position
+:mod:`~sarnmt.decoding.attention_file`): item c >= 1 is the word ``target[c - 1]``, at relative position
 ``c - 1 - r`` (item r is the previous word, -1), and item 0 is the zero slot before the first word. The zero slot is
 not a word: a prediction whose largest weight is on it is counted apart (``start``), not at a relative position
 (at -(r + 1) it would spread over every distance). Per relative position -k:

@@ -28,11 +28,17 @@ import torch
 from hydra.utils import instantiate
 
 from sarnmt.analysis import AnalysisError
-from sarnmt.analysis.attention_file import AttentionRecord, read_attention, record_from_json, write_attention
-from sarnmt.cli.translate import attention_record, target_pieces
 from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.data.text.codecs import EOS_TOKEN, UNK
 from sarnmt.data.text.reading import read_lines
+from sarnmt.decoding.attention_file import (
+    AttentionRecord,
+    attention_record,
+    read_attention,
+    record_from_json,
+    target_pieces,
+    write_attention,
+)
 from sarnmt.decoding.stream import decode_stream
 from sarnmt.training.checkpoint import LoadedModel, load_model
 from sarnmt.training.stored_config import run_trust
@@ -242,8 +248,8 @@ def load_runs(cfg, out_dir: Path, self_attention_only: bool = False) -> list[Run
 
 def _labels_fit(codec, ids: list[int], words: list[str]) -> bool:
     """Whether ``words`` label ``ids`` in the codec's vocabulary, as ``translate`` writes them today
-    (:func:`~sarnmt.cli.translate.target_pieces`) or wrote them before (each id decoded alone); an unknown word
-    (``<unk>`` id) may keep its own spelling."""
+    (:func:`~sarnmt.decoding.attention_file.target_pieces`) or wrote them before (each id decoded alone); an unknown
+    word (``<unk>`` id) may keep its own spelling."""
     if not all(0 <= i < codec.vocab_size for i in ids):
         return False
     for labels in (target_pieces(codec, ids), [codec.decode([i]) for i in ids]):
@@ -253,8 +259,8 @@ def _labels_fit(codec, ids: list[int], words: list[str]) -> bool:
 
 
 def _labels(codec, ids: list[int], line: str) -> list[str]:
-    """Target labels as ``translate`` writes them (:func:`~sarnmt.cli.translate.target_pieces`), except that a piece
-    outside the vocabulary keeps its own spelling from the target text rather than ``<unk>``."""
+    """Target labels as ``translate`` writes them (:func:`~sarnmt.decoding.attention_file.target_pieces`), except
+    that a piece outside the vocabulary keeps its own spelling from the target text rather than ``<unk>``."""
     pieces = codec.tokens(line)
     return [
         piece if i == UNK else label for i, piece, label in zip(ids, pieces, target_pieces(codec, ids), strict=True)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sarnmt.analysis import AnalysisError
-from sarnmt.analysis.attention_file import AttentionRecord
 from sarnmt.analysis.parseval import PAPER_PRECISION, Counts, compare
 from sarnmt.analysis.trees import Tree, algorithm1, left_branching, parse_brackets, right_branching
+from sarnmt.decoding.attention_file import AttentionRecord
 
 KINDS = {  # tree kind -> how it is built from (words, record)
     "algorithm1": lambda words, record: algorithm1(words, record.tgt_attention),

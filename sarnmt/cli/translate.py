@@ -29,17 +29,21 @@ stderr, one line each (``sarnmt/conf/hydra/job_logging/stderr.yaml``).
      "src_attention": [[...S floats...], ...n rows...],  "tgt_attention": [[...n floats...], ...n rows...] | null}
 
 ``source`` are the source codec's pieces plus the EOS the encoder reads (S = len + 1); ``target`` are the output
-pieces in the same form (:func:`target_pieces`) plus ``</s>`` when the hypothesis ended with EOS (n rows; without it
-the length limit stopped it). ``src_attention`` row t is α over the source at output step t; ``tgt_attention`` row t
-is the variant's attention over its history items 0..t (item 0 is the zero slot before the first word; entries above
-the diagonal are 0), null for variants without one (baseline). Empty lines give empty lists and null matrices. A model
-without source attention (the fixed-context LSTM) gives ``src_attention: null``, and empty ``source``/``target``
-unless its decoder has a target self-attention.
+pieces in the same form (:func:`~sarnmt.decoding.attention_file.target_pieces`) plus ``</s>`` when the hypothesis
+ended with EOS (n rows; without it the length limit stopped it). ``src_attention`` row t is α over the source at
+output step t; ``tgt_attention`` row t is the variant's attention over its history items 0..t (item 0 is the zero
+slot before the first word; entries above the diagonal are 0), null for variants without one (baseline). Empty lines
+give empty lists and null matrices. A model without source attention (the fixed-context LSTM) gives
+``src_attention: null``, and empty ``source``/``target`` unless its decoder has a target self-attention.
 
 **N-best output** (``nbest=K``, 1 < K <= the beam size; Moses's n-best layout): K lines per input line, best
 first, each ``LINE ||| TRANSLATION ||| SCORE ||| NORMALIZED``, with LINE the input line's 0-based index, SCORE the
 summed log-probability (EOS included) and NORMALIZED the score the search ranked by (after the length penalty).
 Fewer than K lines when fewer hypotheses finished; an empty input line gives one line with an empty translation.
+
+This module parses and checks the command's settings and streams and writes the outputs; the records of the
+attention file are made and read by :mod:`sarnmt.decoding.attention_file`, the translations by
+:func:`sarnmt.decoding.stream.decode_stream`.
 """
 
 from __future__ import annotations
@@ -52,19 +56,21 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import IO, Any, TextIO
 
+import torch
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from sarnmt.data.text.codecs import EOS_TOKEN
+from sarnmt.data.text.codecs import TextCodec
 from sarnmt.data.text.reading import Line, bounded_lines, check_file
+from sarnmt.decoding.attention_file import attention_record
 from sarnmt.decoding.input_limit import InputLimit
-from sarnmt.decoding.search import build_search
+from sarnmt.decoding.search import Search, build_search
 from sarnmt.decoding.stream import Translation, decode_stream
 from sarnmt.decoding.unknown_share import UnknownShare
 from sarnmt.errors import InputError, check_range, reported
 from sarnmt.kernels.choice import check_choice
-from sarnmt.training.checkpoint import CheckpointError, load_model
+from sarnmt.training.checkpoint import CheckpointError, LoadedModel, load_model
 from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import AtomicFiles, atomic_files, check_output
@@ -74,34 +80,6 @@ from sarnmt.utils.precision import check_precision, precision_context
 
 log = logging.getLogger("sarnmt")
 MAX_LINE_BYTES = 1 << 20  # translate.yaml's max_line_bytes
-
-
-def target_pieces(codec, ids: list[int]) -> list[str]:
-    """Labels of output ids in the form of the source side's pieces: the codec's ``tokens`` of the translation (for
-    a Moses pipeline the truecased ``@@`` pieces, not each piece postprocessed alone, which capitalises it), or,
-    when encoding the translation again does not give the same ids back, each id's tokenised form alone."""
-    if ids:
-        text = codec.decode(ids)
-        if codec.encode(text) == list(ids):
-            return codec.tokens(text)
-    return [codec.decode_tokenized([i]) for i in ids]
-
-
-def attention_record(index: int, source_pieces: list[str], result: Translation, tgt_codec) -> dict[str, Any]:
-    """One line of the attention file (format in the module docstring)."""
-    matrix = result.src_attention if result.src_attention is not None else result.tgt_attention
-    n = 0 if matrix is None else matrix.size(0)
-    target = target_pieces(tgt_codec, result.tokens) + [EOS_TOKEN] * (n - len(result.tokens))
-    return {
-        "line": index,
-        "source": source_pieces + [EOS_TOKEN] if n else [],
-        "target": target if n else [],
-        "target_ids": result.tokens,
-        "score": result.score,
-        "normalized_score": result.normalized_score,
-        "src_attention": None if result.src_attention is None else result.src_attention.tolist(),
-        "tgt_attention": None if result.tgt_attention is None else result.tgt_attention.tolist(),
-    }
 
 
 def nbest_line(index: int, text: str, score: float, normalized: float) -> str:
@@ -132,17 +110,7 @@ def check_streams(cfg: DictConfig, stdin: IO[Any] | None, stdout: TextIO | None)
         for key in ("input", "output", "attention")
         if cfg[key] not in STDIO and not (key == "attention" and not cfg[key])
     }
-    if cfg.attention == "-" and cfg.output in STDIO:
-        raise InputError(
-            "output and attention=- both go to stdout, where translations and JSON would interleave; give "
-            "attention=FILE or output=FILE"
-        )
-    if "input" in paths:
-        check_file(paths["input"], "an input file", streams=True)
-    elif (stdin if stdin is not None else sys.stdin) is None:
-        raise InputError("standard input is closed: give input=FILE or pipe the text in")
-    if cfg.output in STDIO and (stdout if stdout is not None else sys.stdout) is None:
-        raise InputError("standard output is closed: give output=FILE")
+    _check_stdio(cfg, paths.get("input"), stdin, stdout)
     for key in ("output", "attention"):
         if key in paths and "input" in paths and _same_file(paths[key], paths["input"]):
             raise InputError(
@@ -154,6 +122,22 @@ def check_streams(cfg: DictConfig, stdin: IO[Any] | None, stdout: TextIO | None)
     for key in ("output", "attention"):
         if key in paths:
             check_output(paths[key], key)
+
+
+def _check_stdio(cfg: DictConfig, input_path: str | None, stdin: IO[Any] | None, stdout: TextIO | None) -> None:
+    """Refuse output and attention both on stdout, an input file that cannot be read (``input_path``) or a closed
+    stdin (no ``input_path``), and a closed stdout that is needed; :func:`check_streams` checks the rest."""
+    if cfg.attention == "-" and cfg.output in STDIO:
+        raise InputError(
+            "output and attention=- both go to stdout, where translations and JSON would interleave; give "
+            "attention=FILE or output=FILE"
+        )
+    if input_path is not None:
+        check_file(input_path, "an input file", streams=True)
+    elif (stdin if stdin is not None else sys.stdin) is None:
+        raise InputError("standard input is closed: give input=FILE or pipe the text in")
+    if cfg.output in STDIO and (stdout if stdout is not None else sys.stdout) is None:
+        raise InputError("standard output is closed: give output=FILE")
 
 
 def _open_output(path: str | None, files: AtomicFiles, default: TextIO | None, key: str) -> TextIO:
@@ -187,6 +171,35 @@ def translate(cfg: DictConfig, stdin: IO[Any] | None = None, stdout: TextIO | No
         that is not UTF-8, or a line longer than ``max_input_tokens`` with ``truncate_long_input=false`` (naming
         the line); an output file is then not written at all.
     """
+    limit, unknown, search, device = check_settings(cfg, stdin, stdout)
+    loaded = load_translator(cfg, device)
+    log.info("translating with %s on %s (%s parameters)", search, device, f"{loaded.parameters:,}")
+    with ExitStack() as stack:
+        source, limit.name = _input_lines(cfg.input, stack, stdin, limit.max_line_bytes)
+        files = stack.enter_context(atomic_files())
+        target = _open_output(cfg.output, files, stdout or sys.stdout, "output")
+        attention = _open_output(cfg.attention, files, sys.stdout, "attention") if cfg.attention else None
+        pieces: list[list[str]] | None = [] if attention is not None else None  # of the lines read ahead
+        encoded = _encoded(source, limit, loaded.src_codec, unknown, pieces)
+        net, chunks = loaded.net, cfg.chunk_batches
+        results = decode_stream(net, search, encoded, cfg.batch_size, device, attention is not None, chunks, cfg.nbest)
+        stack.enter_context(precision_context(device, cfg.precision))
+        count = 0
+        for result in tqdm(results, desc="translate", unit=" lines", disable=not cfg.progress, file=sys.stderr):
+            _write(count, result, loaded.tgt_codec, cfg.nbest, target, attention, pieces)
+            count += 1
+        target.flush()
+    warning = unknown.warning(limit.name)
+    if warning:
+        log.warning(warning)
+    return count
+
+
+def check_settings(
+    cfg: DictConfig, stdin: IO[Any] | None, stdout: TextIO | None
+) -> tuple[InputLimit, UnknownShare, Search, torch.device]:
+    """Every setting, the input and the outputs checked before the checkpoint is read (:func:`check_streams`): the
+    input limit, the unknown-word share to warn at, the search and the device (on CPU with freed memory kept)."""
     check_precision(cfg.precision)
     max_line_bytes = cfg.get("max_line_bytes", MAX_LINE_BYTES)
     limit = InputLimit(cfg.max_input_tokens, cfg.truncate_long_input, max_line_bytes=max_line_bytes)
@@ -204,48 +217,50 @@ def translate(cfg: DictConfig, stdin: IO[Any] | None = None, stdout: TextIO | No
     check_streams(cfg, stdin, stdout)
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()
+    return limit, unknown, search, device
+
+
+def load_translator(cfg: DictConfig, device: torch.device) -> LoadedModel:
+    """The checkpoint's model and codecs.  :raises CheckpointError: for a checkpoint saved without its codecs."""
     loaded = load_model(to_absolute_path(cfg.ckpt_path), device, cfg.kernels, run_trust(cfg))
     if loaded.src_codec is None or loaded.tgt_codec is None:
         raise CheckpointError(f"checkpoint {cfg.ckpt_path} has no text codecs (saved without a datamodule)")
-    log.info("translating with %s on %s (%s parameters)", search, device, f"{loaded.parameters:,}")
-    src_codec, tgt_codec = loaded.src_codec, loaded.tgt_codec
-    with ExitStack() as stack:
-        source, limit.name = _input_lines(cfg.input, stack, stdin, max_line_bytes)
-        files = stack.enter_context(atomic_files())
-        target = _open_output(cfg.output, files, stdout or sys.stdout, "output")
-        attention = _open_output(cfg.attention, files, sys.stdout, "attention") if cfg.attention else None
-        pieces: list[list[str]] = []  # source pieces of the lines read ahead (attention output only)
+    return loaded
 
-        def encoded() -> Iterator[list[int]]:
-            for line_no, line in enumerate(source, 1):
-                ids, text = limit.encode(src_codec, line, line_no)
-                unknown.add(ids)
-                if attention is not None:
-                    pieces.append(src_codec.tokens(text)[: len(ids)] if ids else [])
-                yield ids
 
-        results = decode_stream(
-            loaded.net, search, encoded(), cfg.batch_size, device, attention is not None, cfg.chunk_batches, cfg.nbest
+def _encoded(
+    source: Iterator[Line], limit: InputLimit, codec: TextCodec, unknown: UnknownShare, pieces: list | None
+) -> Iterator[list[int]]:
+    """The input lines' ids (each cut by ``limit``, counted by ``unknown``); their source pieces appended to
+    ``pieces`` (for the attention file) unless it is None."""
+    for line_no, line in enumerate(source, 1):
+        ids, text = limit.encode(codec, line, line_no)
+        unknown.add(ids)
+        if pieces is not None:
+            pieces.append(codec.tokens(text)[: len(ids)] if ids else [])
+        yield ids
+
+
+def _write(
+    count: int,
+    result: Translation,
+    codec: TextCodec,
+    nbest: int,
+    target: TextIO,
+    attention: TextIO | None,
+    pieces: list[list[str]] | None,
+) -> None:
+    """Input line ``count``'s translation (its ``nbest`` list when above 1) and its attention record."""
+    if nbest > 1:
+        target.writelines(
+            nbest_line(count, codec.decode(e.tokens) if e.tokens else "", e.score, e.normalized_score)
+            for e in result.nbest
         )
-        stack.enter_context(precision_context(device, cfg.precision))
-        count = 0
-        for result in tqdm(results, desc="translate", unit=" lines", disable=not cfg.progress, file=sys.stderr):
-            if cfg.nbest > 1:
-                target.writelines(
-                    nbest_line(count, tgt_codec.decode(e.tokens) if e.tokens else "", e.score, e.normalized_score)
-                    for e in result.nbest
-                )
-            else:
-                target.write((tgt_codec.decode(result.tokens) if result.tokens else "") + "\n")
-            if attention is not None:
-                record = attention_record(count, pieces[count], result, tgt_codec)
-                attention.write(json.dumps(record, ensure_ascii=False) + "\n")
-            count += 1
-        target.flush()
-    warning = unknown.warning(limit.name)
-    if warning:
-        log.warning(warning)
-    return count
+    else:
+        target.write((codec.decode(result.tokens) if result.tokens else "") + "\n")
+    if attention is not None and pieces is not None:
+        record = attention_record(count, pieces[count], result, codec)
+        attention.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 @hydra_main("translate")

@@ -1,5 +1,8 @@
-"""The attention file of ``python -m sarnmt translate attention=PATH`` (format: :mod:`sarnmt.cli.translate`), read into
-:class:`AttentionRecord` objects with its shapes checked, and written back in the same format.
+"""The attention file of ``sarnmt translate attention=PATH`` (its format: :mod:`sarnmt.cli.translate`), the one
+module that writes and reads it: :func:`attention_record` makes a line of it from a translation (``translate``, the
+analysis's decoded runs); :func:`read_attention` reads a file into :class:`AttentionRecord` objects with their shapes
+checked (the analysis, :mod:`sarnmt.analysis.runs`); :func:`write_attention` writes such records back in the same
+format. A file that is not one is refused by :class:`AttentionFileError`, naming the file and line.
 
 Index conventions of a record with n target rows (``target`` = the output pieces, plus ``</s>`` when the hypothesis
 ended with EOS):
@@ -22,8 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from sarnmt.analysis import AnalysisError
 from sarnmt.data.text.codecs import EOS_TOKEN
+from sarnmt.decoding.stream import Translation
+from sarnmt.errors import InputError
+
+
+class AttentionFileError(InputError):
+    """An attention file that is not one ``translate`` wrote: the message names the file (or record) and the line."""
+
 
 KEYS = ("line", "source", "target", "target_ids", "src_attention", "tgt_attention")
 
@@ -67,6 +76,35 @@ class AttentionRecord:
         }
 
 
+def target_pieces(codec, ids: list[int]) -> list[str]:
+    """Labels of output ids in the form of the source side's pieces: the codec's ``tokens`` of the translation (for
+    a Moses pipeline the truecased ``@@`` pieces, not each piece postprocessed alone, which capitalises it), or,
+    when encoding the translation again does not give the same ids back, each id's tokenised form alone."""
+    if ids:
+        text = codec.decode(ids)
+        if codec.encode(text) == list(ids):
+            return codec.tokens(text)
+    return [codec.decode_tokenized([i]) for i in ids]
+
+
+def attention_record(index: int, source_pieces: list[str], result: Translation, tgt_codec) -> dict[str, Any]:
+    """One line of the attention file (format in :mod:`sarnmt.cli.translate`), as JSON: the translation ``result``
+    of input line ``index`` (0-based), whose source pieces are ``source_pieces``."""
+    matrix = result.src_attention if result.src_attention is not None else result.tgt_attention
+    n = 0 if matrix is None else matrix.size(0)
+    target = target_pieces(tgt_codec, result.tokens) + [EOS_TOKEN] * (n - len(result.tokens))
+    return {
+        "line": index,
+        "source": source_pieces + [EOS_TOKEN] if n else [],
+        "target": target if n else [],
+        "target_ids": result.tokens,
+        "score": result.score,
+        "normalized_score": result.normalized_score,
+        "src_attention": None if result.src_attention is None else result.src_attention.tolist(),
+        "tgt_attention": None if result.tgt_attention is None else result.tgt_attention.tolist(),
+    }
+
+
 def _matrix(obj: dict[str, Any], key: str, rows: int, cols: int, where: str) -> np.ndarray | None:
     value = obj[key]
     if value is None:
@@ -74,27 +112,29 @@ def _matrix(obj: dict[str, Any], key: str, rows: int, cols: int, where: str) -> 
     try:
         matrix = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise AnalysisError(f"{where}: {key!r} is not a matrix of numbers ({err})") from err
+        raise AttentionFileError(f"{where}: {key!r} is not a matrix of numbers ({err})") from err
     if rows == 0 and matrix.size == 0:
         return matrix.reshape(0, cols)
     if matrix.shape != (rows, cols):
-        raise AnalysisError(f"{where}: {key!r} has shape {matrix.shape}, the record's tokens need ({rows}, {cols})")
+        raise AttentionFileError(
+            f"{where}: {key!r} has shape {matrix.shape}, the record's tokens need ({rows}, {cols})"
+        )
     return matrix
 
 
 def record_from_json(obj: Any, where: str) -> AttentionRecord:
     """One record, its keys and shapes checked.  :param where: ``"FILE line K"`` for the messages."""
     if not isinstance(obj, dict):
-        raise AnalysisError(f"{where}: not a JSON object")
+        raise AttentionFileError(f"{where}: not a JSON object")
     missing = [key for key in KEYS if key not in obj]
     if missing:
-        raise AnalysisError(f"{where}: no {missing[0]!r} key (not an attention file of sarnmt.translate)")
+        raise AttentionFileError(f"{where}: no {missing[0]!r} key (not an attention file of sarnmt.translate)")
     source, target, ids = obj["source"], obj["target"], obj["target_ids"]
     if not all(isinstance(x, list) for x in (source, target, ids)):
-        raise AnalysisError(f"{where}: 'source', 'target' and 'target_ids' must be lists")
+        raise AttentionFileError(f"{where}: 'source', 'target' and 'target_ids' must be lists")
     n = len(target)
     if n and n not in (len(ids), len(ids) + 1) or n == len(ids) + 1 and target[-1] != EOS_TOKEN:
-        raise AnalysisError(f"{where}: 'target' has {n} tokens for {len(ids)} 'target_ids'")
+        raise AttentionFileError(f"{where}: 'target' has {n} tokens for {len(ids)} 'target_ids'")
     return AttentionRecord(
         line=int(obj["line"]),
         source=tuple(source),
@@ -110,12 +150,12 @@ def record_from_json(obj: Any, where: str) -> AttentionRecord:
 def read_attention(path: str | Path) -> list[AttentionRecord]:
     """Every record of an attention file, in order.
 
-    :raises AnalysisError: naming the file and line: a missing file, a line that is not JSON, a missing key, a
+    :raises AttentionFileError: naming the file and line: a missing file, a line that is not JSON, a missing key, a
         matrix whose shape does not fit the tokens, records out of order.
     """
     path = Path(path)
     if not path.is_file():
-        raise AnalysisError(f"attention file {path} does not exist")
+        raise AttentionFileError(f"attention file {path} does not exist")
     records = []
     with open(path, encoding="utf-8") as handle:
         for number, text in enumerate(handle, start=1):
@@ -123,10 +163,12 @@ def read_attention(path: str | Path) -> list[AttentionRecord]:
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as err:
-                raise AnalysisError(f"{where}: not JSON ({err.msg})") from err
+                raise AttentionFileError(f"{where}: not JSON ({err.msg})") from err
             record = record_from_json(obj, where)
             if record.line != number - 1:
-                raise AnalysisError(f"{where}: its 'line' is {record.line}, expected {number - 1} (records in order)")
+                raise AttentionFileError(
+                    f"{where}: its 'line' is {record.line}, expected {number - 1} (records in order)"
+                )
             records.append(record)
     return records
 
