@@ -26,7 +26,7 @@ from contextlib import contextmanager
 
 USER_ERROR_STATUS = 2
 FULL_ERROR = "HYDRA_FULL_ERROR"
-USER_FULL_ERROR = "SARNMT_FULL_ERROR"  # the user's HYDRA_FULL_ERROR where a command sets it (sarnmt.cli.run_hydra)
+USER_FULL_ERROR = "SARNMT_FULL_ERROR"  # the user's HYDRA_FULL_ERROR where a command sets it (utils/hydra_app.py)
 
 
 class UserError(Exception):

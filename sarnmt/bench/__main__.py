@@ -135,6 +135,6 @@ def main(argv: list[str], prog: str = "sarnmt bench") -> int:
 
 
 if __name__ == "__main__":  # python -m sarnmt.bench: an alias of sarnmt bench
-    from sarnmt.cli import alias
+    from sarnmt.utils.hydra_app import run_as_module
 
-    alias("bench", main)
+    run_as_module("python -m sarnmt.bench", main, hydra=False)

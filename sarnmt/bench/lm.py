@@ -94,6 +94,6 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":  # python -m sarnmt.bench.lm: an alias of sarnmt bench-lm
-    from sarnmt.cli import alias
+    from sarnmt.utils.hydra_app import run_as_module
 
-    alias("bench-lm", main)
+    run_as_module("python -m sarnmt.bench.lm", main, hydra=True)

@@ -7,18 +7,18 @@ applications (each says why in its docstring). :data:`COMMANDS` is the one regis
 (``sarnmt/__main__.py``) reads it too, and ``python -m sarnmt.train``, kept because scripts use it, is an alias of
 ``sarnmt train`` (:func:`alias`); no other ``python -m sarnmt.<module>`` path runs a command.
 
-This module is the one place that takes arguments from ``sys.argv`` or sets it (tests/test_cli.py checks it):
-Hydra reads the command line from ``sys.argv``, so running a Hydra application under another program name
-(``sarnmt train``, ``sarnmt human serve``) means setting ``sys.argv`` to ``[program, *args]`` for the call
-(:func:`run_hydra`), which first checks the config folders the command line adds (``--config-dir``,
-``hydra.searchpath``: :func:`sarnmt.utils.compose.check_user_configs`).
+This module (:func:`main`, the dispatcher) and the runner below it, :mod:`sarnmt.utils.hydra_app`, are the one
+place that takes arguments from ``sys.argv`` or sets it (tests/test_cli.py checks it): Hydra reads the command line
+from ``sys.argv``, so running a Hydra application under another program name (``sarnmt train``, ``sarnmt human
+serve``) means setting ``sys.argv`` to ``[program, *args]`` for the call
+(:func:`~sarnmt.utils.hydra_app.run_hydra`), which first checks the config folders the command line adds
+(``--config-dir``, ``hydra.searchpath``: :func:`sarnmt.utils.compose.check_user_configs`).
 Every error a user can cause is one ``error: ...`` line and exit status 2 (:func:`sarnmt.errors.reported`).
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -78,43 +78,6 @@ def usage(prog: str = "sarnmt") -> str:
     )
 
 
-def run_hydra(prog: str, args: Sequence[str], app: Callable[[], Any]) -> int:
-    """Run the Hydra application ``app`` on ``args`` under the program name ``prog``: Hydra parses ``sys.argv``, so
-    it is set for the call (and restored after), the dispatcher's job and the one place it is done.
-
-    Hydra prints its own config errors (an option or a group that does not exist, a key not in the config) as several
-    lines and exits 1; for the call, ``HYDRA_FULL_ERROR=1`` makes it raise them instead, so that
-    :func:`~sarnmt.errors.reported` says each in one ``error:`` line with exit status 2, as for every other error. The
-    user's own ``HYDRA_FULL_ERROR`` (tracebacks wanted or not) is kept in ``SARNMT_FULL_ERROR``, which
-    :func:`~sarnmt.errors.verbose` reads first, for this process and the jobs it starts.
-    """
-    from hydra.errors import ConfigCompositionException
-
-    from sarnmt.errors import FULL_ERROR, USER_FULL_ERROR, InputError, describe, reported
-    from sarnmt.utils.compose import check_user_configs
-
-    with reported():  # --config-dir / hydra.searchpath folders that do not exist, configs that shadow packaged ones
-        check_user_configs(args)
-    saved_argv, saved_env = sys.argv, {key: os.environ.get(key) for key in (FULL_ERROR, USER_FULL_ERROR)}
-    os.environ.setdefault(USER_FULL_ERROR, os.environ.get(FULL_ERROR, ""))
-    os.environ[FULL_ERROR] = "1"
-    sys.argv = [prog, *args]
-    try:
-        with reported():
-            try:
-                app()
-            except ConfigCompositionException as err:  # a group, option or key the config does not have
-                raise InputError(f"{describe(err)} ({prog} --help lists the groups and settings)") from err
-    finally:
-        sys.argv = saved_argv
-        for key, value in saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    return 0
-
-
 def run(name: str, args: Sequence[str], prog: str | None = None, entry: Callable[..., Any] | None = None) -> int:
     """Run command ``name`` on ``args`` (unparsed) and return its exit status; ``entry``: its ``main``, where the
     caller has it (``python -m``: the module run as ``__main__``)."""
@@ -123,6 +86,8 @@ def run(name: str, args: Sequence[str], prog: str | None = None, entry: Callable
         entry = importlib.import_module(f"sarnmt.{command.module}").main
     prog = prog or f"sarnmt {name}"
     if command.hydra:
+        from sarnmt.utils.hydra_app import run_hydra  # hydra imported only to run a command, not for the list
+
         return run_hydra(prog, args, entry)
     return entry(list(args), prog=prog)
 
@@ -134,10 +99,12 @@ def published(module: str) -> str:
 
 
 def alias(name: str, entry: Callable[..., Any]) -> NoReturn:
-    """``python -m <the command's module> args`` (``sarnmt.train``, and the modules that run as themselves:
-    ``sarnmt.human``, ``sarnmt.bench``, ``sarnmt.bench.lm``, ``sarnmt.sweep.systems``): ``sarnmt <name> args``."""
-    prog = f"python -m {published(COMMANDS[name].module)}"
-    sys.exit(run(name, sys.argv[1:], prog=prog, entry=entry))
+    """``python -m sarnmt.train args``: ``sarnmt train args`` under its own program name
+    (:func:`~sarnmt.utils.hydra_app.run_as_module`, which the modules that run as themselves call directly:
+    ``sarnmt.human``, ``sarnmt.bench``, ``sarnmt.bench.lm``, ``sarnmt.sweep.systems``)."""
+    from sarnmt.utils.hydra_app import run_as_module
+
+    run_as_module(f"python -m {published(COMMANDS[name].module)}", entry, COMMANDS[name].hydra)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "sarnmt") -> int:

@@ -29,28 +29,8 @@ SHELLS = ("bash", "zsh")
 FUNCTION = "_sarnmt_completion"
 TOP_LEVEL = ("--help", "--version")
 ZSH_PRELUDE = "autoload -U +X compinit && compinit\nautoload -U +X bashcompinit && bashcompinit\n"
-
-
-def config_name(command: str) -> str | None:
-    """The primary config of a Hydra command (``sweep-job`` → ``sweep_job``), None for the other commands."""
-    from sarnmt.cli import COMMANDS
-    from sarnmt.utils.compose import config_dir
-
-    if command not in COMMANDS or not COMMANDS[command].hydra:
-        return None
-    name = command.replace("-", "_")
-    return name if (config_dir() / f"{name}.yaml").is_file() else None
-
-
-def script(shell: str) -> str:
-    """The completion script for ``shell`` (bash; zsh loads ``bashcompinit`` and uses the same function)."""
-    from sarnmt.cli import COMMANDS
-
-    words = " ".join([*COMMANDS, *TOP_LEVEL])
-    hydra = " ".join(name for name in COMMANDS if config_name(name))
-    prelude = ZSH_PRELUDE if shell == "zsh" else ""
-    return f"""# sarnmt {shell} completion: eval "$(sarnmt completion {shell})"
-{prelude}{FUNCTION}() {{
+SCRIPT = """# sarnmt {shell} completion: eval "$(sarnmt completion {shell})"
+{prelude}{function}() {{
     local line=${{COMP_LINE:0:$COMP_POINT}}
     local cur=${{line##*[[:space:]]}}
     COMPREPLY=()
@@ -74,8 +54,29 @@ def script(shell: str) -> str:
     return 0
 }}
 COMP_WORDBREAKS=${{COMP_WORDBREAKS//=}}
-complete -o nospace -o default -F {FUNCTION} sarnmt
-"""
+complete -o nospace -o default -F {function} sarnmt
+"""  # str.format: {shell}, {prelude}, {function}, {words}, {hydra}; {{ }} are braces
+
+
+def config_name(command: str) -> str | None:
+    """The primary config of a Hydra command (``sweep-job`` → ``sweep_job``), None for the other commands."""
+    from sarnmt.cli import COMMANDS
+    from sarnmt.utils.compose import config_dir
+
+    if command not in COMMANDS or not COMMANDS[command].hydra:
+        return None
+    name = command.replace("-", "_")
+    return name if (config_dir() / f"{name}.yaml").is_file() else None
+
+
+def script(shell: str) -> str:
+    """The completion script for ``shell`` (bash; zsh loads ``bashcompinit`` and uses the same function)."""
+    from sarnmt.cli import COMMANDS
+
+    words = " ".join([*COMMANDS, *TOP_LEVEL])
+    hydra = " ".join(name for name in COMMANDS if config_name(name))
+    prelude = ZSH_PRELUDE if shell == "zsh" else ""
+    return SCRIPT.format(shell=shell, prelude=prelude, function=FUNCTION, words=words, hydra=hydra)
 
 
 def query(args: Sequence[str], prog: str = "sarnmt") -> int:
@@ -99,11 +100,16 @@ def query(args: Sequence[str], prog: str = "sarnmt") -> int:
 
         print(" ".join(w for w in [*COMMANDS, *TOP_LEVEL] if w.startswith(words[-1] if len(words) > 1 else "")))
         return 0
+    return hydra_query(words, shell, prog)
+
+
+def hydra_query(words: list[str], shell: str, prog: str) -> int:
+    """The completions of a Hydra command's words (``words[1]`` the command), Hydra's own (``-sc query``)."""
     name = config_name(words[1])
     if name is None:
         return 0
-    from sarnmt.cli import run_hydra
     from sarnmt.utils.compose import hydra_main
+    from sarnmt.utils.hydra_app import run_hydra
 
     @hydra_main(name)
     def app(cfg: object) -> None:  # never called: Hydra answers -sc query itself

@@ -12,14 +12,15 @@ from collections.abc import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from sarnmt.cli import run_hydra
 from sarnmt.errors import reported
+from sarnmt.evaluation.system_names import system_names
 from sarnmt.human import store
 from sarnmt.human.app import RankingServer
 from sarnmt.human.export import export
 from sarnmt.human.store import show
 from sarnmt.human.task import FIXED_SEED_WARNING, TaskError, TaskSpec, create_task, new_token
 from sarnmt.utils.compose import hydra_main
+from sarnmt.utils.hydra_app import run_hydra
 
 USAGE = """\
 usage: sarnmt human COMMAND [key=value ...]      (sarnmt human COMMAND --help: its keys)
@@ -69,8 +70,6 @@ def _list(value) -> list:
 
 
 def create(cfg: DictConfig) -> None:
-    from sarnmt.cli.score import system_names
-
     with reported():
         _require(cfg, "create")
         hyps = [str(h) for h in _list(cfg.hyps)]

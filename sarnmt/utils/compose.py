@@ -117,8 +117,8 @@ def group_options(group: str, argv: Sequence[str] = ()) -> list[str]:
 
 def hydra_main(config_name: str) -> Callable[[Callable[[DictConfig], Any]], Callable[..., Any]]:
     """``@hydra.main`` on the packaged configs (:func:`config_dir`) with ``config_name`` as the primary config: how
-    every command starts. :func:`sarnmt.cli.run_hydra`, which runs it on a command line, checks the config folders
-    that command line adds first (:func:`check_user_configs`)."""
+    every command starts. :func:`sarnmt.utils.hydra_app.run_hydra`, which runs it on a command line, checks the
+    config folders that command line adds first (:func:`check_user_configs`)."""
     import hydra
 
     return hydra.main(version_base="1.3", config_path=os.fspath(config_dir()), config_name=config_name)
