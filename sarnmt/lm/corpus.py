@@ -45,6 +45,7 @@ from sarnmt.data.corpora.toy import generate_toy_corpus
 from sarnmt.data.text.reading import read_lines
 from sarnmt.lm.vocab import LMCorpusError, VocabSettings, build_vocab, encode_lines, word_counts
 from sarnmt.utils.atomic import write_text
+from sarnmt.utils.json_bounds import load_file
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ def load_prepared(folder: str | os.PathLike[str]) -> PreparedCorpus:
     manifest_file.check(folder, manifest_file.read(folder))
     vocab = read_lines(folder / "vocab.txt")
     streams = {split: np.load(folder / f"{split}.npy", allow_pickle=False) for split in SPLITS}
-    report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+    report = load_file(folder / "report.json")
     return PreparedCorpus(folder, vocab, streams, report)
 
 
@@ -141,7 +142,7 @@ def cache_key(spec: dict[str, Any]) -> str:
 
 def prepared_report(final: Path, build: Any, start: float) -> dict[str, Any]:
     cached = build_once(final, build)
-    report = json.loads((final / "report.json").read_text(encoding="utf-8"))
+    report = load_file(final / "report.json")
     return {**report, "cache": str(final), "cached": cached, "seconds": round(time.time() - start, 1)}
 
 

@@ -30,6 +30,7 @@ from sarnmt.sweep.code import check_resume, describe, same_code
 from sarnmt.sweep.records import write_json
 from sarnmt.training.run_lock import LOCK_NAME as RUN_LOCK
 from sarnmt.training.run_lock import launching_process
+from sarnmt.utils.json_bounds import load_file
 
 log = logging.getLogger("sarnmt")
 MARKER = "job.json"
@@ -48,7 +49,7 @@ def now() -> str:
 def folder_hash(folder: Path) -> str | None:
     """The config hash ``folder`` belongs to; None when it has no readable ``job.json``."""
     try:
-        return json.loads((folder / MARKER).read_text())["config_hash"]
+        return load_file(folder / MARKER)["config_hash"]
     except (OSError, ValueError, KeyError):
         return None
 
@@ -56,7 +57,7 @@ def folder_hash(folder: Path) -> str | None:
 def folder_code(folder: Path) -> dict | None:
     """The code that started the run in ``folder`` (None: unknown, a folder from before records pinned the code)."""
     try:
-        return json.loads((folder / MARKER).read_text()).get("code")
+        return load_file(folder / MARKER).get("code")
     except (OSError, ValueError, AttributeError):
         return None
 
@@ -156,7 +157,7 @@ def describe_holder(holder: dict | None) -> str:
 
 def _read_holder(path: Path) -> dict | None:
     try:
-        holder = json.loads(path.read_text())
+        holder = load_file(path)
     except (OSError, ValueError):
         return None
     return holder if isinstance(holder, dict) else None
@@ -219,7 +220,7 @@ def clear_stale_run_lock(folder: Path) -> None:
     of this host and of the same SLURM job requeued by itself)."""
     path = folder / RUN_LOCK
     try:
-        holder = json.loads(path.read_text())
+        holder = load_file(path)
     except (OSError, ValueError):
         return
     if isinstance(holder, dict) and holder.get("host") not in (None, socket.gethostname()):

@@ -8,7 +8,6 @@ eval.test.json``. A system whose records are not both there is listed as not fin
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from omegaconf import DictConfig
 
 from sarnmt.errors import InputError, reported
 from sarnmt.utils.compose import hydra_main
+from sarnmt.utils.json_bounds import JsonError, load_file
 
 SEARCHES = ("beam5", "greedy")
 
@@ -25,8 +25,8 @@ def _read(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
+        return load_file(path)
+    except JsonError as err:
         raise InputError(f"{path}: not a JSON record ({err})") from err
 
 
@@ -68,6 +68,6 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":  # python -m sarnmt.sweep.systems: an alias of sarnmt sweep-systems
-    from sarnmt.cli import alias
+    from sarnmt.utils.hydra_app import run_as_module
 
-    alias("sweep-systems", main)
+    run_as_module("python -m sarnmt.sweep.systems", main, hydra=True)

@@ -37,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.errors import UserError
 from sarnmt.utils.atomic import write_text
+from sarnmt.utils.json_bounds import loads
 
 log = logging.getLogger("sarnmt")
 LOCK_NAME = ".lock"
@@ -132,8 +133,8 @@ def _read(path: Path) -> tuple[bytes, dict[str, Any] | None] | None:
     except FileNotFoundError:
         return None
     try:
-        record = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        record = loads(data, path)
+    except ValueError:
         record = None
     return data, record if isinstance(record, dict) else None
 

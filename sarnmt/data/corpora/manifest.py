@@ -16,6 +16,7 @@ from typing import Any
 
 from sarnmt.errors import InputError
 from sarnmt.utils.atomic import write_text
+from sarnmt.utils.json_bounds import load_file
 
 NAME = "manifest.json"
 
@@ -45,8 +46,8 @@ def write(folder: Path, manifest: dict[str, Any]) -> None:
 def read(folder: Path) -> dict[str, Any]:
     """The manifest.  :raises InputError: when it is missing or unreadable."""
     try:
-        manifest = json.loads((folder / NAME).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        manifest = load_file(folder / NAME)
+    except (OSError, InputError) as err:
         raise InputError(
             f"prepared cache {folder} has no readable {NAME} ({err}); delete the folder and run prepare again"
         ) from err

@@ -30,6 +30,7 @@ from sarnmt.data.text.codecs import TextCodec
 from sarnmt.data.text.processor import LanguageProcessor, SideSettings, map_lines
 from sarnmt.data.text.subword import TokenizedTextBPE
 from sarnmt.data.text.truecase import Truecaser
+from sarnmt.utils.json_bounds import load_file
 
 
 class PipelineCodec(TextCodec):
@@ -153,8 +154,7 @@ class Pipeline:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Pipeline:
-        with open(path, encoding="utf-8") as f:
-            return cls.from_state(json.load(f))
+        return cls.from_state(load_file(path))
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Pipeline:

@@ -6,22 +6,23 @@ terminator (``\\n`` and one ``\\r`` before it: CRLF files read as LF files) is r
 control characters, NUL included, are kept, so line ``k`` of the input is always line ``k`` of what is read. Bytes
 that are not UTF-8 are refused, naming the file, the line and the column; a folder where a file is expected and a
 broken gzip file are refused by name (:class:`~sarnmt.errors.InputError`), a missing file by ``FileNotFoundError``.
+A ``.gz`` file is decompressed up to :data:`sarnmt.utils.gzip_bounds.MAX_TEXT_BYTES` (256 MiB) and refused beyond
+it, naming the limit (:func:`sarnmt.utils.gzip_bounds.read_gzip`: a 3 MB gzip bomb stops there, not at 3 GB).
 """
 
 from __future__ import annotations
 
 import codecs
 import errno
-import gzip
 import os
 import stat
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sarnmt.errors import InputError
+from sarnmt.utils.gzip_bounds import MAX_TEXT_BYTES, read_gzip
 
 UTF8_HINT = "convert it to UTF-8 first (e.g. iconv -f latin1 -t utf-8)"
 
@@ -54,14 +55,10 @@ def check_file(path: str | os.PathLike[str], what: str = "a file", streams: bool
     raise InputError(f"{path} is {kind}, but {what} is expected here{read}")
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path) -> bytes | bytearray:
     check_file(path)
     if path.name.endswith(".gz"):
-        try:
-            with gzip.open(path, "rb") as f:
-                return f.read()
-        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-            raise InputError(f"{path}: not a valid gzip file ({e})") from e
+        return read_gzip(path, MAX_TEXT_BYTES, "for more text, gunzip it and give the plain file")
     return path.read_bytes()
 
 
