@@ -3,12 +3,13 @@ and their significance against the baseline row.
 
 A cell (row, column) expects one job per seed of its row's seed list, at the column's language pair; its runs are
 the jobs' records whose config hash is the one the current config gives. A record with another hash is **stale**, a
-record that cannot be read is **broken**, and one whose per-sentence statistics hold a negative count or give a
-score more than 0.01 from the score it states is **corrupt**: all three are counted and shown (a corrupt one by its
-path, with a warning), never averaged in. A complete record whose
-score is not a number, or whose per-sentence statistics are missing (no file, or no entry for the column's test set
-and metric), is an error naming the record's path (:class:`RecordError`): its run would otherwise drop out of the
-seed-aware test unnoticed.
+record that cannot be read or fails the records' schema (:func:`sarnmt.sweep.records.schema_problem`: a score that
+is not a finite number, a seed that is not a whole number, a file name that is not its own job, ...) is **broken**,
+and so is one whose per-sentence statistics are missing (no file, or no entry for the column's test set and metric),
+unreadable or not finite; one whose statistics hold a negative count or give a score more than 0.01 from the score
+it states is **corrupt**. All three are counted in their cell and named under the table (a corrupt one with a
+warning), never averaged in, and the table is still rendered: a run is never dropped unnoticed, nor does one bad
+record refuse the whole table.
 
 **Code.** A record written since runs were pinned carries ``commit``, ``dirty``, ``source_hash`` (a hash of the
 source that ran) and ``allow_dirty``. A cell's runs count as one code when they share one ``source_hash``; a cell
@@ -40,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sarnmt.errors import InputError, UserError
+from sarnmt.errors import InputError
 from sarnmt.sweep import seed_tests, stats
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import make_job, row_registry, seeds_of
@@ -53,10 +54,6 @@ log = logging.getLogger("sarnmt")
 MIN_RESAMPLES = 1_900
 # a record states its scores to 4 decimals; statistics that give a score further from it are not its run's
 SCORE_TOLERANCE = 0.01
-
-
-class RecordError(UserError, ValueError):
-    """A complete record a table cannot use: its score is not a number, or its per-sentence statistics are missing."""
 
 
 @dataclass(frozen=True)
@@ -159,29 +156,23 @@ def _sentences_path(record_path: Path) -> Path:
     return record_path.with_name(record_path.name.removesuffix(".json") + ".sentences.json.gz")
 
 
-def _checked_score(status: RecordStatus, name: str, metric: str) -> float | None:
-    """The score a record states for the cell (None: it states none), which must be a number (a NaN run is an error,
-    never a silent gap)."""
+def _stated_score(status: RecordStatus, name: str, metric: str) -> float | None:
+    """The score a record states for the cell (None: it states none); the records' schema has checked that it is
+    finite (:func:`sarnmt.sweep.records.schema_problem`)."""
     scores = status.record["tests"][name].get("scores")
     score = scores.get(metric) if isinstance(scores, dict) else None
-    value = score.get("score") if isinstance(score, dict) else score
-    if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
-        raise RecordError(
-            f"{status.path}: its {metric} score on test set {name!r} is {value!r}, not a number; train the job "
-            "again or move the record away"
-        )
-    return value
+    return score.get("score") if isinstance(score, dict) else score
 
 
 def _sentence_stats(status: RecordStatus, name: str, metric: str, width: int) -> np.ndarray | str:
-    """The record's per-sentence statistics for the cell, or why they are unusable (a broken run). Missing ones
-    (no entry for the test set or metric) or ones that are not finite are an error naming the record."""
+    """The record's per-sentence statistics for the cell, or why they are unusable (a broken run): unreadable,
+    without an entry for the test set and metric, of the wrong shape or not finite."""
     try:
         table = read_sentence_stats(status.path)
     except ValueError as err:
         return f"{status.path}: sentence statistics unusable ({err})"
     if not isinstance(table, dict) or not isinstance(table.get(name), dict) or metric not in table[name]:
-        raise RecordError(
+        return (
             f"{status.path}: its per-sentence statistics ({_sentences_path(status.path).name}) have no {metric} "
             f"entry for test set {name!r}; evaluate the job again"
         )
@@ -192,7 +183,10 @@ def _sentence_stats(status: RecordStatus, name: str, metric: str, width: int) ->
     except (ValueError, TypeError) as err:
         return f"{status.path}: sentence statistics unusable ({err})"
     if not np.isfinite(sentence).all():
-        raise RecordError(f"{status.path}: its per-sentence {metric} statistics on test set {name!r} are not finite")
+        return f"{status.path}: its per-sentence {metric} statistics on test set {name!r} are not finite"
+    score = stats.corpus_score(sentence, metric)
+    if not math.isfinite(score):
+        return f"{status.path}: its {metric} score from the sentence statistics on test set {name!r} is {score}"
     return sentence
 
 
@@ -217,10 +211,7 @@ def corruption(
 
 def read_cells(table: Table, scale: Scale, results_dir: Path, settings: TableSettings) -> dict[tuple[str, str], Cell]:
     """Every cell of ``table`` at ``scale`` filled from ``results_dir/records``, not yet compared with any row: read
-    once, they serve the table against each of its reference rows (:func:`compare`).
-
-    :raises RecordError: a current record whose score is not a number or whose sentence statistics are missing.
-    """
+    once, they serve the table against each of its reference rows (:func:`compare`)."""
     # runs_dir only names paths.output_dir, which the config hash leaves out
     job_settings = JobSettings(runs_dir=Path("/nonexistent"), results_dir=results_dir)
     registry = row_registry([table])
@@ -269,16 +260,13 @@ def compare(table: Table, read: dict[tuple[str, str], Cell], settings: TableSett
 
 
 def cell_scores(cell: Cell) -> np.ndarray:
-    """The corpus score of each of the cell's runs, from its per-sentence statistics."""
-    scores = stats.corpus_scores(np.stack([s.sum(axis=0) for s in cell.stats]), cell.column.metric)
-    for score, path in zip(scores, cell.paths, strict=True):
-        if not math.isfinite(score):
-            raise RecordError(f"{path}: its {cell.column.metric} score from the sentence statistics is {score}")
-    return scores
+    """The corpus score of each of the cell's runs, from its per-sentence statistics (each finite: a run whose
+    statistics give no finite score is broken, :func:`_sentence_stats`)."""
+    return stats.corpus_scores(np.stack([s.sum(axis=0) for s in cell.stats]), cell.column.metric)
 
 
 def _add_run(cell: Cell, status: RecordStatus, digest: str, scale: Scale) -> None:
-    """Count one job's record in ``cell``: averaged, stale or broken, or an error (:class:`RecordError`)."""
+    """Count one job's record in ``cell``: averaged, or stale, broken or corrupt with the reason."""
     column = cell.column
     if status.state == "broken" and status.record is not None and not _sentences_path(status.path).is_file():
         if status.record.get("config_hash") != digest:  # another config's record: stale, whatever it lacks
@@ -287,10 +275,11 @@ def _add_run(cell: Cell, status: RecordStatus, digest: str, scale: Scale) -> Non
                 f"{digest}"
             )
             return
-        raise RecordError(
+        cell.broken.append(
             f"{status.path}: its per-sentence statistics {_sentences_path(status.path)} are missing; evaluate the "
             "job again (the sweep does) or move the record away"
         )
+        return
     if status.state == "stale":
         cell.stale.append(status.reason)
     elif status.state == "broken":
@@ -300,7 +289,10 @@ def _add_run(cell: Cell, status: RecordStatus, digest: str, scale: Scale) -> Non
         if name not in status.record["tests"]:
             cell.broken.append(f"{status.path} has no test set {name!r}")
             return
-        recorded = _checked_score(status, name, column.metric)
+        if any(r["seed"] == status.record["seed"] for r in cell.records + cell.mixed):
+            cell.broken.append(f"{status.path}: a second record of seed {status.record['seed']} in this cell")
+            return
+        recorded = _stated_score(status, name, column.metric)
         sentence = _sentence_stats(status, name, column.metric, stats.METRIC_SCORERS[column.metric].width)
         if isinstance(sentence, str):
             cell.broken.append(sentence)

@@ -3,20 +3,52 @@
 Tables 1-4 (:mod:`sarnmt.sweep.render`) and Table 5, the human evaluation (:mod:`sarnmt.human.export`), build their
 cells as strings and lay them out here, so the tables read alike: a bold title line, the grid, then the notes as a
 bullet list (Markdown) or the caption (LaTeX).
+
+Their text comes partly from records and databases made elsewhere (a commit, an annotator's comment), so both
+outputs that a program reads as more than text are escaped: every LaTeX special character of plain text
+(:func:`tex`: ``\\ { } $ & # ^ _ ~ %``), and in CSV every cell that a spreadsheet would run as a formula
+(:func:`csv_cell`, the OWASP rule: one starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a
+leading ``'``; a number such as ``-0.52`` stays a number).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Sequence
 
 ALIGN = {"l": "---", "r": "---:", "c": ":---:"}
+TEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "{": r"\{",
+    "}": r"\}",
+    "$": r"\$",
+    "&": r"\&",
+    "#": r"\#",
+    "^": r"\textasciicircum{}",
+    "_": r"\_",
+    "~": r"\textasciitilde{}",
+    "%": r"\%",
+}
+_TEX = re.compile("|".join(map(re.escape, TEX_SPECIAL)))
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def tex(text: str) -> str:
-    """Escape the characters of plain text that LaTeX reads as commands (``& _ % #``)."""
-    return text.replace("&", r"\&").replace("_", r"\_").replace("%", r"\%").replace("#", r"\#")
+    """Plain text as LaTeX: each of ``\\ { } $ & # ^ _ ~ %`` escaped (in one pass, so an escape is never escaped
+    again); the result is set as that text, never read as a command."""
+    return _TEX.sub(lambda m: TEX_SPECIAL[m.group()], text)
+
+
+def csv_cell(value: object) -> object:
+    """``value`` safe to open in a spreadsheet: text starting with ``= + - @``, a tab or a carriage return (a
+    formula, ``+cmd|"/c calc"!A1``) gets a leading ``'`` so it is shown as text (OWASP, CSV injection); numbers, and
+    text that is one (``-0.52``, ``+1.3e-2``), are left as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_START) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
 
 
 def markdown(
@@ -51,9 +83,9 @@ def latex(colspec: str, head: Sequence[str], rows: Sequence[Sequence[str]], capt
 
 
 def csv_text(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """CSV with ``\\n`` line ends, quoted where needed."""
+    """CSV with ``\\n`` line ends, quoted where needed, every cell through :func:`csv_cell`."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
+    writer.writerow([csv_cell(h) for h in header])
+    writer.writerows([csv_cell(v) for v in row] for row in rows)
     return buffer.getvalue()

@@ -9,6 +9,15 @@ without the corpus.
 
 :func:`config_hash` hashes what decides a job's result: the resolved config without the keys that only say where
 files go or how many devices run it (:func:`hash_view`).
+
+**A record is data from elsewhere** (results folders are passed around): it is read with bounds
+(:func:`sarnmt.utils.json_bounds.load_file`: at most :data:`MAX_RECORD_BYTES`, 64 levels deep, whole numbers of at
+most 20 digits; its statistics decompressed up to :data:`MAX_SENTENCE_BYTES`) and checked against a schema
+(:func:`schema_problem`) before anything uses it: the keys are strings, the seed a whole number, the file name
+``<pair>.<row>.s<seed>.json`` is the record's own ``job`` (a copy under another seed's name is a duplicate seed),
+``parameters``, ``steps`` and ``epochs`` whole numbers >= 0 (not booleans), wall times finite and >= 0, every score
+finite. A record that fails is **broken**: named and counted in its cell, never averaged, never an error that stops
+the table.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import gzip
 import hashlib
 import io
 import json
+import math
 import os
 import platform
 from dataclasses import dataclass
@@ -25,12 +35,20 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from sarnmt.errors import InputError
 from sarnmt.sweep.code import describe
+from sarnmt.sweep.plan import job_id
 from sarnmt.utils.atomic import write_bytes
 from sarnmt.utils.hash_view import hash_view
+from sarnmt.utils.json_bounds import load_file
 
 RECORD_VERSION = 1
 REQUIRED = ("version", "job", "scale", "pair", "row", "seed", "config_hash", "tests", "finished")
+TEXT_KEYS = ("job", "scale", "pair", "row", "config_hash", "finished")
+COUNT_KEYS = ("parameters", "steps", "epochs")  # whole numbers >= 0 where present (parameters may be null)
+FLAG_KEYS = ("dirty", "allow_dirty", "stopped_early")
+MAX_RECORD_BYTES = 16 * 2**20  # a record is about 5 KB (its resolved config included)
+MAX_SENTENCE_BYTES = 16 * 2**20  # decompressed: a full-size job's statistics are about 1 MB, parsed about 10x that
 
 
 def config_hash(cfg: DictConfig, tests: dict[str, str]) -> str:
@@ -61,11 +79,6 @@ def write_lines_gz(path: Path, lines: list[str]) -> None:
     write_atomic(path, gzip_bytes("".join(line + "\n" for line in lines).encode("utf-8")))
 
 
-def read_lines_gz(path: Path) -> list[str]:
-    with gzip.open(path, "rt", encoding="utf-8", newline="\n") as handle:
-        return [line.rstrip("\n") for line in handle]
-
-
 @dataclass
 class RecordStatus:
     """What a record file says about its job: ``state`` is ``missing``, ``broken`` (truncated or unparsable),
@@ -86,20 +99,14 @@ def read_record(path: Path, expected_hash: str | None = None, source: str | None
     if not path.is_file():
         return RecordStatus("missing", path, reason=f"no record {path}")
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        return RecordStatus("broken", path, reason=f"record {path} is truncated or unparsable ({err})")
-    if not isinstance(record, dict) or any(key not in record for key in REQUIRED):
-        missing = [k for k in REQUIRED if not isinstance(record, dict) or k not in record]
-        return RecordStatus("broken", path, reason=f"record {path} lacks {missing}")
-    tests = record["tests"]
-    if not isinstance(tests, dict) or not all(isinstance(t, dict) for t in tests.values()):
-        return RecordStatus("broken", path, reason=f"record {path}: 'tests' is not a mapping of test sets")
-    if not isinstance(record.get("parameters"), int | None):
-        return RecordStatus("broken", path, reason=f"record {path}: 'parameters' is not a number")
-    wrong = [key for key in ("wall_seconds", "hardware") if not isinstance(record.get(key, {}), dict)]
-    if wrong:
-        return RecordStatus("broken", path, reason=f"record {path}: {wrong} are not mappings")
+        record = load_file(path, MAX_RECORD_BYTES)
+    except InputError as err:  # its message names the file
+        return RecordStatus("broken", path, reason=f"record {err}")
+    except OSError as err:
+        return RecordStatus("broken", path, reason=f"record {path} cannot be read ({err})")
+    problem = schema_problem(record, path.name)
+    if problem is not None:
+        return RecordStatus("broken", path, reason=f"record {path}: {problem}")
     sentences = path.with_name(path.name.removesuffix(".json") + ".sentences.json.gz")
     if not sentences.is_file():
         return RecordStatus("broken", path, record, f"record {path}: its sentence statistics {sentences} are missing")
@@ -116,14 +123,89 @@ def read_record(path: Path, expected_hash: str | None = None, source: str | None
     return RecordStatus("complete", path, record)
 
 
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def schema_problem(record: Any, file_name: str) -> str | None:
+    """What makes ``record`` (parsed from the file ``file_name``) unusable, in words; None when it is a record.
+
+    Checked: the :data:`REQUIRED` keys; :data:`TEXT_KEYS` strings; ``version`` and ``seed`` whole numbers (not
+    booleans); ``job`` is ``<pair>.<row>.s<seed>`` of its own keys and ``file_name`` is ``<job>.json``;
+    :data:`COUNT_KEYS` whole numbers >= 0 where present (``parameters`` may be null); :data:`FLAG_KEYS` booleans;
+    ``commit`` and ``source_hash`` strings or null; ``hardware`` a mapping; ``wall_seconds`` a mapping of finite
+    numbers >= 0; ``tests`` a mapping of mappings whose ``scores`` map each metric to a finite number or null (or to
+    ``{"score": <finite number or null>, ...}``).
+    """
+    if not isinstance(record, dict):
+        return f"holds a {type(record).__name__}, not a record (a mapping)"
+    missing = [key for key in REQUIRED if key not in record]
+    if missing:
+        return f"lacks {missing}"
+    wrong = [key for key in TEXT_KEYS if not isinstance(record[key], str)]
+    if wrong:
+        return f"{wrong} are not text"
+    for key in ("version", "seed"):
+        if not _whole(record[key]):
+            return f"its {key} {record[key]!r} is not a whole number"
+    own = job_id(record["pair"], record["row"], record["seed"])
+    if record["job"] != own:
+        return f"its job {record['job']!r} is not its pair, row and seed ({own!r})"
+    if file_name != f"{own}.json":
+        return (
+            f"its content is job {own!r} (pair {record['pair']!r}, row {record['row']!r}, seed {record['seed']}), "
+            "not the job its file name says: a copy under another name (a duplicate seed, or another row's record)"
+        )
+    for key in COUNT_KEYS:
+        if key not in record or (key == "parameters" and record[key] is None):
+            continue
+        if not _whole(record[key]) or record[key] < 0:
+            return f"its {key} {record[key]!r} is not a whole number >= 0"
+    wrong = [key for key in FLAG_KEYS if key in record and not isinstance(record[key], bool)]
+    if wrong:
+        return f"{wrong} are not true or false"
+    wrong = [key for key in ("commit", "source_hash") if not isinstance(record.get(key), str | None)]
+    if wrong:
+        return f"{wrong} are not text"
+    wrong = [
+        key for key in ("wall_seconds", "hardware", "selected_checkpoint") if not isinstance(record.get(key, {}), dict)
+    ]
+    if wrong:
+        return f"{wrong} are not mappings"
+    bad = {k: v for k, v in record.get("wall_seconds", {}).items() if not (_finite(v) and v >= 0)}
+    if bad:
+        return f"its wall times {bad} are not finite numbers >= 0"
+    tests = record["tests"]
+    if not isinstance(tests, dict) or not all(isinstance(t, dict) for t in tests.values()):
+        return "'tests' is not a mapping of test sets"
+    for name, test in tests.items():
+        scores = test.get("scores", {})
+        if not isinstance(scores, dict):
+            return f"the scores of test set {name!r} are not a mapping"
+        for metric, score in scores.items():
+            value = score.get("score") if isinstance(score, dict) else score
+            if value is not None and not _finite(value):
+                return f"its {metric} score on test set {name!r} is {value!r}, not a finite number"
+    return None
+
+
 def read_sentence_stats(record_path: Path) -> dict[str, dict[str, list[list[int]]]]:
-    """``{test: {metric: per-sentence BLEU statistics}}`` of a record (see :mod:`sarnmt.sweep.stats`)."""
+    """``{test: {metric: per-sentence BLEU statistics}}`` of a record (see :mod:`sarnmt.sweep.stats`), read with
+    the bounds of :func:`sarnmt.utils.json_bounds.load_file` (decompressed up to :data:`MAX_SENTENCE_BYTES`).
+
+    :raises ValueError: naming the file, when it cannot be read or passes a bound.
+    """
     path = record_path.with_name(record_path.name.removesuffix(".json") + ".sentences.json.gz")
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, EOFError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: truncated or unparsable ({err})") from err
+        return load_file(path, MAX_SENTENCE_BYTES)
+    except InputError as err:  # its message names the file
+        raise ValueError(str(err)) from err
+    except OSError as err:
+        raise ValueError(f"{path}: cannot be read ({err})") from err
 
 
 def hardware() -> dict[str, Any]:
