@@ -83,6 +83,19 @@ def _translate(capsys, *args):
             "decoding.length_penalty.offset=-1: must be 0 or more",
             id="offset=-1",
         ),
+        pytest.param(
+            ["max_input_tokens=100000"],
+            "max_input_tokens=100,000: must be at most 4,096 (decoding memory and time grow with the source's length)",
+            id="max_input_tokens=100000",
+        ),
+        pytest.param(
+            ["max_input_tokens=nan"], "max_input_tokens=nan: must be a finite number, between 1 and 4,096", id="nan"
+        ),
+        pytest.param(
+            ["max_line_bytes=1099511627776"],
+            "max_line_bytes=1,099,511,627,776: must be at most 1,073,741,824 (a line is held in memory up to it)",
+            id="max_line_bytes=1 TiB",
+        ),
     ],
 )
 def test_translate_refuses_decoding_settings_out_of_range(capsys, args, says):
@@ -94,7 +107,7 @@ def test_translate_refuses_decoding_settings_out_of_range(capsys, args, says):
 def test_the_largest_allowed_settings_pass_the_check(capsys):
     """The bounds themselves are allowed: the refusal is for the checkpoint, which comes after the settings."""
     args = ["decoding=beam", "decoding.beam_size=256", "decoding.max_len_a=10", "decoding.max_len_b=10000"]
-    args += ["decoding.min_len=10000", "decoding.length_penalty.alpha=5"]
+    args += ["decoding.min_len=10000", "decoding.length_penalty.alpha=5", "max_input_tokens=4096"]
     assert "none.ckpt does not exist" in one_error(_translate(capsys, *args))
 
 

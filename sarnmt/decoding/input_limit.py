@@ -14,6 +14,11 @@ line costs what a 50 KB one does. ``translate`` reads its input with a per-line 
 (:func:`sarnmt.data.text.reading.bounded_lines`): a longer line is cut there by the same rule (translated from its
 start with a warning, or refused) and the rest of it skipped; a line with no end in a further GiB (``/dev/zero``, a
 binary file) is cut by the same rule and ends the input.
+
+Both limits have a maximum (:func:`~sarnmt.errors.check_range`, the bound in the message): ``max_input_tokens`` at
+most :data:`MAX_INPUT_TOKENS` (4,096: the output may be ten times that, and each kept token adds to the encoder
+states every step attends over; the paper trains on sentences of up to 50 tokens), ``max_line_bytes`` at most
+:data:`MAX_LINE_BYTES` (1 GiB of a line in memory).
 """
 
 from __future__ import annotations
@@ -24,16 +29,27 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from sarnmt.data.text.reading import Line
-from sarnmt.errors import InputError
+from sarnmt.errors import InputError, check_range
 
 log = logging.getLogger("sarnmt")
 
 CHARS_PER_TOKEN = 128  # the characters of a line encoded per token kept: far more than any subword has
+MAX_INPUT_TOKENS = 4_096  # decoding memory and time grow with the source: its states, attention, output length bound
+MAX_LINE_BYTES = 2**30  # the most of one line held in memory while reading
 _LAST_SPACE = re.compile(r"\s(?=\S*\Z)")
 
 
 class Encoder(Protocol):
     def encode(self, text: str) -> list[int]: ...
+
+
+def check_max_input_tokens(value: object) -> None:
+    """:raises InputError: ``max_input_tokens=<value>: must be ...`` unless a whole number in 1..4,096."""
+    check_range(
+        "max_input_tokens", value, 1, MAX_INPUT_TOKENS, "decoding memory and time grow with the source's length"
+    )
+    if not isinstance(value, int):
+        raise InputError(f"max_input_tokens={value!r}: must be a whole number")
 
 
 @dataclass
@@ -51,10 +67,9 @@ class InputLimit:
     truncated: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.max_tokens < 1:
-            raise InputError(f"max_input_tokens must be >= 1, got {self.max_tokens}")
-        if self.max_line_bytes is not None and self.max_line_bytes < 1:
-            raise InputError(f"max_line_bytes={self.max_line_bytes}: must be 1 or more")
+        check_max_input_tokens(self.max_tokens)
+        if self.max_line_bytes is not None:
+            check_range("max_line_bytes", self.max_line_bytes, 1, MAX_LINE_BYTES, "a line is held in memory up to it")
 
     @property
     def max_chars(self) -> int:

@@ -83,11 +83,13 @@ def check_decoding(node: Any, key: str = "decoding", max_source_tokens: int | No
     in 0..:data:`MAX_OUTPUT_TOKENS`, ``batch_tokens`` (when set) in 1..:data:`MAX_BATCH_TOKENS` (finite numbers; the
     length penalty checks its own, :mod:`.penalties`).
 
-    :param max_source_tokens: the longest source a command decodes (``max_input_tokens``), when it has one: then a
+    :param max_source_tokens: the longest source a command decodes (``max_input_tokens``, checked too:
+        :func:`~sarnmt.decoding.input_limit.check_max_input_tokens`), when it has one: then a
         ``min_len`` that no output of any source could reach (``max_len_a·(max_source_tokens + 1) + max_len_b``
         tokens, EOS included, is the longest) is refused too, as every output would be cut at its limit.
     :raises InputError: ``<key>.<setting>=<value>: must be ...``, naming the bound and what it protects.
     """
+    from sarnmt.decoding.input_limit import check_max_input_tokens
     from sarnmt.errors import InputError, check_range
 
     get = node.get if hasattr(node, "get") else (lambda _name, default=None: default)
@@ -101,6 +103,8 @@ def check_decoding(node: Any, key: str = "decoding", max_source_tokens: int | No
     for name, low, high, why in bounds:
         if get(name) is not None:
             check_range(f"{key}.{name}", get(name), low, high, why)
+    if max_source_tokens is not None:
+        check_max_input_tokens(max_source_tokens)
     a, b = get("max_len_a", 0) or 0, get("max_len_b", 0) or 0
     if max_source_tokens is not None and get("min_len") and a > 0:  # a = 0: the search's own check says so
         longest = max(1, int(a * (max_source_tokens + 1) + b))  # penalties.max_lengths, the source's EOS counted
