@@ -109,6 +109,7 @@ SLOW = {
         "test_train_and_params_refuse_a_pair_that_does_not_go_together_in_one_line": "three processes",
     },
     "test_gpu_check.py": {"test_dry_run_writes_every_record": "every step of make gpu-check, on the CPU"},
+    "test_gpu_measure.py": {"test_the_dry_run_records_now_before_and_the_code": "gpu_measure.py now and before, CPU"},
     "test_lm_models.py": {"test_overfits_a_small_text": "trains every head to convergence"},
     "test_new_variant.py": {"test_a_new_variant_trains_translates_and_is_benched": "trains, translates and benches"},
     "test_peers.py": {"test_driver_trains_and_decodes_on_the_same_batches": "trains and decodes twice"},

@@ -55,6 +55,7 @@ def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
         ]
     )
     record = bench(cfg, systems)
+    assert len(record["code"]["source_hash"]) == 16 and record["code"]["files"] > 50  # the imported code's hash
     short, long = record["runs"]
     assert short["workload"]["name"] == "multi30k" and long["workload"]["name"] == "wmt"
     assert short["workload"]["description"] == "synthetic sentences of 3-30 tokens, mean 12"

@@ -58,8 +58,12 @@ def materialize(ref: str, cache_dir: str | Path, repo: Path = ROOT) -> str:
     """Unpack the package ``sarnmt`` of ``ref`` under ``cache_dir`` (once: a finished copy is reused; a half-written
     one is never, it is written beside and renamed) and put it on ``sys.path``.
 
+    A full 40-digit hash whose copy is already under ``cache_dir`` is used without git: a GPU machine gets the
+    working tree and that folder, not the history (``benchmarks/gpu_measure.py``).
+
     :returns: the name the old package imports as, ``sarnmt_<12 hex digits>``."""
-    commit = resolve_commit(ref, repo)
+    cached = Path(cache_dir).expanduser().resolve() / ref / f"sarnmt_{ref[:12]}" / "__init__.py"
+    commit = ref if re.fullmatch(r"[0-9a-f]{40}", ref) and cached.is_file() else resolve_commit(ref, repo)
     name = f"sarnmt_{commit[:12]}"
     home = Path(cache_dir).expanduser().resolve() / commit
     if not (home / name / "__init__.py").is_file():

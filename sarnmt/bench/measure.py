@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
+from sarnmt.bench.device_timing import event_seconds
 from sarnmt.bench.workload import TrainBatch
 from sarnmt.training.loss import translation_loss
 from sarnmt.utils.precision import precision_context
@@ -61,7 +62,10 @@ def train_step(
 
 
 def timed(fn: Callable[[], object], device: torch.device) -> float:
-    """Seconds ``fn`` takes, the device synchronised before and after."""
+    """Seconds ``fn`` takes, the device synchronised before and after: on a CUDA device between two CUDA events
+    recorded around it (the device's clock, :func:`sarnmt.bench.device_timing.event_seconds`), else the host's."""
+    if device.type == "cuda":
+        return event_seconds(fn, device, repeats=1, warmup=0)[0]
     synchronize(device)
     start = time.perf_counter()
     fn()

@@ -28,6 +28,7 @@ from torch import nn
 from tqdm import tqdm
 
 from sarnmt.bench.decode import decode_rates
+from sarnmt.bench.device_timing import imported_source_hash
 from sarnmt.bench.hardware import check_hardware, machine, resolve_device
 from sarnmt.bench.measure import (
     NllFn,
@@ -284,4 +285,5 @@ def bench(cfg: DictConfig, systems: dict[str, System]) -> dict[str, Any]:
     }
     if cfg.plot:
         record["series"] = throughput_series(cfg, systems, device)
+    record["code"] = imported_source_hash()  # the package files this process imported: the code that ran
     return record
