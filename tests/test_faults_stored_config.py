@@ -8,6 +8,7 @@ compared with its tensors on the ``meta`` device before anything is allocated (:
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -286,17 +287,22 @@ def own(tmp_path, monkeypatch, ckpt) -> tuple[Path, Path]:
     return edited(ckpt, tmp_path / "mine.ckpt", mine), imported
 
 
-def test_a_decoder_of_ones_own_loads_only_with_trust_targets(capsys, own):
+def test_a_decoder_of_ones_own_loads_only_with_trust_targets(capsys, own, caplog):
     """Without trust_targets the checkpoint is refused, naming the module to trust, and the module is not even
-    imported; with trust_targets=[my_decoder] it translates."""
+    imported; with trust_targets=[my_decoder] it translates, with a warning (its log) naming the class trusted."""
     path, imported = own
     args = [f"ckpt_path={path}", "progress=false", "decoding.min_len=1"]
     line = one_error(run_cli(capsys, "translate", args, b"ta brin\nnu gorm\n"))
     assert line.startswith(f"error: checkpoint {path}: sarnmt.net_config.decoder._target_='my_decoder.MyDecoder'")
     assert line.endswith("trust_targets=[my_decoder]") and not imported.exists() and "my_decoder" not in sys.modules
-    outcome = run_cli(capsys, "translate", [*args, "trust_targets=[my_decoder]"], b"ta brin\nnu gorm\n")
+    with caplog.at_level(logging.WARNING, logger="sarnmt"):
+        outcome = run_cli(capsys, "translate", [*args, "trust_targets=[my_decoder]"], b"ta brin\nnu gorm\n")
     assert outcome.code == 0, outcome.err
     assert len(outcome.out.splitlines()) == 2 and imported.exists()
+    trusted = [r.getMessage() for r in caplog.records if "trusted (trust_targets)" in r.getMessage()]
+    assert trusted == [
+        f"checkpoint {path}: built with classes of your own, trusted (trust_targets): my_decoder.MyDecoder"
+    ]
     assert one_error(run_cli(capsys, "translate", [*args, "trust_targets=[os]"], b"x\n")).startswith(
         "error: trust_targets: 'os' is not a module of your own"
     )

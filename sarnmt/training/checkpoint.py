@@ -141,8 +141,8 @@ def read_checkpoint(
         own = check_stored_config(info["net_config"], f"checkpoint {path}", trust, key="sarnmt.net_config")
     except StoredConfigError as err:
         raise CheckpointError(str(err)) from None
-    if own:
-        log.info("checkpoint %s names classes of your own, trusted (trust_targets): %s", path, ", ".join(own))
+    if own:  # a warning: translate's stderr is its log, the record of what it trusted to run
+        log.warning("checkpoint %s: built with classes of your own, trusted (trust_targets): %s", path, ", ".join(own))
     return checkpoint
 
 
