@@ -127,6 +127,21 @@ def test_graphs_beyond_max_graphs_and_a_failed_capture_run_eagerly(one_torch_thr
     assert strategy.graphs.eager_steps == 4
 
 
+def test_accumulated_gradients_run_eagerly_with_one_warning(one_torch_thread, caplog, monkeypatch):
+    data = batches([(3, 5, 4), (2, 7, 9), (3, 6, 4), (2, 7, 9)])
+    real = L.Trainer
+
+    def accumulating(**kwargs):
+        return real(**kwargs, accumulate_grad_batches=2)
+
+    monkeypatch.setattr(L, "Trainer", accumulating)
+    strategy = captured()
+    with caplog.at_level(logging.WARNING, logger="sarnmt"):
+        assert_same(fit(data, strategy), fit(data))
+    assert [r.getMessage().count("accumulate_grad_batches=2") for r in caplog.records] == [1]
+    assert not strategy.graphs.replays
+
+
 def test_kernels_plain_turns_the_capture_off(one_torch_thread):
     data = batches([(3, 5, 4)])
     strategy = captured(kernels="plain")

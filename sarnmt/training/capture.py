@@ -230,7 +230,7 @@ class StaticBatch:
 
     def fill(self, batch: Batch, normalization: str) -> None:
         """Copy ``batch`` in: padded positions masked, rows R..R'−1 copies of row 0 with ``real`` False."""
-        rows = batch.size
+        rows = batch.src.size(0)
         for buffer, value in ((self.src, batch.src), (self.src_mask, batch.src_mask)):
             buffer.zero_()
             buffer[:rows, : value.size(1)].copy_(value, non_blocking=True)
@@ -308,6 +308,10 @@ class CaptureStrategy(SingleDeviceStrategy):
         precision = str(getattr(self.precision_plugin, "precision", "32-true"))
         if precision.endswith("-mixed") and precision not in AUTOCAST:
             graphs.warn_once("precision", f"trainer.precision={precision} scales gradients, which is not captured")
+            return super().training_step(*args, **kwargs)
+        accumulate = getattr(self.lightning_module.trainer, "accumulate_grad_batches", 1)
+        if accumulate > 1:  # the captured gradients replace .grad; accumulating needs them added
+            graphs.warn_once("accumulate", f"trainer.accumulate_grad_batches={accumulate} adds gradients up")
             return super().training_step(*args, **kwargs)
         module = self.lightning_module
         normalization = module.hparams.loss_normalization
