@@ -4,7 +4,6 @@ resolved from it, the pairwise counts of Table 5 and the agreement (:mod:`sarnmt
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from pathlib import Path
 from sarnmt.errors import InputError
 from sarnmt.human import store
 from sarnmt.human.agreement import Agreement, agreement, compare
+from sarnmt.utils.json_bounds import loads
 
 
 class ExportError(InputError):
@@ -79,8 +79,9 @@ def _read_task(conn: sqlite3.Connection, row: sqlite3.Row) -> Task:
         "WHERE i.task_id = ? ORDER BY i.position, a.name"
     )
     for j in conn.execute(query, (row["id"],)):
-        order = [systems[k] for k in json.loads(j["shown_order"])]
-        ranks = json.loads(j["ranks"]) if j["ranks"] else None
+        where = f"the database's judgement of item {j['item_id']} by {j['annotator']!r}"
+        order = [systems[k] for k in loads(j["shown_order"], f"{where}: shown_order")]
+        ranks = loads(j["ranks"], f"{where}: ranks") if j["ranks"] else None
         task.judgements.append(
             {
                 **{k: j[k] for k in ("annotator", "position", "line", "status", "comment", "shown_at")},

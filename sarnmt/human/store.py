@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sarnmt.errors import InputError
+from sarnmt.utils.json_bounds import loads
 
 SCHEMA_VERSION = 1
 MAX_ID = 2**63 - 1  # SQLite's largest integer
@@ -270,10 +271,14 @@ def item_view(conn: sqlite3.Connection, annotator: Annotator, position: int) -> 
         "position": position,
         "source": item["source"],
         "reference": item["reference"] if item["show_reference"] else None,
-        "outputs": [texts[idx] for idx in json.loads(item["shown_order"])],
+        "outputs": [texts[idx] for idx in loads(item["shown_order"], f"the database's item {item['id']}: shown_order")],
         "judgement": None
         if judged is None
-        else {"status": judged["status"], "ranks": json.loads(judged["ranks"] or "null"), "comment": judged["comment"]},
+        else {
+            "status": judged["status"],
+            "ranks": loads(judged["ranks"] or "null", f"the database's judgement of item {item['id']}: ranks"),
+            "comment": judged["comment"],
+        },
     }
 
 
@@ -317,7 +322,7 @@ def record_judgement(
         ).fetchone()
         if item is None:
             raise StoreError(f"unknown item {item_id} for task {annotator.task}")
-        n = len(json.loads(item["shown_order"]))
+        n = len(loads(item["shown_order"], f"the database's item {item_id}: shown_order"))
         if status == "ranked":
             check_ranks(ranks, n)
         elif ranks is not None:
