@@ -92,8 +92,14 @@ bench-commit:  ## ~5 min: sarnmt now ÷ sarnmt at REF=<commit>, in one process o
 gpu-wheels:  ## wheels of what an air-gapped GPU node lacks (hydra, omegaconf, ...) into .whl/ (PY_VERSION, PLATFORM)
 	$(PY) benchmarks/gpu_check.py wheels --python-version $(PY_VERSION) $(addprefix --platform ,$(PLATFORM))
 
-gpu-check:  ## ~5 min on one GPU: gpu tests, paper bf16 bench, trainer=gpu; sweeps/results/gpu/ (ARGS=--dry-run: CPU)
+gpu-check:  ## ~9 min on one GPU: issue 40's measure, gpu tests, bf16 bench, trainer=gpu (ARGS="--before HASH"|--dry-run)
 	$(GPU_PY) benchmarks/gpu_check.py $(ARGS)
+
+# the package at BEFORE, unpacked where gpu-check's measure step finds it without git: carry .cache/bench-commits/HASH
+gpu-prepare:  ## BEFORE=<commit>: its package into .cache/bench-commits/ for gpu-check --before; prints the full hash
+	@test -n "$(BEFORE)" || { echo "error: make gpu-prepare needs BEFORE=<commit> (e.g. BEFORE=HEAD~1)" >&2; exit 2; }
+	@$(PY) -c "from benchmarks.peers.commit import materialize, resolve_commit as r; h = r('$(BEFORE)'); \
+	materialize(h, '.cache/bench-commits'); print(h)"
 
 peers:  ## sarnmt beside fairseq's LSTM and the plain loop: same batches, decoding sentences/s at equal output lengths
 	@test -x outputs/peers/fairseq/bin/fairseq-train || benchmarks/peers/install_fairseq.sh outputs/peers/fairseq
@@ -137,5 +143,5 @@ human-eval-screenshot:  ## the picture of the ranking page (docs/human-eval.png)
 clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
-.PHONY: help install browser test test-full faults lint hooks train params bench bench-full bench-commit gpu-wheels gpu-check peers \
+.PHONY: help install browser test test-full faults lint hooks train params bench bench-full bench-commit gpu-wheels gpu-check gpu-prepare peers \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 reproduce-table6 reproduce-tables systems-m30k tables human-eval-screenshot clean-logs

@@ -1,15 +1,21 @@
-"""``make gpu-check``: what sarnmt does on one GPU, in about five minutes, written as JSON records.
+"""``make gpu-check``: what sarnmt does on one GPU, in about nine minutes, written as JSON records.
 
-    python3 benchmarks/gpu_check.py [--wheels .whl] [--out DIR] [--budget 330] [--train-seconds 90] [--dry-run]
+    python3 benchmarks/gpu_check.py [--wheels .whl] [--out DIR] [--budget 540] [--train-seconds 90] [--dry-run]
+                                    [--before HASH] [--before-cache DIR] [--steps env,measure,tests,bench,train]
     python3 benchmarks/gpu_check.py wheels [--dir .whl] [--python-version 3.12] [--platform TAG ...] [NAME ...]
 
 The check runs these steps, each in its own process with its own time limit, inside one budget for the whole check
-(``--budget``, 330 s: a step that would start with less than 15 s left is skipped). Each step writes its record as
+(``--budget``, 540 s: a step that would start with less than 15 s left is skipped). Each step writes its record as
 soon as it ends; a step that fails is recorded (exit status, the tail of its output) and the next one runs; the
 check exits with status 1 at the end if any step failed.
 
 - ``env``: ``nvidia-smi``, the device, Python, torch, CUDA, cuDNN, Triton and the packages' versions, which of
   sarnmt's imports work, the rate of a large bf16 matrix product, and which wheels were installed first (below);
+- ``measure`` (issue 40, item 5; at most 240 s): ``benchmarks/gpu_measure.py``: at paper size, bf16, batch 256,
+  beam-5 and greedy sentences/s and training target tokens/s (eager, and with the captured step), each the median of
+  20 CUDA-event repeats after warm-up with its quartiles, the GPU-busy fraction from the profiler, the same parts at
+  ``--before`` (a full commit hash whose package ``make gpu-prepare BEFORE=<ref>`` copied into ``--before-cache``,
+  carried to the GPU machine) in the same process and now ÷ before, and the hash of the imported code;
 - ``tests``: the tests marked ``gpu`` (``tests/test_gpu.py``: fused kernels = plain ones on the GPU, the GPU = the
   CPU, bf16 autocast trains and decodes, the fused Adadelta's Triton kernel = PyTorch's Adadelta);
 - ``bench-b64`` and ``bench-b256``: ``python -m sarnmt bench model=paper vocab=50000 device=cuda precision=bf16``
@@ -21,10 +27,10 @@ check exits with status 1 at the end if any step failed.
   ``--train-seconds`` (90) of training or until early stopping: target tokens/s, steps, dev BLEU after each epoch,
   test BLEU, peak memory.
 
-Records: ``sweeps/results/gpu/<date>-<time>-<gpu>/`` (``env.json``, ``tests.json``, ``bench-b64.json``,
-``bench-b256.json``, ``train.json``, ``summary.json``: the headline figures and the targets, ``check.log``: what was
-printed), each copied to ``--out`` (default ``$OUT`` when set) as soon as it is written, so that a check cut short
-still leaves what it measured.
+Records: ``sweeps/results/gpu/<date>-<time>-<gpu>/`` (``env.json``, ``measure.json``, ``tests.json``,
+``bench-b64.json``, ``bench-b256.json``, ``train.json``, ``summary.json``: the headline figures and the targets,
+``check.log``: what was printed), each copied to ``--out`` (default ``$OUT`` when set) as soon as it is written, so
+that a check cut short still leaves what it measured.
 
 GPU machines are often air-gapped and lack sarnmt's dependencies: the ``wheels`` command, run on a networked machine
 (``make gpu-wheels``), puts into ``.whl/`` the wheels of what a GPU node's PyTorch environment may lack
@@ -61,6 +67,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS_SCRIPT = ROOT / "benchmarks" / "gpu_steps.py"
+MEASURE_SCRIPT = ROOT / "benchmarks" / "gpu_measure.py"
 # what the check imports that a GPU node's PyTorch environment may lack: Hydra, OmegaConf and its parser, sacremoses
 # (imported by sarnmt.training.run), and their dependencies, which such environments usually have (installed only where
 # missing). sarnmt's other dependencies are imported only by commands the check does not run (jieba for Chinese,
@@ -71,6 +78,8 @@ PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x8
 LIMIT_MIB = 64  # what travels to the GPU machine: the working tree and the wheel folder together
 # the issue's targets on one H100, model=paper, bf16
 TARGETS = {"train_tok_s": 50_000, "beam5_sent_s_b256": 1_000}
+# issue 40's targets, from the measure step (one H100, paper size, bf16, batch 256; the busy fraction in each part)
+MEASURE_TARGETS = {"beam5": 2_000, "greedy": 5_000, "train": 150_000, "busy": 0.7}
 # dense bf16 peak GFLOP/s by the device's name (the first match); MFU = the bench's matrix-product rate / this
 PEAKS = [("H100 PCIe", 756_000), ("H100 NVL", 835_000), ("H100", 989_000), ("H200", 989_000), ("GH200", 989_000)]
 PEAKS += [("A100", 312_000), ("L40S", 362_000), ("A10", 125_000), ("L4", 121_000)]
@@ -433,6 +442,22 @@ class Check:
 
         self.step(f"bench-b{batch_size}", command, 300, read)
 
+    def measure_step(self) -> None:
+        """Issue 40's figures (benchmarks/gpu_measure.py): CUDA-event medians of >= 20 repeats, their spread, the
+        GPU-busy fraction, now ÷ ``--before`` in the same process, the imported code's hash; at most 240 s."""
+        out_dir = self.scratch / "measure"
+        seconds = int(max(30, min(240, self.remaining() - 30)))
+        command = [sys.executable, str(MEASURE_SCRIPT), "--out", str(out_dir), "--budget", str(seconds - 60)]
+        if self.args.dry_run:
+            command += ["--dry-run", "--repeats", "2", "--warmup", "1", "--batch", "6"]
+        if self.args.before:
+            command += ["--before", self.args.before, "--cache", self.args.before_cache]
+
+        def read(record: dict[str, Any]) -> dict[str, Any]:
+            return json.loads((out_dir / "measure.json").read_text())
+
+        self.step("measure", command, seconds, read)
+
     def train_step(self) -> None:
         path, workdir = self.scratch / "train.json", self.scratch / "train"
         common = ["logger=csv", "trainer.enable_progress_bar=false", "callbacks.progress_bar=null"]
@@ -468,6 +493,14 @@ class Check:
             "figures": {},
         }
         figures = out["figures"]
+        measured = self.records.get("measure", {}).get("result")
+        if measured:
+            figures["measure"] = {
+                "rates": {label: f["rate"] for label, f in measured["figures"].items()},
+                "busy": {label: f["busy"] for label, f in measured["figures"].items()},
+                "now_over_before": measured.get("now_over_before"),
+                "source_hash": (measured.get("code") or {}).get("source_hash"),
+            }
         tests = self.records.get("tests", {}).get("result")
         if tests:
             figures["tests"] = {k: tests[k] for k in ("passed", "failed", "skipped", "errors")}
@@ -549,6 +582,30 @@ def targets_met(records: dict[str, dict[str, Any]], batch_sizes: list[int]) -> d
     if rates:
         out["train_tok_s"] = {"value": max(rates), "target": TARGETS["train_tok_s"]}
         out["train_tok_s"]["met"] = max(rates) >= TARGETS["train_tok_s"]
+    out.update(measure_targets((records.get("measure") or {}).get("result")))
+    return out
+
+
+def measure_targets(measured: dict[str, Any] | None) -> dict[str, Any]:
+    """Issue 40's targets (:data:`MEASURE_TARGETS`) against the measure step's figures for sarnmt now: beam 5,
+    greedy, training (the faster of the eager and the captured step), each with its GPU-busy fraction."""
+    if not measured:
+        return {}
+    figures = measured.get("figures", {})
+    out: dict[str, Any] = {}
+    for part, labels in (
+        ("beam5", ["beam5/now"]),
+        ("greedy", ["greedy/now"]),
+        ("train", ["train/now", "train_captured/now"]),
+    ):
+        timed = [figures[label] for label in labels if label in figures]
+        if not timed:
+            continue
+        best = max(timed, key=lambda f: f["rate"])
+        out[f"issue40_{part}"] = {"value": best["rate"], "target": MEASURE_TARGETS[part], "busy": best["busy"]}
+        out[f"issue40_{part}"]["met"] = (
+            best["rate"] >= MEASURE_TARGETS[part] and (best["busy"] or 0) >= MEASURE_TARGETS["busy"]
+        )
     return out
 
 
@@ -596,6 +653,7 @@ def check(args: argparse.Namespace) -> int:
     start = time.time()
     steps = {
         "env": lambda: run.env_step(install),
+        "measure": run.measure_step,
         "tests": run.tests_step,
         "bench": lambda: [run.bench_step(size, peak) for size in args.batch_sizes],
         "train": run.train_step,
@@ -647,19 +705,21 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--batch-sizes", default=None, help="the bench's batch sizes (64,256; dry run 4,8)")
     parser.add_argument("--decoders", default="baseline", help="the bench's decoders, comma-separated")
     parser.add_argument("--peak-gflop-s", type=float, default=None, help="the GPU's bf16 peak (default: by name)")
-    parser.add_argument("--budget", type=float, default=None, help="seconds for the whole check (330; dry run 1800)")
-    parser.add_argument("--steps", default="env,tests,bench,train", help="which steps, comma-separated")
+    parser.add_argument("--budget", type=float, default=None, help="seconds for the whole check (540; dry run 1800)")
+    parser.add_argument("--steps", default="env,measure,tests,bench,train", help="which steps, comma-separated")
+    parser.add_argument("--before", default=None, help="measure: full hash to time beside")
+    parser.add_argument("--before-cache", default=str(ROOT / ".cache" / "bench-commits"), help="its copy's folder")
     args = parser.parse_args(argv)
     args.command = "check"
     args.train_seconds = args.train_seconds or (10 if args.dry_run else 90)
-    args.budget = args.budget or (1800 if args.dry_run else 330)
+    args.budget = args.budget or (1800 if args.dry_run else 540)
     args.results = args.results or str(ROOT / ("outputs/gpu-check" if args.dry_run else "sweeps/results/gpu"))
     args.batch_sizes = [int(b) for b in (args.batch_sizes or ("4,8" if args.dry_run else "64,256")).split(",")]
     args.decoders = args.decoders.split(",")
     args.steps = args.steps.split(",")
-    unknown = sorted(set(args.steps) - {"env", "tests", "bench", "train"})
+    unknown = sorted(set(args.steps) - {"env", "measure", "tests", "bench", "train"})
     if unknown:
-        parser.error(f"unknown steps {unknown}; the steps are env, tests, bench, train")
+        parser.error(f"unknown steps {unknown}; the steps are env, measure, tests, bench, train")
     return args
 
 

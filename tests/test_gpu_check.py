@@ -60,7 +60,7 @@ def test_dry_run_writes_every_record(tmp_path):
     wheel = probe_wheel(tmp_path / "wheels")
     done, run_dir, copied = run_check(tmp_path, "--wheels", str(wheel.parent), "--train-seconds", "10")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    names = ["env", "tests", "bench-b4", "bench-b8", "train", "summary"]
+    names = ["env", "measure", "tests", "bench-b4", "bench-b8", "train", "summary"]
     assert sorted(p.name for p in run_dir.iterdir()) == sorted([*(f"{n}.json" for n in names), "check.log"])
     assert sorted(p.name for p in copied.iterdir()) == sorted(p.name for p in run_dir.iterdir())
     records = {name: json.loads((run_dir / f"{name}.json").read_text()) for name in names}
@@ -72,6 +72,9 @@ def test_dry_run_writes_every_record(tmp_path):
     assert env["install"]["installed"] == [wheel.name] and env["install"]["verified"]
     assert env["install"]["versions"] == {"sarnmt-gpu-check-probe": "1.0"}
     assert set(env["imports"].values()) == {"ok"} and env["torch"] and env["nvidia_smi"]
+    measure = records["measure"]["result"]  # issue 40's figures (benchmarks/gpu_measure.py; tests/test_gpu_measure.py)
+    assert set(measure["figures"]) == {"beam5/now", "greedy/now", "train/now", "train_captured/now"}
+    assert measure["settings"]["repeats"] == 2 and len(measure["code"]["source_hash"]) == 16
     tests = records["tests"]["result"]
     assert tests["passed"] == 5 and tests["failed"] == tests["errors"] == tests["skipped"] == 0
     for size in (4, 8):
@@ -85,7 +88,8 @@ def test_dry_run_writes_every_record(tmp_path):
     assert train["result"]["test_bleu"] is not None and train["overrides"][0] == "trainer.max_time=00:00:00:10"
     summary = records["summary"]
     assert summary["ok"] and summary["finished"] and summary["dry_run"] and set(summary["steps"]) == set(names[:-1])
-    assert set(summary["figures"]) == {"tests", "bench-b4", "bench-b8", "train"}
+    assert set(summary["figures"]) == {"measure", "tests", "bench-b4", "bench-b8", "train"}
+    assert summary["figures"]["measure"]["source_hash"] == measure["code"]["source_hash"]
     log = (run_dir / "check.log").read_text()
     assert "gpu-check: every step ok" in log and "install: verified" in log
 
@@ -108,7 +112,7 @@ def test_steps_past_the_budget_are_skipped(tmp_path):
     done, run_dir, _ = run_check(tmp_path, "--wheels", "", "--budget", "5")
     assert done.returncode == 1
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert set(summary["steps"]) == {"env", "tests", "bench-b4", "bench-b8", "train"}
+    assert set(summary["steps"]) == {"env", "measure", "tests", "bench-b4", "bench-b8", "train"}
     assert not any(step["ok"] for step in summary["steps"].values())
     assert json.loads((run_dir / "train.json").read_text())["skipped"]
 
@@ -155,3 +159,17 @@ def test_junit_summary_keeps_each_failure(tmp_path):
         "detail": "long traceback",
     }
     assert summary["tests"][2]["message"] == "needs a CUDA device" and "detail" not in summary["tests"][2]
+
+
+def test_issue_40_targets_read_the_measure_step():
+    figure = {"rate": 2500.0, "busy": 0.8}
+    measured = {"figures": {"beam5/now": figure, "greedy/now": {"rate": 6000.0, "busy": 0.5}}}
+    measured["figures"] |= {
+        "train/now": {"rate": 90_000.0, "busy": 0.9},
+        "train_captured/now": {"rate": 2e5, "busy": 0.75},
+    }
+    met = gpu_check.measure_targets(measured)
+    assert met["issue40_beam5"] == {"value": 2500.0, "target": 2000, "busy": 0.8, "met": True}
+    assert not met["issue40_greedy"]["met"]  # fast enough, but the GPU was busy half the time
+    assert met["issue40_train"]["value"] == 2e5 and met["issue40_train"]["met"]  # the captured step, the faster
+    assert gpu_check.measure_targets(None) == {}
