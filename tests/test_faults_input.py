@@ -324,6 +324,23 @@ def test_evaluate_refuses_bad_test_files_naming_them(capsys, ckpt, tmp_path, src
     assert not (tmp_path / "run" / "eval.test.json").exists()
 
 
+def test_evaluate_refuses_a_gzip_bomb_test_set_at_its_limit(capsys, ckpt, tmp_path):
+    """evaluate data=files with a 3 MB gzip bomb as its test source (3 GiB inflated; it took 3 GB and ended in a
+    MemoryError) refuses it in one line naming the file and the 256 MiB limit, and writes nothing."""
+    from tests.test_faults_records import gzip_bomb
+
+    files = {name: tmp_path / name for name in ("train.src", "train.tgt", "dev.src", "dev.tgt", "test.tgt")}
+    for path in files.values():
+        path.write_bytes(b"ta brin\nnu gorm\n")
+    files["test.src"] = gzip_bomb(tmp_path / "test.src.gz")
+    data = ["data=files", "data.vocab_size=60"] + [f"data.{k.replace('.', '_')}={v}" for k, v in files.items()]
+    run = tmp_path / "run"
+    args = [f"ckpt_path={ckpt}", *data, "decoding=greedy", "progress=false", f"hydra.run.dir={run}"]
+    line = one_error(run_cli(capsys, "evaluate", args))
+    assert line.startswith(f"error: {files['test.src']}: decompresses to more than 256 MiB, the limit for this input")
+    assert not (run / "eval.test.json").exists()
+
+
 @pytest.mark.parametrize("case", ["truncated", "pickle running code"])
 def test_evaluate_refuses_a_hostile_checkpoint_without_running_it(capsys, hostile, tmp_path, case):
     """evaluate refuses a truncated or code-running checkpoint in one line, running none of it."""
