@@ -499,6 +499,7 @@ class Check:
                 "rates": {label: f["rate"] for label, f in measured["figures"].items()},
                 "busy": {label: f["busy"] for label, f in measured["figures"].items()},
                 "now_over_before": measured.get("now_over_before"),
+                "beam5_by_batch": {p["batch"]: p["sent_s"] for p in measured.get("beam5_by_batch") or []},
                 "source_hash": (measured.get("code") or {}).get("source_hash"),
             }
         tests = self.records.get("tests", {}).get("result")

@@ -13,7 +13,10 @@ On one CUDA device, at paper size (``model=paper``, V = 50,000, bf16 autocast), 
   tokens/s; ``train_captured``: the same step with the forward and backward passes replayed as a CUDA graph
   (:mod:`sarnmt.training.capture`; its capture error is recorded where the model still syncs);
 
-each with its median, quartiles and relative spread, and the GPU-busy fraction of one profiled call. With
+each with its median, quartiles and relative spread, and the GPU-busy fraction of one profiled call; then
+``beam5_by_batch``: beam-5 sentences/s at each batch size of ``--sweep`` (5 repeats each: a curve, to see where it
+stops rising, i.e. where decoding turns GPU-bound; a size that runs out of memory is halved with a warning and the
+size that ran is recorded). With
 ``--before HASH`` the same parts run, interleaved part by part, for sarnmt at that commit on the same weights
 (``benchmarks/peers/commit.py``'s twin; its package copied beforehand under ``--cache``, since a device copy has no
 git history), and the record gives now ÷ before. The record names the code that ran by the hash of the imported
@@ -51,6 +54,7 @@ from sarnmt.training.capture import CudaGraphs, Eager, StaticBatch, padded_loss 
 from sarnmt.training.loss import translation_loss  # noqa: E402
 from sarnmt.training.optim import Adadelta  # noqa: E402
 from sarnmt.utils.compose import config_dir  # noqa: E402
+from sarnmt.utils.oom import halve_on_oom  # noqa: E402
 
 MAX_LEN_A, MAX_LEN_B, CLIP = 1.0, 5, 1.0
 
@@ -64,6 +68,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--budget", type=float, default=420.0, help="seconds; no part starts after this")
+    parser.add_argument("--sweep", default="64,128,256,512,1024", help="beam-5 batch sizes (dry run: 2,4,8)")
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
     if args.repeats < 2 or args.batch < 1:
@@ -168,6 +173,31 @@ def captured_step(net, batch, device, optimizer):
     return call
 
 
+def beam_by_batch(args, device, net, vocab: int) -> list[dict[str, Any]]:
+    """Beam-5 sentences/s against batch size (module docstring)."""
+    sizes = [2, 4, 8] if args.dry_run else [int(n) for n in args.sweep.split(",")]
+    pairs = synthetic_workload(max(sizes), vocab, (5, 50, 21), seed=2).pairs
+    beam = BeamSearch(5, LengthPenalty(), MAX_LEN_A, MAX_LEN_B)
+    points = []
+    for asked in sizes:
+
+        def rate(size: int) -> dict[str, Any]:
+            (batch,) = sorted_batches(pairs, size, 1)
+            src, mask = batch.src.to(device), batch.src_mask.to(device)
+
+            def call():
+                with torch.no_grad(), autocast(device):
+                    beam(net, src, mask)
+
+            spread = Spread.of(event_seconds(call, device, repeats=5, warmup=1))
+            return {"sent_s": size / spread.median, "relative_spread": spread.relative}
+
+        size, point = halve_on_oom(rate, asked, what="beam-5 batch size")
+        points.append({"asked": asked, "batch": size, **point})
+        print(f"beam5 at batch {size}: {point['sent_s']:,.1f} sentences/s", flush=True)
+    return points
+
+
 def measure(fn, amount: float, device: torch.device, repeats: int, warmup: int) -> dict[str, Any]:
     times = event_seconds(fn, device, repeats, warmup)
     spread = Spread.of(times)
@@ -225,6 +255,13 @@ def main(argv: list[str]) -> int:
             record["code"] = imported_source_hash()
             record["seconds"] = time.perf_counter() - start
             path.write_text(json.dumps(record, indent=1))
+    if time.perf_counter() - start < args.budget:
+        try:
+            record["beam5_by_batch"] = beam_by_batch(args, device, net, vocab)
+        except Exception as err:  # noqa: BLE001 - recorded
+            record["errors"]["beam5_by_batch"] = f"{type(err).__name__}: {err}"
+    else:
+        record["skipped"].append("beam5_by_batch")
     rates = {label: fig["rate"] for label, fig in record["figures"].items()}
     now = {label.split("/")[0]: rate for label, rate in rates.items() if label.endswith("/now")}
     before = {label.split("/")[0]: rate for label, rate in rates.items() if label.endswith("/before")}
