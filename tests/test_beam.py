@@ -14,7 +14,7 @@ from sarnmt.data.text.codecs import EOS
 from sarnmt.decoding.beam import BeamSearch, beam_decode
 from sarnmt.decoding.greedy import GreedySearch, greedy_decode
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
-from sarnmt.models.decoder import StepOutput
+from sarnmt.models.skeleton import StepOutput
 from tests import model_helpers
 from tests.conftest import SYSTEM_IDS, SYSTEMS
 

@@ -9,7 +9,6 @@ import torch
 
 from sarnmt.kernels.loop_attention import LoopAttention
 from sarnmt.models.attention import SourceAttention
-from sarnmt.models.hot_spots import kernel_choice
 from sarnmt.models.state import SourceMemory
 
 B, S, D, STEPS = 3, 5, 4, 6
@@ -17,7 +16,7 @@ B, S, D, STEPS = 3, 5, 4, 6
 
 def _setup(dtype=torch.float64):
     torch.manual_seed(0)
-    attention = SourceAttention(D, 2 * D, kernel_choice("plain")).to(dtype)
+    attention = SourceAttention(D, 2 * D).to(dtype)
     with torch.no_grad():
         attention.v.normal_()
         attention.score_bias.fill_(0.3)

@@ -6,6 +6,7 @@ from functools import partial
 
 import pytest
 import torch
+from hydra.utils import get_class
 
 from sarnmt.cli.params import compose_params, count
 from sarnmt.decoding.greedy import greedy_decode
@@ -18,9 +19,12 @@ from sarnmt.kernels.gru import gru_update
 from sarnmt.kernels.loop_attention import LoopAttention
 from sarnmt.kernels.loop_linear import LoopLinear
 from sarnmt.kernels.output import linear_nll
+from sarnmt.models.decoder import ConditionalGRUDecoder
 from sarnmt.models.hot_spots import EQUATIONS, kernel_choice
+from sarnmt.models.skeleton import RecurrentDecoder
+from sarnmt.models.variants.base import DecoderVariant
 from sarnmt.training.loss import token_nll
-from tests.conftest import SYSTEM_IDS, SYSTEMS, decoder_cfg
+from tests.conftest import DECODER_FORMS, MODELS, SYSTEM_IDS, SYSTEMS, decoder_cfg
 from tests.model_helpers import batch, build, build_system
 
 
@@ -196,6 +200,33 @@ def test_self_attentive_first_summary_is_zero_and_uniform_at_equal_scores():
     torch.testing.assert_close(weights[:, 0, 0], torch.ones(2, dtype=torch.double))
 
 
+def test_every_system_runs_the_one_decoder_loop():
+    """The cGRU and the LSTM systems are systems of one skeleton: none writes a time loop or a step of its own."""
+    decoders = [ConditionalGRUDecoder, *(get_class(MODELS[m]) for m in MODELS if m != "cgru")]
+    for cls in decoders:
+        assert issubclass(cls, RecurrentDecoder)
+        for klass in cls.__mro__[: cls.__mro__.index(RecurrentDecoder)]:
+            assert not {"teacher_forced", "decode_step", "decode_logits", "decode_nll"} & set(vars(klass)), klass
+
+
+@pytest.mark.parametrize(("name", "override"), DECODER_FORMS, ids=[f"{n}:{o}" for n, o in DECODER_FORMS])
+def test_a_variants_fast_summary_is_its_step_form_run_over_the_sequence(name, override):
+    """Hook 2's formula is written once and its history summary once in step form (``summary_step``); the base
+    derives the whole-sequence form from it. A variant's own faster ``summary_all`` equals that derived form."""
+    variant = build(decoder_cfg(name, override)).decoder.variant
+    gen = torch.Generator().manual_seed(3)
+    embs, prev_hiddens, hiddens = (torch.randn(3, 5, dim, generator=gen, dtype=torch.float64) for dim in (6, 8, 8))
+    embs[:, 0] = 0  # ȳ_0
+    fast = variant.summary_all(embs, prev_hiddens, hiddens)
+    derived = DecoderVariant.summary_all(variant, embs, prev_hiddens, hiddens)
+    for got, want in zip(fast, derived, strict=True):
+        assert (got is None) == (want is None)
+        if got is not None:
+            torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+    if type(variant).summary_step is not DecoderVariant.summary_step:
+        assert fast[0] is not None
+
+
 @pytest.mark.parametrize(("system", "name", "override"), SYSTEMS, ids=SYSTEM_IDS)
 def test_greedy_matches_manual_argmax(system, name, override):
     model = build_system(system, name, override, scale=3.0)
@@ -230,12 +261,14 @@ def test_search_time_attention_in_cache_sized_chunks_equals_one_piece(monkeypatc
     memory, _ = model.encode(src, src_mask)
     memory = memory.with_beams(beams)
     query = torch.randn(3 * beams, 8, dtype=torch.float64)
-    context, weights = model.decoder.attention(query, memory)  # parameters want gradients: one piece
+    # parameters want gradients: one piece
+    context, weights = model.decoder.attention(query, memory, model.kernels(query).attention_scores)
     assert context.requires_grad
     monkeypatch.setattr(attention_kernels, "CACHE_CHUNK", 8 * beams * src.size(1))  # one sentence per chunk
     with torch.no_grad():
-        assert model.decoder.attention.kernels(query).attention_scores.func is attention_kernels.scores_in_chunks
-        chunked = model.decoder.attention(query, memory)
+        scores = model.kernels(query).attention_scores
+        assert scores.func is attention_kernels.scores_in_chunks
+        chunked = model.decoder.attention(query, memory, scores)
     torch.testing.assert_close(chunked[0], context.detach(), atol=1e-12, rtol=0)
     torch.testing.assert_close(chunked[1], weights.detach(), atol=1e-12, rtol=0)
 

@@ -1,4 +1,5 @@
-"""The cost of a new decoder variant: one Python module and one yaml in a folder of one's own, nothing else written.
+"""The cost of a new decoder variant: one Python module of one method and one yaml in a folder of one's own, nothing
+else written.
 
 With the yaml's folder on the command line (``--config-dir`` for the Hydra commands, ``hydra.searchpath`` for the
 bench) and the module importable, the variant trains, translates (its module named in ``trust_targets=``: a
@@ -8,6 +9,7 @@ form. The ``decoder`` config group is the registry.
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
 from pathlib import Path
@@ -22,29 +24,24 @@ from tests.conftest import ROOT, compose_train
 from tests.oracle import textbook_logits
 from tests.test_oracle import VOCAB, _batch
 
-# R_t = W_yt (ȳ_{t-1} + ȳ_{t-2}) / 2: the readout sees the mean of the last two words (ȳ_{-1} = ȳ_0 = 0)
+# R_t = W_yt d_t with d_t = (ȳ_{t-1} + ȳ_{t-2}) / 2: the readout sees the mean of the last two words (ȳ_{-1} = ȳ_0 =
+# 0). One method: the summary's step form; its teacher-forced form is derived from it, R_t's formula is the base's
 MODULE = '''
 """A toy decoder variant: the readout's target context is the mean of the last two words."""
 
-import torch.nn.functional as F
+import torch
 
 from sarnmt.models.variants.base import DecoderVariant
 
 
 class LastTwo(DecoderVariant):
-    """R_t = W_yt (ȳ_{t-1} + ȳ_{t-2}) / 2."""
+    """d_t = (ȳ_{t-1} + ȳ_{t-2}) / 2."""
 
     streams = False  # no language-model form
 
-    def init_state(self, initial_hidden):
-        return {"last": initial_hidden.new_zeros(initial_hidden.size(0), self.emb_dim)}
-
-    def readout_step(self, prev_emb, prev_hidden, hidden, state, steps):
-        return self.prev_proj((prev_emb + state["last"]) / 2), {"last": prev_emb}, None
-
-    def readout_all(self, prev_embs, prev_hiddens, hiddens):
-        before = F.pad(prev_embs, (0, 0, 1, 0))[:, :-1]  # ȳ_{t-2} beside ȳ_{t-1}
-        return self.prev_proj((prev_embs + before) / 2), None
+    def summary_step(self, prev_emb, prev_hidden, hidden, state, steps):
+        before = state.get("last", torch.zeros_like(prev_emb))
+        return (prev_emb + before) / 2, {"last": prev_emb}, None
 '''
 YAML = "_target_: last_two_variant.LastTwo\n_partial_: true\n"
 
@@ -62,6 +59,11 @@ def variant(tmp_path, monkeypatch) -> Path:
     return tmp_path / "conf"
 
 
+def test_a_new_variant_is_one_method():
+    (cls,) = [node for node in ast.parse(MODULE).body if isinstance(node, ast.ClassDef)]
+    assert [node.name for node in cls.body if isinstance(node, ast.FunctionDef)] == ["summary_step"]
+
+
 def test_a_new_variant_is_held_to_the_oracle(variant):
     cfg = compose_train(
         [
@@ -75,8 +77,8 @@ def test_a_new_variant_is_held_to_the_oracle(variant):
     torch.manual_seed(0)
     model = build_model(cfg.model, cfg.decoder, VOCAB, VOCAB).double()
     src, src_mask, tgt, tgt_mask = _batch()
-    expected = model(src, src_mask, tgt).logits
-    actual = textbook_logits(model, cfg.decoder, src, src_mask, tgt)
+    expected = model(src, src_mask, tgt).logits  # R_t of every step at once: the form derived from the step form
+    actual = textbook_logits(model, cfg.decoder, src, src_mask, tgt)  # one step at a time, the variant's own hook
     torch.testing.assert_close(actual[tgt_mask], expected[tgt_mask], atol=1e-9, rtol=0)
 
 

@@ -1,8 +1,9 @@
 """The fast implementations of the models' hot spots, and the choice among them, in one place.
 
 :mod:`sarnmt.models` states each equation once, as the paper and its appendix write it, and calls its hot spots
-through a :class:`~sarnmt.kernels.choice.HotSpots` that the model's :class:`~sarnmt.kernels.choice.KernelChoice`
-resolves per call (from ``kernels=auto|fused|plain``, the device and whether autograd records). Every kernel here
+through one :class:`~sarnmt.models.hot_spots.HotSpots` (the interface, owned by the models) that the model's
+:class:`~sarnmt.kernels.choice.KernelChoice` resolves once per model call (from ``kernels=auto|fused|plain``, the
+device and whether autograd records) and passes down. Every kernel here
 computes the same equation as the model's own implementation (the tests compare them in float64); they differ in how
 many kernels run and how much memory traffic there is (docs/performance.md). The table of which kernel replaces which
 hot spot is :data:`sarnmt.kernels.registry.REGISTRY`:
@@ -26,6 +27,6 @@ This package imports nothing from :mod:`sarnmt.models`: the model hands its own 
 (:data:`sarnmt.models.hot_spots.EQUATIONS`).
 """
 
-from sarnmt.kernels.choice import CHOICES, HotSpots, KernelChoice, Kernels
+from sarnmt.kernels.choice import CHOICES, KernelChoice, Kernels
 
-__all__ = ["CHOICES", "HotSpots", "KernelChoice", "Kernels"]
+__all__ = ["CHOICES", "KernelChoice", "Kernels"]

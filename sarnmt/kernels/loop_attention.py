@@ -115,13 +115,15 @@ class LoopAttention:
 
     :param attention: a :class:`~sarnmt.models.attention.SourceAttention`: supplies v_a and c.
     :param memory: a :class:`~sarnmt.models.state.SourceMemory`: keys, annotations (B, S, 2d) and mask (B, S); one
-        state row per sentence (``beams`` = 1).  :param sigmoid_tanh: the energies' tanh as 2σ(2x) − 1
-        (``kernels.sigmoid_tanh``; :func:`~sarnmt.kernels.attention.tanh_`).
+        state row per sentence (``beams`` = 1).  :param scores: the ``attention_scores`` hot spot that the
+        ``step_attention`` hot spot is handed; not used: the loop forms its energies itself, here.
+    :param sigmoid_tanh: the energies' tanh as 2σ(2x) − 1 (``kernels.sigmoid_tanh``;
+        :func:`~sarnmt.kernels.attention.tanh_`).
     Under autocast the energies and the context run in the autocast dtype and the softmax in float32, as the
     layer's own forward does.
     """
 
-    def __init__(self, attention: nn.Module, memory: Any, sigmoid_tanh: bool = False) -> None:
+    def __init__(self, attention: nn.Module, memory: Any, scores: Any = None, sigmoid_tanh: bool = False) -> None:
         if memory.beams != 1:
             raise ValueError(f"LoopAttention: one state row per sentence (teacher forcing), got beams={memory.beams}")
         keys, annotations = memory.keys, memory.annotations

@@ -1,8 +1,9 @@
-"""Which kernel replaces which hot spot, under which flag: the one table of them.
+"""Which kernel replaces which hot spot, under which flag: the flags and the one table of them.
 
-Each row registers one kernel as the implementation of one named hot spot of :class:`~sarnmt.kernels.choice.HotSpots`
-when its flag of :class:`~sarnmt.kernels.choice.Kernels` is on; with the flag off the hot spot keeps the model's
-own equation. A row's builder gets the flags and the hot spots resolved by the rows above it (the unrolled encoder
+Each row registers one kernel as the implementation of one named hot spot of the model's
+:class:`~sarnmt.models.hot_spots.HotSpots` (the interface, which :mod:`sarnmt.models` owns; here it is any dataclass
+with those fields) when its flag of :class:`Kernels` is on; with the flag off the hot spot keeps the model's own
+equation. A row's builder gets the flags and the hot spots resolved by the rows above it (the unrolled encoder
 runs whichever ``gru_update`` is chosen). ``sigmoid_tanh`` is no hot spot of its own: it is how the chunked
 energies and the loop attention compute tanh.
 """
@@ -10,9 +11,9 @@ energies and the loop attention compute tanh.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from sarnmt.kernels.attention import scores_in_chunks
 from sarnmt.kernels.encoder import unrolled_bigru
@@ -21,10 +22,39 @@ from sarnmt.kernels.loop_attention import LoopAttention
 from sarnmt.kernels.loop_linear import LoopLinear
 from sarnmt.kernels.output import linear_nll
 
-if TYPE_CHECKING:
-    from sarnmt.kernels.choice import HotSpots, Kernels
 
-Builder = Callable[["Kernels", "HotSpots"], Callable[..., Any]]
+@dataclass(frozen=True)
+class Kernels:
+    """Which kernels one call runs, one flag each (:mod:`sarnmt.kernels`).
+
+    :param loop_weights: the teacher-forced loops' weight gradients, and the attention's source-side gradients,
+        formed once after the loop (only with autograd on).
+    :param gru_update: the GRU's gates and new state as one autograd node.
+    :param unrolled_encoder: the bi-GRU as one Python loop over both directions (else PyTorch's packed GRU).
+    :param fused_output: the output layer and the cross-entropy as one operation.
+    :param chunked_attention: the search-time attention energies in cache-sized pieces (only without autograd).
+    :param sigmoid_tanh: in those pieces and in the loop attention, tanh as 2σ(2x) − 1.
+    """
+
+    loop_weights: bool
+    gru_update: bool
+    unrolled_encoder: bool
+    fused_output: bool
+    chunked_attention: bool
+    sigmoid_tanh: bool
+
+
+FUSED = Kernels(*[True] * len(Kernels.__dataclass_fields__))
+PLAIN = Kernels(*[False] * len(Kernels.__dataclass_fields__))
+# the kernels that only pay on a CPU, off on a GPU under ``kernels=auto``: the unrolled encoder (PyTorch's packed GRU
+# is cuDNN's there), the cache-sized pieces of the search's energies (a Python loop over the batch at every step on
+# a GPU; under ``kernels=fused`` they run as one piece there: :func:`sarnmt.kernels.attention.chunk_rows`) and tanh
+# by the sigmoid (a CPU's tanh is slow, a GPU's is not). What else is sized for a CPU's cache is sized by the device
+# where it runs: :func:`~sarnmt.kernels.attention.chunk_rows`, :func:`~sarnmt.kernels.output.block_rows`.
+CPU_ONLY = ("unrolled_encoder", "chunked_attention", "sigmoid_tanh")
+
+Spots = TypeVar("Spots")  # the model's hot spots (:class:`~sarnmt.models.hot_spots.HotSpots`), a dataclass
+Builder = Callable[[Kernels, Any], Callable[..., Any]]
 
 REGISTRY: tuple[tuple[str, str, Builder], ...] = (
     # (flag, hot spot, the kernel given the flags and the hot spots so far)
@@ -45,7 +75,7 @@ REGISTRY: tuple[tuple[str, str, Builder], ...] = (
 )
 
 
-def resolve(flags: Kernels, equations: HotSpots) -> HotSpots:
+def resolve(flags: Kernels, equations: Spots) -> Spots:
     """The hot spots' implementations under ``flags``: each registered kernel whose flag is on, in place of the
     model's equation."""
     spots = equations

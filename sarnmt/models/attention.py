@@ -9,18 +9,20 @@ on the source, so it is computed once per batch (:meth:`SourceAttention.project_
 :class:`~sarnmt.models.state.SourceMemory`. The scalar score bias c (dl4mt's ``c_tt``) cancels in the softmax; it is
 kept only so that parameter counts equal the paper's.
 
-The energies are the ``attention_scores`` hot spot (:mod:`sarnmt.kernels`; in search, without autograd, they are
-formed a few sentences at a time in a cache-sized buffer, :func:`sarnmt.kernels.attention.scores_in_chunks`); a
-teacher-forced loop attends through the ``step_attention`` hot spot
+The energies are the ``attention_scores`` hot spot, handed in by the caller (:mod:`sarnmt.models.hot_spots`; in
+search, without autograd, they are formed a few sentences at a time in a cache-sized buffer,
+:func:`sarnmt.kernels.attention.scores_in_chunks`); a teacher-forced loop attends through the ``step_attention`` hot
+spot
 (:class:`sarnmt.kernels.loop_attention.LoopAttention` computes these equations with fewer passes in the backward).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 
-from sarnmt.kernels import KernelChoice
 from sarnmt.models.init import init_linear_, normal_, zeros_
 from sarnmt.models.state import SourceMemory
 
@@ -36,12 +38,10 @@ def energy_scores(keys: Tensor, query: Tensor, v: Tensor, bias: Tensor) -> Tenso
 
 
 class SourceAttention(nn.Module):
-    """:param query_dim: d.  :param annotation_dim: 2d (also the attention's inner size, as in dl4mt).
-    :param kernels: the model's kernel choice (the ``attention_scores`` hot spot)."""
+    """:param query_dim: d.  :param annotation_dim: 2d (also the attention's inner size, as in dl4mt)."""
 
-    def __init__(self, query_dim: int, annotation_dim: int, kernels: KernelChoice) -> None:
+    def __init__(self, query_dim: int, annotation_dim: int) -> None:
         super().__init__()
-        self.kernels = kernels
         self.key_proj = init_linear_(nn.Linear(annotation_dim, annotation_dim))  # Wc_att (orth), b_att
         self.query_proj = init_linear_(nn.Linear(query_dim, annotation_dim, bias=False))  # W_comb_att
         self.v = nn.Parameter(torch.empty(annotation_dim))  # U_att
@@ -53,23 +53,28 @@ class SourceAttention(nn.Module):
         """:param annotations: shape (B, S, 2d).  :returns: keys W_a h + b_a, shape (B, S, 2d)."""
         return self.key_proj(annotations)
 
-    def forward(self, query: Tensor, memory: SourceMemory) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, query: Tensor, memory: SourceMemory, scores: Callable[..., Tensor] = energy_scores
+    ) -> tuple[Tensor, Tensor]:
         """Attend once: eqs. C6-C8 from s'_t.
 
         :param query: s'_t, shape (B·g, d), where g = ``memory.beams``: rows b·g .. b·g + g - 1 read sentence b.
         :param memory: keys from :meth:`project_keys` and annotations, shape (B, S, 2d); mask (B, S).
+        :param scores: the ``attention_scores`` hot spot (the call's :class:`~sarnmt.models.hot_spots.HotSpots`).
         :returns: the context c_t, shape (B·g, 2d), and the weights α, shape (B·g, S) (exactly 0 on padding).
         """
-        return self.attend(self.query_proj(query), memory)
+        return self.attend(self.query_proj(query), memory, scores)
 
-    def attend(self, projected: Tensor, memory: SourceMemory) -> tuple[Tensor, Tensor]:
+    def attend(
+        self, projected: Tensor, memory: SourceMemory, scores: Callable[..., Tensor] = energy_scores
+    ) -> tuple[Tensor, Tensor]:
         """:meth:`forward` from the projected query U_a s'_t, shape (B·g, 2d)."""
         batch, length, dim = memory.keys.shape
         if projected.size(0) != batch * memory.beams:
             raise ValueError(f"attention: {projected.size(0)} query rows for {batch} sentences × {memory.beams} beams")
         query = projected.view(batch, memory.beams, 1, dim)
-        scores = self.kernels(query).attention_scores(memory.keys, query, self.v, self.score_bias)  # (B, g, S)
-        weights = torch.softmax(scores.masked_fill(~memory.mask.unsqueeze(1), float("-inf")), dim=-1)
+        energies = scores(memory.keys, query, self.v, self.score_bias)  # (B, g, S)
+        weights = torch.softmax(energies.masked_fill(~memory.mask.unsqueeze(1), float("-inf")), dim=-1)
         context = torch.bmm(weights, memory.annotations)  # (B, g, 2d)
         return context.view(-1, memory.annotations.size(2)), weights.view(-1, length)
 

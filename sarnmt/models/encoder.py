@@ -10,11 +10,12 @@ same as one Python loop, which trains faster there (:mod:`sarnmt.kernels`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from sarnmt.kernels import KernelChoice
 from sarnmt.models.init import init_linear_, init_recurrent_, normal_
 
 
@@ -51,7 +52,6 @@ class BiGRUEncoder(nn.Module):
     :param hidden_dim: d; annotations have size 2d.
     :param dropout_embeddings: dropout on source embeddings (0 in dl4mt's code).
     :param dropout_hidden: dropout on the annotations (0 in dl4mt's code).
-    :param kernels: the model's kernel choice (the ``bigru`` hot spot, :mod:`sarnmt.kernels`).
     """
 
     def __init__(
@@ -61,10 +61,8 @@ class BiGRUEncoder(nn.Module):
         hidden_dim: int,
         dropout_embeddings: float,
         dropout_hidden: float,
-        kernels: KernelChoice,
     ) -> None:
         super().__init__()
-        self.kernels = kernels
         self.embedding = nn.Embedding(vocab_size, emb_dim)
         self.rnn = DL4MTBiGRU(emb_dim, hidden_dim)
         self.init_state = init_linear_(nn.Linear(2 * hidden_dim, hidden_dim))  # dl4mt ff_state
@@ -72,16 +70,19 @@ class BiGRUEncoder(nn.Module):
         self.dropout_hidden = nn.Dropout(dropout_hidden)
         normal_(self.embedding.weight)
 
-    def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, src: Tensor, src_mask: Tensor, bigru: Callable[[nn.GRU, Tensor, Tensor], Tensor] = DL4MTBiGRU.packed
+    ) -> tuple[Tensor, Tensor]:
         """Encode a padded batch.
 
         :param src: source ids, shape (B, S), EOS included.
         :param src_mask: shape (B, S), True on real positions.
+        :param bigru: the ``bigru`` hot spot (the call's :class:`~sarnmt.models.hot_spots.HotSpots`).
         :returns: annotations h of shape (B, S, 2d) (zero at padding) and the initial decoder state
             s_0 = tanh(W_init · mean_j h_j + b_init) of shape (B, d), the mean taken over real positions.
         """
         emb = self.dropout_embeddings(self.embedding(src))
-        annotations = self.kernels(emb).bigru(self.rnn, emb, src_mask)  # eq. 2, zero at padding
+        annotations = bigru(self.rnn, emb, src_mask)  # eq. 2, zero at padding
         lengths = src_mask.sum(dim=1, keepdim=True).to(annotations.dtype)
         mean = annotations.sum(dim=1) / lengths
         s0 = torch.tanh(self.init_state(mean))

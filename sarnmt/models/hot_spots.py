@@ -1,22 +1,60 @@
-"""The model's own implementation of each hot spot: the equations as the paper writes them, gathered for
-:class:`~sarnmt.kernels.choice.KernelChoice` (``kernels=plain`` runs them alone; the others put the kernels of
-:mod:`sarnmt.kernels` in their place where the configuration, the device and autograd allow).
+"""The hot spots of the models: the interface (:class:`HotSpots`) and the model's own implementation of each
+(:data:`EQUATIONS`), the equations as the paper writes them.
+
+A model resolves its :class:`~sarnmt.kernels.choice.KernelChoice` once per call (``encode``, ``step``, ``forward``,
+``nll``) into one :class:`HotSpots` and passes it down; ``kernels=plain`` runs :data:`EQUATIONS` alone, the others
+put the kernels of :mod:`sarnmt.kernels` in their place where the configuration, the device and autograd allow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from dataclasses import dataclass, replace
+from functools import cached_property, partial
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from sarnmt.kernels import HotSpots, KernelChoice
+from sarnmt.kernels import KernelChoice
 from sarnmt.models.attention import SourceAttention, energy_scores
 from sarnmt.models.encoder import DL4MTBiGRU
 from sarnmt.models.gru import gru_update
 from sarnmt.models.state import SourceMemory
+
+
+@dataclass(frozen=True)
+class HotSpots:
+    """The implementation each hot spot runs in one call: the model's equation, or a kernel computing the same.
+
+    :param gru_update: ``(gates_x (B, 3d), gates_h (B, 3d), h (B, d)) -> h' (B, d)``: the GRU's gates and new
+        state from the input- and hidden-side pre-activations (docs/models.md eqs. A.1a-d, C2-C5, C9-C12).
+    :param step_linear: ``(weight (out, in), bias (out,) or None) -> map``: a linear map that a recurrent loop
+        applies at every step, ``map(x (B, in)) -> (B, out)``; build one per teacher-forced loop (or search step).
+    :param step_attention: ``(attention, memory, attention_scores) -> attend``: the source attention of one loop
+        (or search step) over ``memory`` (a :class:`~sarnmt.models.state.SourceMemory`), its energies by
+        ``attention_scores``, ``attend(U_a s'_t (B·g, 2d)) -> (c_t (B·g, 2d), α_t (B·g, S))`` (paper eqs. 5-7).
+    :param attention_scores: ``(keys (B, S, 2d), query (B, g, 1, 2d), v (2d,), c ()) -> e (B, g, S)``: the
+        energies v_aᵀ tanh(k_j + q) + c (eq. C8).
+    :param bigru: ``(rnn, emb (B, S, e), src_mask (B, S)) -> annotations (B, S, 2d)``: the encoder's bi-GRU
+        (eq. 2, A.1a-e), zero at padding.
+    :param output_nll: ``(features (N, e), weight (V, e), bias (V,) or None, target (N,)) -> nll (N,)``:
+        −log softmax(features Wᵀ + b)[target], float32 (float64 for float64 inputs) (eq. 1, A.3g).
+    """
+
+    gru_update: Callable[[Tensor, Tensor, Tensor], Tensor]
+    step_linear: Callable[[Tensor, Tensor | None], Callable[[Tensor], Tensor]]
+    step_attention: Callable[[Any, Any, Any], Callable[[Tensor], tuple[Tensor, Tensor]]]
+    attention_scores: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+    bigru: Callable[[Any, Tensor, Tensor], Tensor]
+    output_nll: Callable[[Tensor, Tensor, Tensor | None, Tensor], Tensor]
+
+    @cached_property
+    def one_step(self) -> HotSpots:
+        """The hot spots of a single step outside a loop (search): a step's maps are the layers themselves
+        (deferring gradients pays over a loop only); formed once per resolved set."""
+        return replace(self, step_linear=EQUATIONS.step_linear, step_attention=EQUATIONS.step_attention)
 
 
 def step_linear(weight: Tensor, bias: Tensor | None) -> Callable[[Tensor], Tensor]:
@@ -24,9 +62,12 @@ def step_linear(weight: Tensor, bias: Tensor | None) -> Callable[[Tensor], Tenso
     return partial(F.linear, weight=weight, bias=bias)
 
 
-def step_attention(attention: SourceAttention, memory: SourceMemory) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
-    """The source attention over ``memory`` from the projected query (:meth:`SourceAttention.attend`)."""
-    return partial(attention.attend, memory=memory)
+def step_attention(
+    attention: SourceAttention, memory: SourceMemory, scores: Callable[..., Tensor]
+) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+    """The source attention over ``memory`` from the projected query (:meth:`SourceAttention.attend`), its energies
+    by ``scores`` (the ``attention_scores`` hot spot)."""
+    return partial(attention.attend, memory=memory, scores=scores)
 
 
 def output_nll(features: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor) -> Tensor:
@@ -47,6 +88,6 @@ EQUATIONS = HotSpots(
 )
 
 
-def kernel_choice(choice: str = "auto") -> KernelChoice:
+def kernel_choice(choice: str = "auto") -> KernelChoice[HotSpots]:
     """A model's kernel choice: ``auto``, ``fused`` or ``plain`` over :data:`EQUATIONS`."""
     return KernelChoice(choice, EQUATIONS)

@@ -9,10 +9,11 @@ from typing import ClassVar
 
 from torch import Tensor, nn
 
-from sarnmt.models.decoder import ConditionalGRUDecoder, DecoderOutput, StepOutput
+from sarnmt.models.decoder import ConditionalGRUDecoder
 from sarnmt.models.encoder import BiGRUEncoder
-from sarnmt.models.hot_spots import kernel_choice
+from sarnmt.models.hot_spots import HotSpots, kernel_choice
 from sarnmt.models.init import PAPER_STD, normal_std
+from sarnmt.models.skeleton import DecoderOutput, StepOutput
 from sarnmt.models.state import DecoderState, SourceMemory
 from sarnmt.models.variants.base import DecoderVariant
 
@@ -26,10 +27,12 @@ class Seq2Seq(nn.Module):
     :param init_std: the scale of the Gaussian initialisation (paper: 0.01).
     :param kernels: ``auto``, ``fused`` or ``plain``: which implementations run (:mod:`sarnmt.kernels`; the
         same equations either way). Not part of the model's config: the tools pass their own ``kernels=``.
+    Each call (``encode``, ``step``, ``forward``, ``nll``) resolves the choice once into the
+    :class:`~sarnmt.models.hot_spots.HotSpots` it passes down.
     """
 
-    hooks: ClassVar[frozenset[str]] = frozenset({"readout", "recurrence"})  # the variant hooks the cGRU offers
-    required_hooks: ClassVar[frozenset[str]] = frozenset({"readout"})  # and those a variant must fill
+    hooks: ClassVar[frozenset[str]] = ConditionalGRUDecoder.hooks  # the variant hooks the cGRU offers
+    required_hooks: ClassVar[frozenset[str]] = ConditionalGRUDecoder.required_hooks  # and those it needs filled
 
     def __init__(
         self,
@@ -47,9 +50,7 @@ class Seq2Seq(nn.Module):
         super().__init__()
         self.kernels = kernel_choice(kernels)
         with normal_std(init_std):
-            self.encoder = BiGRUEncoder(
-                src_vocab_size, emb_dim, hidden_dim, dropout_embeddings, dropout_hidden, self.kernels
-            )
+            self.encoder = BiGRUEncoder(src_vocab_size, emb_dim, hidden_dim, dropout_embeddings, dropout_hidden)
             self.decoder = ConditionalGRUDecoder(
                 tgt_vocab_size,
                 emb_dim,
@@ -58,13 +59,15 @@ class Seq2Seq(nn.Module):
                 dropout_embeddings,
                 dropout_hidden,
                 dropout_readout,
-                self.kernels,
             )
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[SourceMemory, DecoderState]:
         """:param src: shape (B, S).  :param src_mask: shape (B, S).  :returns: the source memory (keys projected
         once) and the decoder state before step 1."""
-        annotations, initial_hidden = self.encoder(src, src_mask)
+        return self._encode(src, src_mask, self.kernels(src))
+
+    def _encode(self, src: Tensor, src_mask: Tensor, spots: HotSpots) -> tuple[SourceMemory, DecoderState]:
+        annotations, initial_hidden = self.encoder(src, src_mask, spots.bigru)
         keys = self.decoder.attention.project_keys(annotations)
         memory = SourceMemory(annotations=annotations, keys=keys, mask=src_mask)
         return memory, self.decoder.init_state(initial_hidden)
@@ -72,15 +75,18 @@ class Seq2Seq(nn.Module):
     def forward(self, src: Tensor, src_mask: Tensor, tgt: Tensor, positions: Tensor | None = None) -> DecoderOutput:
         """Teacher-forced logits.  :param tgt: gold targets with EOS, shape (B, T).
         :param positions: shape (B, T), bool: logits only there, shape (N, V) (training passes the target mask)."""
-        memory, state = self.encode(src, src_mask)
-        return self.decoder(tgt, memory, state.hidden, positions)
+        spots = self.kernels(src)
+        memory, state = self._encode(src, src_mask, spots)
+        return self.decoder.decode_logits(tgt, memory, state, positions, spots)
 
     def nll(self, src: Tensor, src_mask: Tensor, tgt: Tensor, tgt_mask: Tensor) -> Tensor:
         """−log p(y_t | y_<t, x) of gold targets, shape (B, T), zero on padding: the training objective's terms
-        (see :meth:`ConditionalGRUDecoder.nll`; no logits are formed).  :param tgt_mask: shape (B, T)."""
-        memory, state = self.encode(src, src_mask)
-        return self.decoder.nll(tgt, memory, state.hidden, tgt_mask)
+        (see :meth:`~sarnmt.models.skeleton.RecurrentDecoder.decode_nll`; no logits are formed).
+        :param tgt_mask: shape (B, T)."""
+        spots = self.kernels(src)
+        memory, state = self._encode(src, src_mask, spots)
+        return self.decoder.decode_nll(tgt, memory, state, tgt_mask, spots)
 
     def step(self, prev_tokens: Tensor | None, state: DecoderState, memory: SourceMemory) -> StepOutput:
-        """One decoding step (see :meth:`ConditionalGRUDecoder.step`)."""
-        return self.decoder.step(prev_tokens, state, memory)
+        """One decoding step (see :meth:`~sarnmt.models.skeleton.RecurrentDecoder.decode_step`)."""
+        return self.decoder.decode_step(prev_tokens, state, memory, self.kernels(state.hidden))

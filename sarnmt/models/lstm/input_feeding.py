@@ -73,17 +73,24 @@ class InputFeedingLSTM(LSTMTranslator):
         state = DecoderState(hidden=hidden, recurrent={"cell": cell, "feed": torch.zeros_like(hidden)})
         return memory, state
 
-    def recurrence(self, prev_emb, state, memory):
+    def source_context(self, memory, spots):
+        """a_t and α_t from h_t^dec (multiplicative attention, no hot spot)."""
+        return lambda query: self.attention(query, memory)
+
+    def recurrence(self, step_input, query, state, maps):
+        """h_t^dec from [y_t; o_{t-1}], then a_t = ``maps``(h_t^dec) and o_t.  :returns: h_t^dec, its memory cell
+        and o_t (fed to the next step), (o_t,) for the output layer, α_t."""
         hidden, cell = self.cell(
-            torch.cat([prev_emb, state.recurrent["feed"]], dim=1), (state.hidden, state.recurrent["cell"])
+            torch.cat([step_input, state.recurrent["feed"]], dim=1), (state.hidden, state.recurrent["cell"])
         )
-        context, weights = self.attention(hidden, memory)
+        context, weights = maps(hidden)
         combined = self.dropout(torch.tanh(self.combined(torch.cat([context, hidden], dim=1))))  # o_t
-        return hidden, {"cell": cell, "feed": combined}, combined, weights
+        return hidden, {"cell": cell, "feed": combined}, (combined,), weights
 
     def scores(self, features: Tensor, target_context: Tensor | None) -> Tensor:
         """W_vocab o_t.  :param features: o_t, shape (..., h)."""
         return self.vocab(features)
 
-    def output_nll(self, features: Tensor, target_context: Tensor | None, target: Tensor) -> Tensor:
-        return self.kernels(features).output_nll(features, self.vocab.weight, None, target)
+    def output_nll(self, inputs, target_context, target, spots):
+        """W_vocab o_t and its cross-entropy through the ``output_nll`` hot spot."""
+        return spots.output_nll(inputs[0], self.vocab.weight, None, target)

@@ -69,16 +69,13 @@ class _LectureLSTM(LSTMTranslator):
         """θ_a, built last (after the output layer) and with the same Gaussian scale; None without attention."""
         return None
 
-    def context(self, query: Tensor, memory: SourceMemory) -> tuple[Tensor, Tensor | None]:
-        """c(j) for every state row.  :param query: γ(j-1), shape (B·g, d).
-        :returns: c(j), shape (B·g, ·), and the attention (B·g, S) or None."""
-        raise NotImplementedError
-
-    def recurrence(self, prev_emb, state, memory):
-        context, weights = self.context(state.hidden, memory)
-        hidden, cell = self.cell(torch.cat([prev_emb, context], dim=1), (state.hidden, state.recurrent["cell"]))
+    def recurrence(self, step_input, query, state, maps):
+        """γ(j) from y_{j-1} (``step_input``) and c(j) = ``maps``(γ(j-1)).  :returns: γ(j), its memory cell, the
+        output layer's features [γ(j); c(j)] after dropout, the attention or None."""
+        context, weights = maps(state.hidden)
+        hidden, cell = self.cell(torch.cat([step_input, context], dim=1), (state.hidden, state.recurrent["cell"]))
         features = torch.cat([self.dropout_hidden(hidden), self.dropout_hidden(context)], dim=1)
-        return hidden, {"cell": cell}, features, weights
+        return hidden, {"cell": cell}, (features,), weights
 
     def scores(self, features: Tensor, target_context: Tensor | None) -> Tensor:
         """l(j) = [V_γ V_c]·[γ(j); c(j)] + R_j.  :param features: shape (..., d + |c|).
@@ -101,8 +98,9 @@ class FixedContextLSTM(_LectureLSTM):
         memory = SourceMemory(annotations=context, keys=context, mask=src_mask.new_ones(src.size(0), 1))
         return memory, self.zero_state(final[0])
 
-    def context(self, query, memory):
-        return memory.annotations[:, 0].repeat_interleave(memory.beams, dim=0), None
+    def source_context(self, memory, spots):
+        """c(j) = h(n) for every state row, whatever the query."""
+        return lambda query: (memory.annotations[:, 0].repeat_interleave(memory.beams, dim=0), None)
 
 
 class AttentionLSTM(_LectureLSTM):
@@ -111,7 +109,7 @@ class AttentionLSTM(_LectureLSTM):
     bidirectional = True
 
     def build_attention(self, hidden_dim: int) -> nn.Module:
-        return SourceAttention(hidden_dim, 2 * hidden_dim, self.kernels)  # θ_a
+        return SourceAttention(hidden_dim, 2 * hidden_dim)  # θ_a
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[SourceMemory, DecoderState]:
         """:returns: u(1..n) and their projected keys, each (B, S, 2d); the state before step 1."""
@@ -119,5 +117,6 @@ class AttentionLSTM(_LectureLSTM):
         memory = SourceMemory(annotations=annotations, keys=self.attention.project_keys(annotations), mask=src_mask)
         return memory, self.zero_state(final[0])
 
-    def context(self, query, memory):
-        return self.attention(query, memory)
+    def source_context(self, memory, spots):
+        """c(j) and a_{·,j} from γ(j-1), the energies by the ``attention_scores`` hot spot."""
+        return lambda query: self.attention(query, memory, spots.attention_scores)

@@ -17,18 +17,27 @@ of the lecture notes (seed 003), whose scores are l(j) = V·[γ(j); y_{j-1}; c(j
 :attr:`DecoderVariant.hooks` names the hooks a variant uses; a model declares which it offers and which it needs
 filled (:mod:`sarnmt.models.factory` checks the pair before anything is built).
 
-Hook 2 comes in two forms that must agree: :meth:`readout_step` (one step, used by search) and
-:meth:`readout_all` (every step of a teacher-forced sequence at once, after the recurrent loop). A third,
+Hook 2 is written once, as a formula that holds at every step (:meth:`DecoderVariant.target_context`: R_t from
+ȳ_{t-1} and a summary d_t of the variant's history; the base formula is eq. 8's R_t = W_yt d_t, with d_t = ȳ_{t-1}
+for the baseline), and the summary once in its step form (:meth:`DecoderVariant.summary_step`, the history carried in
+the variant's state). The skeleton calls hook 2 in two forms built from these: :meth:`readout_step` (one step, used
+by search) and :meth:`readout_all` (every step of a teacher-forced sequence at once, after the recurrent loop), whose
+summary (:meth:`summary_all`) is by default the step form run over the sequence; a variant may give a faster
+:meth:`summary_all`, which the tests hold to the step form and to the oracle. A third form,
 :meth:`readout_window`, is the language models' (Table 6): a segment of a continuous stream whose history is a
-window carried across segments; a variant that has it says so with :attr:`DecoderVariant.streams`. Variant state lives
-in the ``dict`` that :meth:`init_state` returns; it is carried by :class:`~sarnmt.models.state.DecoderState` and
-reordered generically. Every tensor in it must be batch-first.
+window carried across segments; a variant that has it (:meth:`summary_window`) says so with
+:attr:`DecoderVariant.streams`. So a new variant is one method (its :meth:`summary_step`, or its
+:meth:`target_context`) and one yaml. Variant state lives in the ``dict`` that :meth:`init_state` returns; it is
+carried by :class:`~sarnmt.models.state.DecoderState` and reordered generically. Every tensor in it must be
+batch-first.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from sarnmt.models.init import init_linear_
@@ -68,28 +77,77 @@ class DecoderVariant(nn.Module):
         """
         return hidden, state, None
 
-    def readout_step(
+    # --- hook 2, written once: the formula and the summary's step form ---
+    def target_context(self, prev_emb: Tensor, summary: Tensor | None) -> Tensor:
+        """R_t = W_yt d_t (paper eq. 8), at one step or at every step at once (any leading shape).
+
+        :param prev_emb: ȳ_{t-1}, shape (..., e).  :param summary: d_t, shape (..., e), or None: d_t = ȳ_{t-1} (the
+            baseline, paper eq. 3).  :returns: R_t, shape (..., o)."""
+        return self.prev_proj(prev_emb if summary is None else summary)
+
+    def summary_step(
         self, prev_emb: Tensor, prev_hidden: Tensor, hidden: Tensor, state: VariantState, steps: int
-    ) -> tuple[Tensor, VariantState, Tensor | None]:
-        """Hook 2, one step.
+    ) -> tuple[Tensor | None, VariantState, Tensor | None]:
+        """The history summary that :meth:`target_context` reads at one step.
 
         :param prev_emb: ȳ_{t-1}, shape (B, e) (zeros at t = 1).
         :param prev_hidden: s_{t-1}, shape (B, d).
         :param hidden: s_t, shape (B, d).
         :param steps: t - 1.
-        :returns: R_t, shape (B, o); the new variant state; attention weights, shape (B, t), or None.
+        :returns: the summary, shape (B, ·), or None (the baseline has none); the new variant state; attention
+            weights over the history, shape (B, t), or None.
         """
-        return self.prev_proj(prev_emb), state, None
+        return None, state, None
 
-    def readout_all(self, prev_embs: Tensor, prev_hiddens: Tensor, hiddens: Tensor) -> tuple[Tensor, Tensor | None]:
-        """Hook 2, every step at once.
+    def summary_all(
+        self, prev_embs: Tensor, prev_hiddens: Tensor, hiddens: Tensor
+    ) -> tuple[Tensor | None, Tensor | None]:
+        """The summaries of every step at once: by default :meth:`summary_step` run over the sequence.
 
         :param prev_embs: ȳ_0 .. ȳ_{T-1}, shape (B, T, e) (ȳ_0 = 0).
         :param prev_hiddens: s_0 .. s_{T-1}, shape (B, T, d).
         :param hiddens: s_1 .. s_T, shape (B, T, d).
+        :returns: the summaries, shape (B, T, ·), or None; attention weights, shape (B, T, T) (row t over items
+            0..t), or None.
+        """
+        if type(self).summary_step is DecoderVariant.summary_step:  # the baseline's formula: no history
+            return None, None
+        state, steps = self.init_state(prev_hiddens[:, 0]), prev_embs.size(1)
+        summaries, weights = [], []
+        for t, (prev_emb, prev_hidden, hidden) in enumerate(
+            zip(prev_embs.unbind(1), prev_hiddens.unbind(1), hiddens.unbind(1), strict=True)
+        ):
+            summary, state, step_weights = self.summary_step(prev_emb, prev_hidden, hidden, state, t)
+            if summary is None:  # no history: no summary at any step
+                return None, None
+            summaries.append(summary)
+            if step_weights is not None:
+                weights.append(F.pad(step_weights, (0, steps - step_weights.size(1))))
+        return torch.stack(summaries, dim=1), torch.stack(weights, dim=1) if weights else None
+
+    def summary_window(self, items: Tensor, hiddens: Tensor, window: int) -> tuple[Tensor | None, Tensor | None]:
+        """The summaries of a segment of a continuous stream (:meth:`readout_window`); None for the baseline.
+        :returns: shape (B, T, ·), or None; attention weights, shape (B, T, M + T), or None."""
+        return None, None
+
+    # --- hook 2's forms, from the formula and the summary ---
+    def readout_step(
+        self, prev_emb: Tensor, prev_hidden: Tensor, hidden: Tensor, state: VariantState, steps: int
+    ) -> tuple[Tensor, VariantState, Tensor | None]:
+        """Hook 2, one step (arguments as :meth:`summary_step`).
+
+        :returns: R_t, shape (B, o); the new variant state; attention weights, shape (B, t), or None.
+        """
+        summary, state, weights = self.summary_step(prev_emb, prev_hidden, hidden, state, steps)
+        return self.target_context(prev_emb, summary), state, weights
+
+    def readout_all(self, prev_embs: Tensor, prev_hiddens: Tensor, hiddens: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Hook 2, every step at once (arguments as :meth:`summary_all`).
+
         :returns: R_1 .. R_T, shape (B, T, o), and attention weights, shape (B, T, T) (row t over items 0..t), or None.
         """
-        return self.prev_proj(prev_embs), None
+        summary, weights = self.summary_all(prev_embs, prev_hiddens, hiddens)
+        return self.target_context(prev_embs, summary), weights
 
     def readout_window(self, items: Tensor, hiddens: Tensor, window: int) -> tuple[Tensor, Tensor | None]:
         """Hook 2 in a language model (Table 6, :class:`sarnmt.lm.heads.ResidualOutput`): every step of a
@@ -102,7 +160,8 @@ class DecoderVariant(nn.Module):
         :param hiddens: the recurrent outputs h_1 .. h_T, shape (B, T, d) (the scope query of eq. 12).
         :returns: R_1 .. R_T, shape (B, T, o), and attention weights, shape (B, T, M + T), or None.
         """
-        return self.prev_proj(items[:, items.size(1) - hiddens.size(1) :]), None
+        summary, weights = self.summary_window(items, hiddens, window)
+        return self.target_context(items[:, items.size(1) - hiddens.size(1) :], summary), weights
 
 
 class Baseline(DecoderVariant):

@@ -37,17 +37,28 @@ class MeanResidual(DecoderVariant):
     def init_state(self, initial_hidden: Tensor) -> VariantState:
         return {"sum": initial_hidden.new_zeros(initial_hidden.size(0), self.emb_dim)}
 
-    def readout_step(self, prev_emb, prev_hidden, hidden, state, steps):
+    @staticmethod
+    def mean(sums: Tensor, counts: Tensor) -> Tensor:
+        """Eq. 9: d_t = Σ_i ȳ_i / n_t, at one step or at every step at once.
+
+        :param sums: Σ ȳ_i over the history, shape (..., e).  :param counts: n_t (≥ 1), shape (...,) or ().
+        :returns: shape (..., e)."""
+        return sums / counts.unsqueeze(-1)
+
+    def counts(self, words: Tensor) -> Tensor:
+        """n_t for a history of ``words`` slots ȳ_0 .. ȳ_{t-1} under ``first_step``: t or t - 1, at least 1."""
+        return (words - self.offset).clamp(min=1)
+
+    def summary_step(self, prev_emb, prev_hidden, hidden, state, steps):
         total = state["sum"] + prev_emb
-        summary = total / max(steps + 1 - self.offset, 1)
-        return self.prev_proj(summary), {"sum": total}, None
+        return self.mean(total, self.counts(total.new_tensor(steps + 1))), {"sum": total}, None
 
-    def readout_all(self, prev_embs, prev_hiddens, hiddens):
-        steps = torch.arange(1, prev_embs.size(1) + 1, device=prev_embs.device, dtype=prev_embs.dtype)
-        summary = prev_embs.cumsum(dim=1) / (steps - self.offset).clamp(min=1).unsqueeze(-1)
-        return self.prev_proj(summary), None
+    def summary_all(self, prev_embs, prev_hiddens, hiddens):
+        """The cumulative sums of ȳ_0 .. ȳ_{T-1} at once (the step form's running sum, in the same order)."""
+        words = torch.arange(1, prev_embs.size(1) + 1, device=prev_embs.device, dtype=prev_embs.dtype)
+        return self.mean(prev_embs.cumsum(dim=1), self.counts(words)), None
 
-    def readout_window(self, items, hiddens, window):
+    def summary_window(self, items, hiddens, window):
         """d_t = the mean of the ``window`` embeddings ending with the input w_t (fewer at the start of a stream).
         A stream has no sentence start, so neither ``first_step`` convention applies: every window holds at least
         the input word."""
@@ -55,5 +66,4 @@ class MeanResidual(DecoderVariant):
         sums = torch.cat([items.new_zeros(items.size(0), 1, items.size(2)), items], dim=1).cumsum(dim=1)
         end = carried + torch.arange(1, steps + 1, device=items.device)  # items [start, end) are the window
         start = (end - window).clamp(min=0)
-        summary = (sums[:, end] - sums[:, start]) / (end - start).to(items.dtype).unsqueeze(-1)
-        return self.prev_proj(summary), None
+        return self.mean(sums[:, end] - sums[:, start], (end - start).to(items.dtype)), None

@@ -38,18 +38,17 @@ class SelfAttentiveResidual(DecoderVariant):
     def init_state(self, initial_hidden):
         return self.attention.empty(initial_hidden.new_zeros(initial_hidden.size(0), self.emb_dim), "y_")
 
-    def readout_step(self, prev_emb, prev_hidden, hidden, state, steps):
+    def summary_step(self, prev_emb, prev_hidden, hidden, state, steps):
         state = self.attention.append(state, prev_emb, "y_")
         summary, weights = self.attention.attend(state, hidden if self.scoped else None, "y_")
-        return self.prev_proj(summary), state, weights
+        return summary, state, weights
 
-    def readout_all(self, prev_embs, prev_hiddens, hiddens):
-        summary, weights = self.attention.attend_all(prev_embs, hiddens if self.scoped else None)
-        return self.prev_proj(summary), weights
+    def summary_all(self, prev_embs, prev_hiddens, hiddens):
+        """Every step at once, with a causal mask (:meth:`~sarnmt.models.history.HistoryAttention.attend_all`)."""
+        return self.attention.attend_all(prev_embs, hiddens if self.scoped else None)
 
-    def readout_window(self, items, hiddens, window):
+    def summary_window(self, items, hiddens, window):
         """d_t over the ``window`` embeddings ending with the input w_t (eqs. 10-13 over a window of a stream)."""
-        summary, weights = self.attention.attend_window(
+        return self.attention.attend_window(
             items, hiddens if self.scoped else None, hiddens.size(1), window, current=True
         )
-        return self.prev_proj(summary), weights

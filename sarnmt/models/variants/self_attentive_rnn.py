@@ -41,11 +41,15 @@ class SelfAttentiveRNN(DecoderVariant):
     def init_state(self, initial_hidden):
         return self.attention.empty(initial_hidden, "s_")
 
-    def readout_step(self, prev_emb, prev_hidden, hidden, state, steps):
+    def target_context(self, prev_emb, summary):
+        """R_t = W_yt ȳ_{t-1} + W_mt s̃_t (eq. 18's readout terms)."""
+        return self.prev_proj(prev_emb) + self.summary_proj(summary)
+
+    def summary_step(self, prev_emb, prev_hidden, hidden, state, steps):
         state = self.attention.append(state, prev_hidden, "s_")
         summary, weights = self.attention.attend(state, hidden if self.queried else None, "s_")
-        return self.prev_proj(prev_emb) + self.summary_proj(summary), state, weights
+        return summary, state, weights
 
-    def readout_all(self, prev_embs, prev_hiddens, hiddens):
-        summary, weights = self.attention.attend_all(prev_hiddens, hiddens if self.queried else None)
-        return self.prev_proj(prev_embs) + self.summary_proj(summary), weights
+    def summary_all(self, prev_embs, prev_hiddens, hiddens):
+        """Every step at once, with a causal mask (:meth:`~sarnmt.models.history.HistoryAttention.attend_all`)."""
+        return self.attention.attend_all(prev_hiddens, hiddens if self.queried else None)
