@@ -109,6 +109,7 @@ def test_bench_measures_every_figure_on_every_workload_and_plots(tmp_path):
         assert run["variants"][1]["activation_mib"] > run["variants"][0]["activation_mib"]
     assert set(record["series"]) == {"baseline", "self_attentive_rnn", "lstm_input_feeding_tiny"}
     assert all(len(s["length"]) == 2 and len(s["batch"]) == 2 for s in record["series"].values())
+    assert all(len(s["beam_batch"]) == 2 and min(s["beam_batch"]) > 0 for s in record["series"].values())
     table = markdown(record)
     assert "workload **multi30k**" in table and "workload **wmt**" in table
     # a row in each workload's table and in its ratios to each peer (which the LSTM system has not)

@@ -185,24 +185,32 @@ def write(record: dict[str, Any], stem: Path) -> list[Path]:
 
 
 def plot(record: dict[str, Any], path: Path) -> Path:
-    """Training tokens/s against sentence length and against batch size, one line per variant."""
+    """Training tokens/s against sentence length and against batch size, and beam-k sentences/s against batch size
+    (where a record has them), one line per variant."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     cfg = record["config"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right, beam) = plt.subplots(1, 3, figsize=(16, 4.2))
     for name, series in record["series"].items():
         left.plot(cfg["plot_lengths"], series["length"], marker="o", label=name)
         right.plot(cfg["plot_batch_sizes"], series["batch"], marker="o", label=name)
+        if series.get("beam_batch"):
+            beam.plot(cfg["plot_batch_sizes"], series["beam_batch"], marker="o", label=name)
     left.set(
         xlabel="sentence length (tokens, both sides)",
         ylabel="training target tokens / s",
         title=f"batch {cfg['batch_size']}",
     )
     right.set(xlabel="batch size (sentences)", ylabel="training target tokens / s", title="length 25")
-    for ax in (left, right):
+    beam.set(
+        xlabel="batch size (sentences)",
+        ylabel=f"beam-{cfg['decode']['beam_size']} sentences / s",
+        title="decoding, length 25: where it stops rising",
+    )
+    for ax in (left, right, beam):
         ax.grid(alpha=0.3)
     left.legend(fontsize=8)
     m = record["machine"]

@@ -45,6 +45,8 @@ from sarnmt.bench.measure import (
 from sarnmt.bench.peer import Peer
 from sarnmt.bench.profile import profile_steps
 from sarnmt.bench.workload import TrainBatch, fixed_batch, make_workload, sorted_batches
+from sarnmt.decoding.beam import BeamSearch
+from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.kernels.choice import check_choice
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.factory import build_model, count_parameters
@@ -162,7 +164,8 @@ def throughput_series(
     cfg: DictConfig, systems: dict[str, System], device: torch.device
 ) -> dict[str, dict[str, list[float]]]:
     """Training tokens/s of sarnmt against sentence length (batch ``batch_size``) and against batch size (length
-    25), for every variant: where the target-side attention's O(T²) shows."""
+    25), for every variant: where the target-side attention's O(T²) shows; and beam-k sentences/s against batch
+    size (``beam_batch``, the same batches' sources): where decoding stops gaining from a bigger batch (issue 40)."""
     series: dict[str, dict[str, list[float]]] = {}
     points = [("length", n, cfg.batch_size, n) for n in cfg.plot_lengths]
     points += [("batch", bs, bs, 25) for bs in cfg.plot_batch_sizes]
@@ -170,13 +173,21 @@ def throughput_series(
     for name, system in systems.items():
         model = bench_model(cfg, system, device).train()
         optimizer = instantiate(cfg.optim)(params=model.parameters())
-        series[name] = {"length": [], "batch": []}
+        series[name] = {"length": [], "batch": [], "beam_batch": []}
+        beam = BeamSearch(cfg.decode.beam_size, LengthPenalty(), cfg.decode.max_len_a, cfg.decode.max_len_b)
         with precision_context(device, cfg.precision):
             for axis, _, batch_size, length in points:
                 batch = fixed_batch(batch_size, length, cfg.vocab, cfg.seed).to(device)
                 train_step(model, sarnmt_nll, optimizer, batch, cfg.clip)  # warm-up at this shape
                 seconds = timed(partial(train_step, model, sarnmt_nll, optimizer, batch, cfg.clip), device)
                 series[name][axis].append(batch.tokens / seconds)
+                if axis == "batch":
+                    with torch.no_grad():
+                        model.eval()
+                        search = partial(beam, model, batch.src, batch.src_mask)
+                        search()  # warm-up
+                        series[name]["beam_batch"].append(batch_size / timed(search, device))
+                        model.train()
                 progress.update()
     progress.close()
     return series
