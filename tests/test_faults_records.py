@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,17 @@ def test_a_json_file_beyond_its_bounds_is_one_error_naming_it(tmp_path, text, sa
     with pytest.raises(json_bounds.JsonError) as caught:
         json_bounds.load_file(path)
     assert str(caught.value).startswith(str(path)) and says in str(caught.value)
+
+
+def test_the_depth_scan_is_linear_in_an_unterminated_string_of_escaped_quotes(tmp_path):
+    """A file of one quote and 60,000 escaped quotes (a string that never ends) is refused as broken JSON in well
+    under a second: blanking the strings never rescans from each quote (that took 110 s for this file)."""
+    path = tmp_path / "quotes.json"
+    path.write_bytes(b'"' + b'\\"' * 60_000)
+    start = time.perf_counter()
+    with pytest.raises(json_bounds.JsonError, match="truncated or not valid JSON"):
+        json_bounds.load_file(path)
+    assert time.perf_counter() - start < 5
 
 
 def test_json_bounds_count_brackets_inside_strings_as_text_and_keep_nan_for_the_schema(tmp_path):

@@ -35,7 +35,7 @@ MAX_BYTES = 64 * 2**20
 MAX_DEPTH = 64  # a record nests 5 levels, sentence statistics 4
 MAX_INT_DIGITS = 20  # a signed 64-bit integer has at most 19
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)  # linear: every attempt matches
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _BLOCK = 1 << 22  # brackets summed at a time
 
