@@ -197,3 +197,31 @@ def test_cuda_graphs_train_as_the_eager_steps_on_the_gpu():
     eager = fit_cuda(CaptureStrategy(device="cuda", buckets=BUCKETS, kernels="plain"))
     for x, y in zip(graphed.net.parameters(), eager.net.parameters(), strict=True):
         assert torch.allclose(x, y, rtol=1e-4, atol=1e-6)
+
+
+def test_trainer_gpu_trains_the_toy_job_as_trainer_cpu(tmp_path, one_torch_thread, caplog, monkeypatch):
+    """The whole main job through trainer=gpu's config (its strategy, buckets and the module's logging), on the CPU
+    with the Eager backend: the same losses as trainer=cpu, every batch inside the buckets."""
+    from sarnmt.training.run import train
+    from tests.conftest import compose_train
+
+    small = ["data.n_train=300", "data.n_dev=40", "data.n_test=40", "data.max_tokens=600", "model.emb_dim=16"]
+    small += ["model.hidden_dim=32", "trainer.max_epochs=2", "test=false", "validation=cost", "logger=csv"]
+    small += ["validation.val_check_interval=5", "val_bleu=false"]
+    graphed = ["trainer=gpu", "trainer.accelerator=cpu", "trainer.precision=32-true", "trainer.strategy.device=cpu"]
+    graphed += ["+trainer.strategy.backend._target_=sarnmt.training.capture.Eager"]
+    captures, replays = [], []
+
+    def capture(self, body):
+        captures.append(body)
+        return lambda: replays.append(1) or body()
+
+    monkeypatch.setattr(Eager, "capture", capture)
+    plain = train(compose_train([*small, "trainer=cpu"], output_dir=tmp_path / "cpu"))
+    assert not captures
+    with caplog.at_level(logging.WARNING, logger="sarnmt"):
+        captured = train(compose_train([*small, *graphed], output_dir=tmp_path / "gpu"))
+    assert not [r for r in caplog.records if "captured training step" in r.getMessage()]
+    assert 1 <= len(captures) <= 32 and len(replays) > len(captures)  # every update replayed, buckets reused
+    for key in ("train/loss", "val/loss"):
+        assert captured[key] == pytest.approx(plain[key], rel=1e-4), key
