@@ -132,12 +132,22 @@ def parts(args, device, cfg, net, batch) -> dict[str, dict[str, tuple[Any, float
 
         peer = CommitPeer(cfg.model, cfg.decoder, args.before, args.cache)
         old = peer.searches(MAX_LEN_A, MAX_LEN_B, 5)
-        old_optim = peer._module("training.optim").Adadelta
+        old_optim = old_adadelta(peer)
         old_optimizer = old_optim(net.parameters(), rho=0.95, eps=1e-6, compiled=device.type == "cuda")
         out["beam5"]["before"] = (search(old["beam5"], net), sentences)
         out["greedy"]["before"] = (search(old["greedy"], net), sentences)
         out["train"]["before"] = (train_step(lambda b: peer.nll(net, b), old_optimizer), tokens)
     return out
+
+
+def old_adadelta(peer) -> type:
+    """The earlier tree's Adadelta: ``training.optim`` (since the packages by concept), ``optim`` before."""
+    for path in ("training.optim", "optim"):
+        try:
+            return peer._module(path).Adadelta
+        except (ImportError, AttributeError):
+            continue
+    return torch.optim.Adadelta
 
 
 def captured_step(net, batch, device, optimizer):
