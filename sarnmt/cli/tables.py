@@ -47,7 +47,7 @@ def render_tables(
     rows); the Markdown returned is then the table's own."""
     settings = settings or TableSettings()
     out = out or sys.stdout  # the stream of the call, not of the import (tests run the command in their process)
-    scale = load_scale(scale_name)
+    scale, options = load_scale(scale_name), (write, plot, out, wandb_settings, settings)
     rendered = {}
     for number in numbers:
         table = load_table(number)
@@ -55,20 +55,7 @@ def render_tables(
             [table.compared_with(baseline)] if baseline else [table, *map(table.compared_with, table.also_against)]
         )
         read = read_cells(table, scale, results_dir, settings)  # the records, read once for every version
-        texts = [
-            render_one(
-                version,
-                scale,
-                compare(version, read, settings),
-                results_dir,
-                write,
-                plot,
-                out,
-                wandb_settings,
-                settings,
-            )
-            for version in versions
-        ]
+        texts = [render_one(v, scale, compare(v, read, settings), results_dir, *options) for v in versions]
         rendered[number] = texts[0]
     return rendered
 
