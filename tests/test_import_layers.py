@@ -1,5 +1,6 @@
-"""The floors of the package (``.importlinter``): import-linter keeps the contract on the checkout, and fails, naming
-the import, on a copy of the package given one import from a lower floor up to a higher one."""
+"""The floors of the package and its lack of circles (``.importlinter``): import-linter keeps both contracts on the
+checkout, and fails, naming the import, on a copy of the package given one import from a lower floor up to a higher
+one, or one type-only import that closes a circle inside a package."""
 
 from __future__ import annotations
 
@@ -27,16 +28,33 @@ def lint(folder: Path) -> subprocess.CompletedProcess:
 def test_the_checkout_keeps_the_floors():
     done = lint(ROOT)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Contracts: 1 kept, 0 broken." in done.stdout
+    assert "Contracts: 2 kept, 0 broken." in done.stdout
+
+
+def copy_package(folder: Path) -> Path:
+    """A copy of the checkout's package and contract in ``folder``, which keeps the contracts: the package's folder."""
+    shutil.copytree(ROOT / "sarnmt", folder / "sarnmt", ignore=shutil.ignore_patterns("__pycache__", "conf"))
+    shutil.copy(ROOT / ".importlinter", folder)
+    assert lint(folder).returncode == 0  # the copy as it is
+    return folder / "sarnmt"
 
 
 def test_an_import_from_a_lower_floor_up_breaks_the_contract(tmp_path):
-    shutil.copytree(ROOT / "sarnmt", tmp_path / "sarnmt", ignore=shutil.ignore_patterns("__pycache__", "conf"))
-    shutil.copy(ROOT / ".importlinter", tmp_path)
-    assert lint(tmp_path).returncode == 0  # the copy as it is
-    gru = tmp_path / "sarnmt" / "models" / "gru.py"
+    gru = copy_package(tmp_path) / "models" / "gru.py"
     gru.write_text(gru.read_text() + "\nfrom sarnmt.training.loss import translation_loss  # noqa: E402\n")
     done = lint(tmp_path)
     assert done.returncode != 0 and "BROKEN" in done.stdout
     assert "sarnmt.models is not allowed to import sarnmt.training" in done.stdout
     assert "sarnmt.models.gru -> sarnmt.training.loss" in done.stdout
+
+
+def test_a_type_only_import_that_closes_a_circle_breaks_the_contract(tmp_path):
+    """decoding/beam.py imports decoding/rule.py; rule.py naming beam.py's class for its annotations only closes a
+    circle, which the second contract names, though the floors do not see it."""
+    rule = copy_package(tmp_path) / "decoding" / "rule.py"
+    circle = "\nfrom typing import TYPE_CHECKING  # noqa: E402\n\nif TYPE_CHECKING:\n"
+    rule.write_text(rule.read_text() + circle + "    from sarnmt.decoding.beam import BeamSearch  # noqa: F401\n")
+    done = lint(tmp_path)
+    assert done.returncode != 0 and "sarnmt's floors: each package imports only the floors below it KEPT" in done.stdout
+    assert "No cycles are allowed in sarnmt.decoding." in done.stdout
+    assert ".rule -> .beam" in done.stdout
