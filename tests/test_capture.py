@@ -222,6 +222,6 @@ def test_trainer_gpu_trains_the_toy_job_as_trainer_cpu(tmp_path, one_torch_threa
     with caplog.at_level(logging.WARNING, logger="sarnmt"):
         captured = train(compose_train([*small, *graphed], output_dir=tmp_path / "gpu"))
     assert not [r for r in caplog.records if "captured training step" in r.getMessage()]
-    assert 1 <= len(captures) <= 32 and len(replays) > len(captures)  # every update replayed, buckets reused
+    assert 1 <= len(captures) <= 64 and len(replays) > len(captures)  # every update replayed, buckets reused
     for key in ("train/loss", "val/loss"):
         assert captured[key] == pytest.approx(plain[key], rel=1e-4), key
