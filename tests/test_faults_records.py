@@ -202,6 +202,11 @@ MUTATIONS = {
         "its seed 'one' is not a whole number",
     ),
     "NaN wall time": ("en_de.mean_residual.s2", lambda p, paths: _rewrite(p, _wall), "are not finite numbers >= 0"),
+    "a config that is not a mapping": (
+        "en_de.mean_residual.s2",
+        lambda p, paths: _rewrite(p, lambda r: r.update(config=["model"])),
+        "['config'] are not mappings",
+    ),
     "NaN score": (
         "en_de.mean_residual.s2",
         lambda p, paths: _rewrite(p, _score(float("nan"))),

@@ -47,6 +47,7 @@ REQUIRED = ("version", "job", "scale", "pair", "row", "seed", "config_hash", "te
 TEXT_KEYS = ("job", "scale", "pair", "row", "config_hash", "finished")
 COUNT_KEYS = ("parameters", "steps", "epochs")  # whole numbers >= 0 where present (parameters may be null)
 FLAG_KEYS = ("dirty", "allow_dirty", "stopped_early")
+MAPPING_KEYS = ("wall_seconds", "hardware", "selected_checkpoint", "config")  # where present
 MAX_RECORD_BYTES = 16 * 2**20  # a record is about 5 KB (its resolved config included)
 MAX_SENTENCE_BYTES = 16 * 2**20  # decompressed: a full-size job's statistics are about 1 MB, parsed about 10x that
 
@@ -137,9 +138,9 @@ def schema_problem(record: Any, file_name: str) -> str | None:
     Checked: the :data:`REQUIRED` keys; :data:`TEXT_KEYS` strings; ``version`` and ``seed`` whole numbers (not
     booleans); ``job`` is ``<pair>.<row>.s<seed>`` of its own keys and ``file_name`` is ``<job>.json``;
     :data:`COUNT_KEYS` whole numbers >= 0 where present (``parameters`` may be null); :data:`FLAG_KEYS` booleans;
-    ``commit`` and ``source_hash`` strings or null; ``hardware`` a mapping; ``wall_seconds`` a mapping of finite
-    numbers >= 0; ``tests`` a mapping of mappings whose ``scores`` map each metric to a finite number or null (or to
-    ``{"score": <finite number or null>, ...}``).
+    ``commit`` and ``source_hash`` strings or null; :data:`MAPPING_KEYS` (and ``config.model``) mappings where
+    present; ``wall_seconds`` of finite numbers >= 0; ``tests`` a mapping of mappings whose ``scores`` map each
+    metric to a finite number or null (or to ``{"score": <finite number or null>, ...}``).
     """
     if not isinstance(record, dict):
         return f"holds a {type(record).__name__}, not a record (a mapping)"
@@ -171,9 +172,9 @@ def schema_problem(record: Any, file_name: str) -> str | None:
     wrong = [key for key in ("commit", "source_hash") if not isinstance(record.get(key), str | None)]
     if wrong:
         return f"{wrong} are not text"
-    wrong = [
-        key for key in ("wall_seconds", "hardware", "selected_checkpoint") if not isinstance(record.get(key, {}), dict)
-    ]
+    wrong = [key for key in MAPPING_KEYS if not isinstance(record.get(key, {}), dict)]
+    if "config" in record and not wrong and not isinstance(record["config"].get("model", {}), dict):
+        wrong = ["config.model"]
     if wrong:
         return f"{wrong} are not mappings"
     bad = {k: v for k, v in record.get("wall_seconds", {}).items() if not (_finite(v) and v >= 0)}

@@ -120,7 +120,11 @@ def _parameters(table: Table, cells: dict, row_key: str) -> str:
 
 def _size(table: Table, cells: dict, row_key: str) -> str:
     """A language model's d as run, and the paper's (Table 6)."""
-    runs = {r["config"]["model"].get("hidden_dim") for c in table.columns for r in cells[row_key, c.key].counted}
+    runs = {
+        r.get("config", {}).get("model", {}).get("hidden_dim")
+        for c in table.columns
+        for r in cells[row_key, c.key].counted
+    }
     shown = " / ".join(str(d) for d in sorted(runs, key=str)) or "?"
     paper = table.row(row_key).paper_d
     return shown + (f" ({paper})" if paper is not None else "")
