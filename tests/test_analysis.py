@@ -244,7 +244,8 @@ def test_attention_files_that_are_not_translate_records_are_named_by_line(tmp_pa
     (record,) = read_attention(path)
     assert record.words == ["x"] and record.rows == 2 and record.tgt_attention.shape == (2, 2)
     cases = [
-        ("{not json", "line 2: not JSON"),
+        ("{not json", "line 2: truncated or not valid JSON"),
+        ("[" * 100_000, r"line 2 nests deeper than 64 levels \(100000\)"),
         (json.dumps({**good, "line": 1, "tgt_attention": [[1.0]]}), r"line 2: 'tgt_attention' has shape \(1, 1\)"),
         (json.dumps({k: v for k, v in good.items() if k != "source"} | {"line": 1}), "line 2: no 'source' key"),
         (json.dumps({**good, "line": 5}), "line 2: its 'line' is 5, expected 1"),

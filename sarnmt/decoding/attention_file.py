@@ -28,6 +28,7 @@ import numpy as np
 from sarnmt.data.text.codecs import EOS_TOKEN
 from sarnmt.decoding.stream import Translation
 from sarnmt.errors import InputError
+from sarnmt.utils.json_bounds import JsonError, loads
 
 
 class AttentionFileError(InputError):
@@ -160,10 +161,10 @@ def read_attention(path: str | Path) -> list[AttentionRecord]:
     with open(path, encoding="utf-8") as handle:
         for number, text in enumerate(handle, start=1):
             where = f"attention file {path} line {number}"
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise AttentionFileError(f"{where}: not JSON ({err.msg})") from err
+            try:  # bounded: an attention file may come from elsewhere (sarnmt.utils.json_bounds)
+                obj = loads(text, where)
+            except JsonError as err:
+                raise AttentionFileError(str(err)) from err
             record = record_from_json(obj, where)
             if record.line != number - 1:
                 raise AttentionFileError(
