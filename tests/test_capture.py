@@ -5,6 +5,7 @@ the test marked ``gpu`` (skipped without a CUDA device)."""
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from functools import partial
 
 import lightning as L
@@ -14,12 +15,19 @@ from torch.utils.data import DataLoader
 
 from sarnmt.data.loading.batching import Batch, pad_sequences
 from sarnmt.errors import InputError
+from sarnmt.kernels.encoder import unrolled_bigru
+from sarnmt.kernels.output import every_position
+from sarnmt.kernels.registry import resolve
+from sarnmt.models.encoder import DL4MTBiGRU
+from sarnmt.models.hot_spots import EQUATIONS, kernel_choice
+from sarnmt.models.positions import selected_rows
 from sarnmt.training.capture import Buckets, CaptureStrategy, CudaGraphs, Eager, StaticBatch, padded_loss
 from sarnmt.training.lit_module import TranslationModule
 from sarnmt.training.optim import Adadelta
 from sarnmt.utils.oom import halve_on_oom
-from tests.conftest import decoder_cfg
-from tests.model_helpers import VOCAB, build
+from tests.conftest import SYSTEM_IDS, SYSTEMS, decoder_cfg
+from tests.model_helpers import VOCAB, build, build_system
+from tests.model_helpers import batch as model_batch
 
 BUCKETS = {"rows": [2, 4, 8], "source": [4, 8, 12], "target": [4, 8, 12]}
 
@@ -142,12 +150,6 @@ def test_accumulated_gradients_run_eagerly_with_one_warning(one_torch_thread, ca
     assert not strategy.graphs.replays
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sarnmt/models/skeleton.py selected_rows (nonzero over the target mask, in decode_nll) syncs once per "
-    "batch, so a CUDA capture of the step fails there and training runs eagerly (issue 40, item 3); on a GPU "
-    "sarnmt/models/encoder.py's pack_padded_sequence lengths (.cpu()) sync too. Remove this mark once both are gone.",
-)
 def test_the_padded_training_step_waits_on_the_host_nowhere():
     """What a CUDA graph cannot hold: a host sync (a read of a device value, or a shape decided by one) inside the
     captured forward and backward passes, counted as the issue counts them, through the profiler's ops."""
@@ -162,6 +164,43 @@ def test_the_padded_training_step_waits_on_the_host_nowhere():
         loss.backward()
     syncs = [e.name for e in prof.events() if e.name in ("aten::_local_scalar_dense", "aten::nonzero", "aten::item")]
     assert syncs == []
+
+
+@pytest.mark.parametrize(("model", "name", "override"), SYSTEMS, ids=SYSTEM_IDS)
+def test_static_shapes_give_every_systems_loss_and_gradients(model, name, override, one_torch_thread):
+    """Under ``static_shapes`` (the captured step's forms: every position read out, the unrolled encoder) each
+    system's −log p and gradients are those of its usual forms (selected positions), zero at padding."""
+    net = build_system(model, name, override, emb_dim=6, hidden_dim=8, seed=5).double().train()
+    src, src_mask, tgt, tgt_mask = model_batch()
+
+    def nll_and_grads(static: bool):
+        torch.manual_seed(0)  # the same dropout masks
+        net.zero_grad()
+        with net.kernels.static_shapes() if static else nullcontext():
+            nll = net.nll(src, src_mask, tgt, tgt_mask)
+        (nll * torch.linspace(0.5, 1.5, nll.numel(), dtype=nll.dtype).view_as(nll)).sum().backward()
+        return nll.detach(), [p.grad.clone() for p in net.parameters() if p.grad is not None]
+
+    (usual, usual_grads), (static, static_grads) = nll_and_grads(False), nll_and_grads(True)
+    assert torch.equal(static[~tgt_mask.bool()], torch.zeros_like(static[~tgt_mask.bool()]))
+    torch.testing.assert_close(static, usual, rtol=1e-10, atol=1e-12)
+    assert len(static_grads) == len(usual_grads)
+    for a, b in zip(static_grads, usual_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+def test_a_gpus_captured_step_runs_the_masked_encoder_and_reads_every_position():
+    """The rules of a CUDA device, read without one: ``kernels=auto`` runs PyTorch's packed GRU there (its lengths
+    are read on the host) and selects the real positions (``nonzero``); under ``static_shapes`` neither."""
+    choice = kernel_choice("auto")
+    cuda = torch.device("cuda")
+    usual = resolve(choice.rules(cuda, grad=True), EQUATIONS)
+    assert usual.bigru == DL4MTBiGRU.packed and usual.output_rows is selected_rows
+    with choice.static_shapes():
+        flags = choice.rules(cuda, grad=True)
+        static = resolve(flags, EQUATIONS)
+    assert flags.static_shapes and not choice.rules(cuda, grad=True).static_shapes  # the context ends it
+    assert static.bigru.func is unrolled_bigru and static.output_rows is every_position
 
 
 def test_kernels_plain_turns_the_capture_off(one_torch_thread):

@@ -12,6 +12,8 @@ model call (:mod:`sarnmt.kernels.registry` says which kernel replaces which hot 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Generic
 
@@ -74,6 +76,18 @@ class KernelChoice(Generic[Spots]):
             (cuda, grad): replace(self._flags(cuda, grad), **flags) for cuda in (False, True) for grad in (False, True)
         }
         self._resolved = {key: resolve(kernels, self.equations) for key, kernels in self._flags_by_call.items()}
+
+    @contextmanager
+    def static_shapes(self) -> Iterator[None]:
+        """Within: every call resolves as it would now, with ``static_shapes`` on (the captured training step,
+        :func:`sarnmt.training.capture.padded_loss`: no shape decided by a read of the device)."""
+        saved = self._flags_by_call, self._resolved
+        self._flags_by_call = {key: replace(kernels, static_shapes=True) for key, kernels in saved[0].items()}
+        self._resolved = {key: resolve(kernels, self.equations) for key, kernels in self._flags_by_call.items()}
+        try:
+            yield
+        finally:
+            self._flags_by_call, self._resolved = saved
 
     def rules(self, device: torch.device, grad: bool = False) -> Kernels:
         """The flags a call on ``device`` runs under, with autograd on or off (``grad``): the rules of a device,

@@ -95,3 +95,10 @@ class _LinearNLL(torch.autograd.Function):
         grad_w = factor.t() @ (x * scale.unsqueeze(1)) if ctx.needs_input_grad[1] else None
         grad_b = factor.t() @ scale if ctx.has_bias and ctx.needs_input_grad[2] else None
         return grad_x, grad_w, grad_b, None, None
+
+
+def every_position(positions: Tensor) -> None:
+    """The ``output_rows`` hot spot of a step with static shapes (``static_shapes``): None, every one of the B·T
+    positions, padding included (the model zeroes the padding's −log p), so that no host synchronisation decides a
+    shape.  :param positions: shape (B, T), bool; unread."""
+    return None

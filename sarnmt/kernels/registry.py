@@ -20,7 +20,7 @@ from sarnmt.kernels.encoder import unrolled_bigru
 from sarnmt.kernels.gru import gru_update
 from sarnmt.kernels.loop_attention import LoopAttention
 from sarnmt.kernels.loop_linear import LoopLinear
-from sarnmt.kernels.output import linear_nll
+from sarnmt.kernels.output import every_position, linear_nll
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,10 @@ class Kernels:
     :param fused_output: the output layer and the cross-entropy as one operation.
     :param chunked_attention: the search-time attention energies in cache-sized pieces (only without autograd).
     :param sigmoid_tanh: in those pieces and in the loop attention, tanh as 2σ(2x) − 1.
+    :param static_shapes: no shape read from the device, so that a CUDA graph can hold the step (the captured
+        training step, :mod:`sarnmt.training.capture`, turns it on; off under every ``kernels=`` choice): the
+        output layer reads every padded position instead of selecting the real ones, and the encoder is the
+        unrolled loop (PyTorch's packed GRU reads the lengths on the host).
     """
 
     loop_weights: bool
@@ -42,9 +46,11 @@ class Kernels:
     fused_output: bool
     chunked_attention: bool
     sigmoid_tanh: bool
+    static_shapes: bool
 
 
-FUSED = Kernels(*[True] * len(Kernels.__dataclass_fields__))
+# every kernel on; static shapes (no kernel, a form for capture) only where a captured step asks for them
+FUSED = Kernels(*[True] * (len(Kernels.__dataclass_fields__) - 1), static_shapes=False)
 PLAIN = Kernels(*[False] * len(Kernels.__dataclass_fields__))
 # the kernels that only pay on a CPU, off on a GPU under ``kernels=auto``: the unrolled encoder (PyTorch's packed GRU
 # is cuDNN's there), the cache-sized pieces of the search's energies (a Python loop over the batch at every step on
@@ -56,6 +62,12 @@ CPU_ONLY = ("unrolled_encoder", "chunked_attention", "sigmoid_tanh")
 Spots = TypeVar("Spots")  # the model's hot spots (:class:`~sarnmt.models.hot_spots.HotSpots`), a dataclass
 Builder = Callable[[Kernels, Any], Callable[..., Any]]
 
+
+def unrolled(flags: Kernels, spots: Any) -> Callable[..., Any]:
+    """The unrolled bi-GRU, running the ``gru_update`` chosen so far."""
+    return partial(unrolled_bigru, gru_update=spots.gru_update, loop_weights=flags.loop_weights)
+
+
 REGISTRY: tuple[tuple[str, str, Builder], ...] = (
     # (flag, hot spot, the kernel given the flags and the hot spots so far)
     ("gru_update", "gru_update", lambda flags, spots: gru_update),
@@ -66,12 +78,10 @@ REGISTRY: tuple[tuple[str, str, Builder], ...] = (
         "attention_scores",
         lambda flags, spots: partial(scores_in_chunks, by_sigmoid=flags.sigmoid_tanh),
     ),
-    (
-        "unrolled_encoder",
-        "bigru",
-        lambda flags, spots: partial(unrolled_bigru, gru_update=spots.gru_update, loop_weights=flags.loop_weights),
-    ),
+    ("unrolled_encoder", "bigru", unrolled),
     ("fused_output", "output_nll", lambda flags, spots: linear_nll),
+    ("static_shapes", "output_rows", lambda flags, spots: every_position),
+    ("static_shapes", "bigru", unrolled),
 )
 
 

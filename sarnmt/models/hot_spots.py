@@ -21,6 +21,7 @@ from sarnmt.kernels import KernelChoice
 from sarnmt.models.attention import SourceAttention, energy_scores
 from sarnmt.models.encoder import DL4MTBiGRU
 from sarnmt.models.gru import gru_update
+from sarnmt.models.positions import selected_rows
 from sarnmt.models.state import SourceMemory
 
 
@@ -39,6 +40,8 @@ class HotSpots:
         energies v_aᵀ tanh(k_j + q) + c (eq. C8).
     :param bigru: ``(rnn, emb (B, S, e), src_mask (B, S)) -> annotations (B, S, 2d)``: the encoder's bi-GRU
         (eq. 2, A.1a-e), zero at padding.
+    :param output_rows: ``(mask (B, T) bool) -> rows (N,) or None``: the positions the output layer reads in
+        training, their indices in the flattened grid (the real ones), or None for all B·T (static shapes).
     :param output_nll: ``(features (N, e), weight (V, e), bias (V,) or None, target (N,)) -> nll (N,)``:
         −log softmax(features Wᵀ + b)[target], float32 (float64 for float64 inputs) (eq. 1, A.3g).
     """
@@ -48,6 +51,7 @@ class HotSpots:
     step_attention: Callable[[Any, Any, Any], Callable[[Tensor], tuple[Tensor, Tensor]]]
     attention_scores: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
     bigru: Callable[[Any, Tensor, Tensor], Tensor]
+    output_rows: Callable[[Tensor], Tensor | None]
     output_nll: Callable[[Tensor, Tensor, Tensor | None, Tensor], Tensor]
 
     @cached_property
@@ -84,6 +88,7 @@ EQUATIONS = HotSpots(
     step_attention=step_attention,
     attention_scores=energy_scores,
     bigru=DL4MTBiGRU.packed,
+    output_rows=selected_rows,
     output_nll=output_nll,
 )
 

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from sarnmt.models.hot_spots import HotSpots
-from sarnmt.models.positions import scatter_positions
+from sarnmt.models.positions import scatter_positions, selected_rows
 from sarnmt.models.state import DecoderState, SourceMemory
 
 
@@ -54,12 +54,6 @@ class DecoderOutput:
     logits: Tensor
     src_attention: Tensor | None
     tgt_attention: Tensor | None
-
-
-def selected_rows(positions: Tensor) -> Tensor:
-    """:param positions: shape (B, T), bool.  :returns: their indices in the flattened grid, row-major, shape (N,)
-    (one host synchronisation on a GPU, taken once per batch)."""
-    return positions.flatten().nonzero().squeeze(1)
 
 
 class RecurrentDecoder(nn.Module):
@@ -220,7 +214,12 @@ class RecurrentDecoder(nn.Module):
 
         :param mask: real target positions, shape (B, T).  :returns: shape (B, T), zero on padding; float32
             (float64 for a float64 model)."""
-        rows = selected_rows(mask)
+        rows = spots.output_rows(mask)
         readout_in, target_context, _, _ = self.teacher_forced(tgt, memory, state, rows, spots)
+        if rows is None:  # static shapes: every position read out, the padding's −log p zeroed (no host read)
+            inputs = tuple(x.flatten(0, 1) for x in readout_in)
+            context = None if target_context is None else target_context.flatten(0, 1)
+            nll = self.output_nll(inputs, context, tgt.flatten(), spots).view(mask.shape)
+            return nll.masked_fill(~mask.bool(), 0.0)
         target = tgt.flatten().index_select(0, rows)
         return scatter_positions(self.output_nll(readout_in, target_context, target, spots), mask)
