@@ -26,7 +26,6 @@ scored with sacrebleu: ``bleu_tok`` / ``bleu_tok_lc`` (multi-bleu on tokenised t
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -56,6 +55,7 @@ from sarnmt.sweep.records import (
 from sarnmt.training.checkpoint import load_model
 from sarnmt.training.run import train
 from sarnmt.training.stored_config import run_trust
+from sarnmt.utils import json_bounds
 from sarnmt.utils.compose import compose
 from sarnmt.utils.device import pick_device
 from sarnmt.utils.instantiate import instantiate_dict
@@ -167,7 +167,7 @@ def _run(
         log.info("%s: training had ended (%s); evaluating", job.id, fit_path)
         with finish_wandb():
             return runner.finish(
-                job, cfg, digest, json.loads(fit_path.read_text()), instantiate_dict(cfg.logger), settings, code
+                job, cfg, digest, json_bounds.load_file(fit_path), instantiate_dict(cfg.logger), settings, code
             )
     last = folder / "checkpoints" / "last.ckpt"
     if last.is_file():
