@@ -148,7 +148,7 @@ SLOW = {
         for name in (
             "test_pinned_cells_show_the_seed_aware_markers_intervals_and_a_footer_that_names_the_test",
             "test_a_cell_of_two_commits_is_mixed_code_and_not_averaged",
-            "test_the_tables_command_reports_a_nan_record_and_too_few_resamples_in_one_line",
+            "test_the_tables_command_counts_a_nan_record_and_refuses_too_few_resamples_in_one_line",
             "test_baseline_compares_every_row_with_another_row_in_files_of_their_own",
             "test_a_recorded_score_within_a_hundredth_of_its_statistics_is_counted",
         )
