@@ -44,14 +44,22 @@ def batches(shapes: list[tuple[int, int, int]], seed: int = 0) -> list[Batch]:
     return out
 
 
-def fit(data: list[Batch], strategy=None, normalization: str = "sentence") -> TranslationModule:
-    """A tiny float64 baseline trained on ``data``, one update per batch, clipped at 1 (the paper's)."""
-    net = build(decoder_cfg("baseline"), emb_dim=6, hidden_dim=8, seed=3).train()
+def fit(
+    data: list[Batch],
+    strategy=None,
+    normalization: str = "sentence",
+    accelerator: str = "cpu",
+    dtype: torch.dtype = torch.float64,
+) -> TranslationModule:
+    """A tiny baseline (float64 unless ``dtype``) trained on ``data``, one update per batch, clipped at 1 (the
+    paper's)."""
+    net = build(decoder_cfg("baseline"), emb_dim=6, hidden_dim=8, seed=3).to(dtype).train()
     module = TranslationModule(
         net, partial(Adadelta, lr=1.0, rho=0.95, eps=1e-6, compiled=False), normalization, bleu=False
     )
     trainer = L.Trainer(
-        accelerator="cpu",
+        accelerator=accelerator,
+        devices=1,
         strategy=strategy if strategy is not None else "auto",
         max_steps=len(data),
         gradient_clip_val=1.0,
@@ -237,21 +245,7 @@ def test_cuda_graphs_train_as_the_eager_steps_on_the_gpu():
     strategy = CaptureStrategy(device="cuda", buckets=BUCKETS, backend=CudaGraphs())
 
     def fit_cuda(strategy):
-        net = build(decoder_cfg("baseline"), emb_dim=6, hidden_dim=8, seed=3).float()
-        module = TranslationModule(net, partial(Adadelta, rho=0.95, eps=1e-6), "sentence", bleu=False)
-        trainer = L.Trainer(
-            accelerator="gpu",
-            devices=1,
-            strategy=strategy,
-            max_steps=len(cuda),
-            gradient_clip_val=1.0,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-        )
-        trainer.fit(module, train_dataloaders=DataLoader(cuda, batch_size=None, shuffle=False))
-        return module
+        return fit(cuda, strategy, accelerator="gpu", dtype=torch.float32)
 
     graphed = fit_cuda(strategy)
     assert strategy.graphs.eager_steps == 0 and not strategy.graphs.broken and len(strategy.graphs.replays) == 2
