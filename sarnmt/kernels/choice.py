@@ -71,19 +71,25 @@ class KernelChoice(Generic[Spots]):
         unknown = sorted(set(flags) - set(Kernels.__dataclass_fields__))
         if unknown:
             raise ValueError(f"unknown kernel flags {unknown}; the flags are {list(Kernels.__dataclass_fields__)}")
-        # resolved once for each (GPU?, autograd on?): every decoder step asks, and gets a dict lookup
-        self._flags_by_call = {
-            (cuda, grad): replace(self._flags(cuda, grad), **flags) for cuda in (False, True) for grad in (False, True)
-        }
-        self._resolved = {key: resolve(kernels, self.equations) for key, kernels in self._flags_by_call.items()}
+        self._use(
+            {
+                (cuda, grad): replace(self._flags(cuda, grad), **flags)
+                for cuda in (False, True)
+                for grad in (False, True)
+            }
+        )
+
+    def _use(self, flags_by_call: dict[tuple[bool, bool], Kernels]) -> None:
+        """Resolve each (GPU?, autograd on?) once: every decoder step asks, and gets a dict lookup."""
+        self._flags_by_call = flags_by_call
+        self._resolved = {key: resolve(kernels, self.equations) for key, kernels in flags_by_call.items()}
 
     @contextmanager
     def static_shapes(self) -> Iterator[None]:
         """Within: every call resolves as it would now, with ``static_shapes`` on (the captured training step,
         :func:`sarnmt.training.capture.padded_loss`: no shape decided by a read of the device)."""
         saved = self._flags_by_call, self._resolved
-        self._flags_by_call = {key: replace(kernels, static_shapes=True) for key, kernels in saved[0].items()}
-        self._resolved = {key: resolve(kernels, self.equations) for key, kernels in self._flags_by_call.items()}
+        self._use({key: replace(kernels, static_shapes=True) for key, kernels in saved[0].items()})
         try:
             yield
         finally:
