@@ -85,6 +85,31 @@ def _status_and_json(answer: bytes) -> tuple[int, dict]:
 # -- one server, as the command runs it, for every hostile request ------------------------------------------------
 
 
+@contextmanager
+def _serving(db: Path, cwd: Path, stderr: Path | None = None) -> Iterator[tuple[subprocess.Popen, tuple[str, int]]]:
+    """``python -m sarnmt.human serve db=...`` on a free port: the process and its address."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    err = stderr.open("w", encoding="utf-8") if stderr else subprocess.DEVNULL
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sarnmt.human", "serve", f"db={db}", "--port", "0"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=err,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        assert " at http://127.0.0.1:" in line, line + (stderr.read_text(encoding="utf-8") if stderr else "")
+        yield process, ("127.0.0.1", int(line.split(" at http://127.0.0.1:")[1].split("/")[0]))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        process.stdout.close()
+        if stderr:
+            err.close()
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """``python -m sarnmt.human serve`` on a task made with seed 1234 (as every task was before seeds were
@@ -92,26 +117,8 @@ def served(tmp_path_factory):
     folder = tmp_path_factory.mktemp("served")
     db = folder / "h.sqlite"
     tokens = make_task(db, folder, seed=1234)
-    stderr = (folder / "stderr.txt").open("w+", encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "sarnmt.human", "serve", f"db={db}", "--port", "0"],
-        cwd=folder,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        text=True,
-    )
-    try:
-        line = process.stdout.readline()
-        assert " at http://127.0.0.1:" in line, line + (folder / "stderr.txt").read_text()
-        port = int(line.split(" at http://127.0.0.1:")[1].split("/")[0])
-        yield {"address": ("127.0.0.1", port), "tokens": tokens, "stderr": folder / "stderr.txt", "db": db}
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        process.stdout.close()
-        stderr.close()
+    with _serving(db, folder, folder / "stderr.txt") as (_, address):
+        yield {"address": address, "tokens": tokens, "stderr": folder / "stderr.txt", "db": db}
 
 
 HOSTILE = {
@@ -494,31 +501,6 @@ def test_csv_exports_hold_no_formula_and_the_numbers_are_unchanged(tmp_path):
 
 
 # -- the web stack: slow clients, framing, one server per database (issue 41) -------------------------------------
-
-
-@contextmanager
-def _serving(db: Path, cwd: Path, stderr: Path | None = None) -> Iterator[tuple[subprocess.Popen, tuple[str, int]]]:
-    """``python -m sarnmt.human serve db=...`` on a free port: the process and its address."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    err = stderr.open("w", encoding="utf-8") if stderr else subprocess.DEVNULL
-    process = subprocess.Popen(
-        [sys.executable, "-m", "sarnmt.human", "serve", f"db={db}", "--port", "0"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=err,
-        text=True,
-    )
-    try:
-        line = process.stdout.readline()
-        assert " at http://127.0.0.1:" in line, line
-        yield process, ("127.0.0.1", int(line.split(" at http://127.0.0.1:")[1].split("/")[0]))
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        process.stdout.close()
-        if stderr:
-            err.close()
 
 
 SLOW_CLIENTS = 256
