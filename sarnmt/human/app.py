@@ -24,16 +24,13 @@ framing (request line, headers, ``Content-Length``, chunks) by h11 before the ap
 one line on stderr. The database work of a request runs in a worker thread (SQLite is blocking); reading a request
 never holds one.
 
-**One server per database**: :class:`RankingServer` holds an exclusive ``fcntl.flock`` on ``<db>.serve-lock`` (a
-file beside the database, holding the server's process id) while it runs; a second one on the same database is
-refused. SQLite's own locks are not used for this: they guard transactions, and holding one for the life of the
-server would block ``annotators add=`` and ``export``.
+**One server per database**: :class:`RankingServer` holds the database's serve lock
+(:mod:`sarnmt.human.serve_lock`) while it runs; a second one on the same database is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import os
 import socket
@@ -49,8 +46,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from sarnmt.errors import InputError
 from sarnmt.human import store
+from sarnmt.human.serve_lock import ServeError, take_lock
 from sarnmt.human.server import Limits, Server, brief, log
 from sarnmt.human.validate import MAX_BODY, ApiError, fields, json_object, query, whole_number
 
@@ -82,38 +79,6 @@ NAME_SIGNIN_GONE = (
 MAX_TOKEN = 100
 FORMER_DEFAULT_SEED = 1234
 JSON = "application/json; charset=utf-8"
-
-
-class ServeError(InputError):
-    """The app cannot start: no database or no task in it, a read-only database, one served already, an unknown
-    sign-in mode, an address it cannot bind."""
-
-
-def lock_path(db: Path) -> Path:
-    return db.with_name(db.name + ".serve-lock")
-
-
-def _lock(db: Path) -> int:
-    """Take the database's serve lock (module docstring). :returns: the lock file's descriptor, to hold.
-
-    :raises ServeError: another process serves ``db``, or the lock file cannot be made."""
-    path = lock_path(db)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as err:
-        raise ServeError(f"cannot make the lock file {path}: {err.strerror}") from err
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
-        os.close(fd)
-        raise ServeError(
-            f"{db} is served already (by process {holder}; lock {path}): two servers on one database would hand out "
-            "the same items unaware of each other; stop the other serve first"
-        ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
 
 
 def json_response(status: int, data: dict, close: bool = False) -> Response:
@@ -211,7 +176,7 @@ class RankingServer(Server):
         self.identity = _identity(self.db)
         self.served: dict[tuple[int, int], str] = {}  # (annotator, item) → when the item was last sent to them
         self.served_lock = threading.Lock()
-        self._lock_fd = _lock(self.db)
+        self._lock_fd = take_lock(self.db)
         try:
             sock = _listen(host, port)
         except BaseException:
