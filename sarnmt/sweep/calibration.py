@@ -97,7 +97,7 @@ def cell_p_values(
     system: Sequence[np.ndarray], baseline: Sequence[np.ndarray], resampling: seed_tests.Resampling
 ) -> tuple[float, float]:
     """``(p_welch, p_two_level)``: the new and the old seed-aware test of one cell, from one bootstrap pass."""
-    two_level, pooled = seed_tests._bootstrap(system, baseline, METRIC, resampling)
+    two_level, pooled = seed_tests.both_bootstraps(system, baseline, METRIC, resampling)
     welch = seed_tests.welch_test(
         seed_tests.run_scores(system, METRIC),
         seed_tests.run_scores(baseline, METRIC),

@@ -164,11 +164,11 @@ def bootstrap_differences(
     the drawn sentences (a run drawn twice counts twice in its side's mean). ``resample_runs=False``, Koehn's (2004)
     paired bootstrap over sentences with every run kept once (seeds pooled), on the same sentence draws.
     """
-    two_level, pooled = _bootstrap(system, baseline, metric, resampling)
+    two_level, pooled = both_bootstraps(system, baseline, metric, resampling)
     return two_level if resample_runs else pooled
 
 
-def _bootstrap(
+def both_bootstraps(
     system: Sequence[np.ndarray], baseline: Sequence[np.ndarray], metric: str, resampling: Resampling
 ) -> tuple[np.ndarray, np.ndarray]:
     """Both bootstraps of :func:`bootstrap_differences` from one pass over the resamples: ``(two_level, pooled)``.
@@ -269,7 +269,7 @@ def compare_cells(
     tests with seeds pooled. The sentence-level bootstrap's resamples give both p_sentence and v_sent."""
     sys_scores, base_scores = run_scores(system, metric), run_scores(baseline, metric)
     difference = float(sys_scores.mean() - base_scores.mean())
-    two_level, pooled = _bootstrap(system, baseline, metric, resampling)
+    two_level, pooled = both_bootstraps(system, baseline, metric, resampling)
     result = Comparison(
         difference,
         (len(system), len(baseline)),
