@@ -25,6 +25,7 @@ segment, each query seeing a window of the items before it.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from sarnmt.models.init import init_linear_, normal_
@@ -64,14 +65,41 @@ class HistoryAttention(nn.Module):
             }
         return {prefix + "values": like.new_zeros(batch, 0, dim), prefix + "keys": like.new_zeros(batch, 0, dim)}
 
+    @staticmethod
+    def with_capacity(history: dict[str, Tensor], prefix: str, capacity: int) -> dict[str, Tensor]:
+        """The same history in its fixed-shape form, room for ``capacity`` items: what a step that must keep its
+        shapes (a captured search step, :mod:`sarnmt.decoding.captured`) carries.
+
+        The growing tensors are padded to ``capacity`` items (content scoring: ``{prefix}scores`` (B, capacity),
+        -inf past the items, so their softmax weight is 0; with a query: ``{prefix}values`` and ``{prefix}keys``
+        (B, capacity, k), zeros past the items) and ``{prefix}count`` (B,), long, says how many are filled (the
+        same in every row). :meth:`append` then writes item ``count`` in place of growing, :meth:`attend` masks
+        the places past it, and the weights it returns are (B, capacity), zero past the items.
+
+        :raises ValueError: when the history already holds more than ``capacity`` items."""
+        grown = history[prefix + "scores"] if prefix + "scores" in history else history[prefix + "values"]
+        batch, filled = grown.shape[:2]
+        if filled > capacity:
+            raise ValueError(f"a history of {filled} items does not fit a capacity of {capacity}")
+        fixed = dict(history, **{prefix + "count": torch.full((batch,), filled, device=grown.device)})
+        if prefix + "scores" in history:
+            fixed[prefix + "scores"] = F.pad(grown, (0, capacity - filled), value=float("-inf"))
+        else:
+            for name in ("values", "keys"):
+                fixed[prefix + name] = F.pad(history[prefix + name], (0, 0, 0, capacity - filled))
+        return fixed
+
     def append(self, history: dict[str, Tensor], item: Tensor, prefix: str) -> dict[str, Tensor]:
         """Add one item per sentence.  :param item: shape (B, k).  :returns: a new dict (inputs untouched)."""
         key = self.key_proj(item)
+        count = history.get(prefix + "count")  # the fixed-shape form (:meth:`with_capacity`): write item `count`
+        grown = {} if count is None else {prefix + "count": count + 1}
         if self.query_proj is not None:
             return {
                 **history,
-                prefix + "values": torch.cat([history[prefix + "values"], item.unsqueeze(1)], dim=1),
-                prefix + "keys": torch.cat([history[prefix + "keys"], key.unsqueeze(1)], dim=1),
+                prefix + "values": _put(history[prefix + "values"], count, item),
+                prefix + "keys": _put(history[prefix + "keys"], count, key),
+                **grown,
             }
         score = self._score(key)  # (B,)
         old_max = history[prefix + "max"]
@@ -79,7 +107,8 @@ class HistoryAttention(nn.Module):
         rescale, weight = torch.exp(old_max - new_max), torch.exp(score - new_max)  # exp(-inf) = 0 at the start
         return {
             **history,
-            prefix + "scores": torch.cat([history[prefix + "scores"], score.unsqueeze(1)], dim=1),
+            **grown,
+            prefix + "scores": _put(history[prefix + "scores"], count, score),
             prefix + "num": history[prefix + "num"] * rescale.unsqueeze(1) + weight.unsqueeze(1) * item,
             prefix + "den": history[prefix + "den"] * rescale + weight,
             prefix + "max": new_max,
@@ -95,6 +124,10 @@ class HistoryAttention(nn.Module):
             summary = history[prefix + "num"] / history[prefix + "den"].unsqueeze(1)
             return summary, torch.softmax(history[prefix + "scores"], dim=-1)
         scores = self._score(history[prefix + "keys"], self.query_proj(query).unsqueeze(1))
+        count = history.get(prefix + "count")
+        if count is not None:  # the fixed-shape form: the places past the items take no weight
+            places = torch.arange(scores.size(1), device=scores.device)
+            scores = scores.masked_fill(places >= count.unsqueeze(1), float("-inf"))
         weights = torch.softmax(scores, dim=-1)
         return torch.bmm(weights.unsqueeze(1), history[prefix + "values"]).squeeze(1), weights
 
@@ -143,6 +176,20 @@ class HistoryAttention(nn.Module):
         seen = visible.any(dim=1, keepdim=True)  # a row that sees nothing is left unmasked, then zeroed: no NaN
         weights = torch.softmax(scores.masked_fill(~visible & seen, float("-inf")), dim=-1).masked_fill(~seen, 0.0)
         return torch.bmm(weights, items), weights
+
+
+def _put(items: Tensor, count: Tensor | None, item: Tensor) -> Tensor:
+    """``items`` with ``item`` appended: concatenated after the last item (count None), or written at place
+    ``count`` of the fixed-shape form, the same shapes in and out.
+
+    :param items: shape (B, N) or (B, N, k).  :param count: the filled places, shape (B,), or None.
+    :param item: shape (B,) or (B, k)."""
+    if count is None:
+        return torch.cat([items, item.unsqueeze(1)], dim=1)
+    place = count.view(-1, *([1] * (items.dim() - 1))) == torch.arange(items.size(1), device=items.device).view(
+        1, -1, *([1] * (items.dim() - 2))
+    )
+    return torch.where(place, item.unsqueeze(1).to(items.dtype), items)
 
 
 STATE_SCORERS = ("count_consistent", "appendix")

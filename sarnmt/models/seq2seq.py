@@ -87,6 +87,11 @@ class Seq2Seq(nn.Module):
         memory, state = self._encode(src, src_mask, spots)
         return self.decoder.decode_nll(tgt, memory, state, tgt_mask, spots)
 
+    def static_state(self, state: DecoderState, capacity: int) -> DecoderState:
+        """The state for a step whose shapes stay fixed (see
+        :meth:`~sarnmt.models.skeleton.RecurrentDecoder.static_state`)."""
+        return self.decoder.static_state(state, capacity)
+
     def step(self, prev_tokens: Tensor | None, state: DecoderState, memory: SourceMemory) -> StepOutput:
         """One decoding step (see :meth:`~sarnmt.models.skeleton.RecurrentDecoder.decode_step`)."""
         return self.decoder.decode_step(prev_tokens, state, memory, self.kernels(state.hidden))

@@ -132,6 +132,20 @@ class RecurrentDecoder(nn.Module):
             return self.variant.recurrent_input(state.hidden, state.variant)
         return state.hidden, state.variant, None
 
+    def static_state(self, state: DecoderState, capacity: int) -> DecoderState:
+        """``state`` in a form whose tensors keep their shapes up to step ``capacity`` (a captured search step,
+        :mod:`sarnmt.decoding.captured`): the variant's growing history (at most one item a step) padded to
+        ``capacity`` items (:meth:`~sarnmt.models.variants.base.DecoderVariant.with_capacity`) and ``steps`` a long
+        device tensor of shape (). :meth:`decode_step` computes the same from it; the history attention's weights
+        come out (B, capacity), zero past the items."""
+        steps = torch.as_tensor(state.steps, dtype=torch.long, device=state.hidden.device)
+        return DecoderState(
+            hidden=state.hidden,
+            variant=self.variant.with_capacity(state.variant, capacity),
+            steps=steps,
+            recurrent=state.recurrent,
+        )
+
     def decode_step(
         self, prev_tokens: Tensor | None, state: DecoderState, memory: SourceMemory, spots: HotSpots
     ) -> StepOutput:

@@ -13,7 +13,7 @@ from torch import Tensor
 
 
 def _select(value: object, index: Tensor) -> object:
-    if isinstance(value, Tensor):
+    if isinstance(value, Tensor) and value.dim() > 0:  # a shape-() tensor (a captured step's count) is no row
         return value.index_select(0, index)
     if isinstance(value, dict):
         return {key: _select(item, index) for key, item in value.items()}
@@ -53,12 +53,14 @@ class DecoderState(_Reorderable):
 
     :param hidden: s_{t-1}, shape (B, d).
     :param variant: the variant's tensors (histories, running sums), each batch-first.
-    :param steps: t - 1, the number of steps taken (the same for every row).
+    :param steps: t - 1, the number of steps taken (the same for every row): a Python int, or a long tensor of
+        shape () on the device in a step whose shapes stay fixed (:meth:`~sarnmt.models.skeleton.RecurrentDecoder.
+        static_state`), so that a captured step reads the step from a buffer, not from a constant.
     :param recurrent: the decoder's own tensors besides s_{t-1}, each batch-first (an LSTM's memory cell, the
         input-feeding output o_{t-1}); empty for the cGRU.
     """
 
     hidden: Tensor
     variant: dict[str, Tensor] = field(default_factory=dict)
-    steps: int = 0
+    steps: int | Tensor = 0
     recurrent: dict[str, Tensor] = field(default_factory=dict)

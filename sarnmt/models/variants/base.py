@@ -68,6 +68,12 @@ class DecoderVariant(nn.Module):
         """:param initial_hidden: s_0, shape (B, d).  :returns: the variant's state before step 1."""
         return {}
 
+    def with_capacity(self, state: VariantState, capacity: int) -> VariantState:
+        """The state in a form whose shapes stay the same from step to step, with room for ``capacity`` more steps
+        (:meth:`~sarnmt.models.history.HistoryAttention.with_capacity`; a captured search step needs it). A variant
+        without a growing history has that form already."""
+        return state
+
     def recurrent_input(self, hidden: Tensor, state: VariantState) -> tuple[Tensor, VariantState, Tensor | None]:
         """Hook 1, called at the start of step t.
 
@@ -86,14 +92,14 @@ class DecoderVariant(nn.Module):
         return self.prev_proj(prev_emb if summary is None else summary)
 
     def summary_step(
-        self, prev_emb: Tensor, prev_hidden: Tensor, hidden: Tensor, state: VariantState, steps: int
+        self, prev_emb: Tensor, prev_hidden: Tensor, hidden: Tensor, state: VariantState, steps: int | Tensor
     ) -> tuple[Tensor | None, VariantState, Tensor | None]:
         """The history summary that :meth:`target_context` reads at one step.
 
         :param prev_emb: ȳ_{t-1}, shape (B, e) (zeros at t = 1).
         :param prev_hidden: s_{t-1}, shape (B, d).
         :param hidden: s_t, shape (B, d).
-        :param steps: t - 1.
+        :param steps: t - 1, a Python int or (in a captured step) a long tensor of shape ().
         :returns: the summary, shape (B, ·), or None (the baseline has none); the new variant state; attention
             weights over the history, shape (B, t), or None.
         """
@@ -132,7 +138,7 @@ class DecoderVariant(nn.Module):
 
     # --- hook 2's forms, from the formula and the summary ---
     def readout_step(
-        self, prev_emb: Tensor, prev_hidden: Tensor, hidden: Tensor, state: VariantState, steps: int
+        self, prev_emb: Tensor, prev_hidden: Tensor, hidden: Tensor, state: VariantState, steps: int | Tensor
     ) -> tuple[Tensor, VariantState, Tensor | None]:
         """Hook 2, one step (arguments as :meth:`summary_step`).
 
@@ -178,3 +184,7 @@ class NoTargetContext(nn.Module):
 
     def __init__(self, emb_dim: int, hidden_dim: int, out_dim: int | None = None) -> None:
         super().__init__()
+
+    def with_capacity(self, state: VariantState, capacity: int) -> VariantState:
+        """No history: the state's shapes never change (:meth:`DecoderVariant.with_capacity`)."""
+        return state

@@ -38,6 +38,9 @@ class SelfAttentiveResidual(DecoderVariant):
     def init_state(self, initial_hidden):
         return self.attention.empty(initial_hidden.new_zeros(initial_hidden.size(0), self.emb_dim), "y_")
 
+    def with_capacity(self, state, capacity):
+        return self.attention.with_capacity(state, "y_", capacity)
+
     def summary_step(self, prev_emb, prev_hidden, hidden, state, steps):
         state = self.attention.append(state, prev_emb, "y_")
         summary, weights = self.attention.attend(state, hidden if self.scoped else None, "y_")

@@ -41,6 +41,9 @@ class SelfAttentiveRNN(DecoderVariant):
     def init_state(self, initial_hidden):
         return self.attention.empty(initial_hidden, "s_")
 
+    def with_capacity(self, state, capacity):
+        return self.attention.with_capacity(state, "s_", capacity)
+
     def target_context(self, prev_emb, summary):
         """R_t = W_yt ȳ_{t-1} + W_mt s̃_t (eq. 18's readout terms)."""
         return self.prev_proj(prev_emb) + self.summary_proj(summary)
