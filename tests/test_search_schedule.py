@@ -13,7 +13,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from sarnmt.data.text.codecs import EOS
-from sarnmt.decoding.beam import PER_STEP, STATIC, Schedule, beam_decode
+from sarnmt.decoding.beam import CAPTURED, PER_STEP, STATIC, Schedule, beam_decode
 from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.decoding.rule import BeamRule
 from tests import model_helpers, search_harness
@@ -32,7 +32,10 @@ def test_the_schedule_is_a_rule_of_the_device():
     assert Schedule.for_device(torch.device("cpu")) is PER_STEP
     for device in ("cuda", "cuda:1", "mps"):
         rules = Schedule.for_device(torch.device(device))
-        assert rules is STATIC and not rules.compact and not rules.exact and rules.check_every >= 8 and rules.lag > 0
+        assert not rules.compact and not rules.exact and rules.check_every >= 8 and rules.lag > 0
+        # a CUDA device replays its steps from captured graphs; another accelerator runs the same loop eagerly
+        assert rules is (CAPTURED if device.startswith("cuda") else STATIC)
+        assert rules.capture == device.startswith("cuda")
 
 
 def count_syncs(monkeypatch, run) -> tuple[int, collections.Counter]:
@@ -56,7 +59,8 @@ def count_syncs(monkeypatch, run) -> tuple[int, collections.Counter]:
     return reads, ops + calls
 
 
-def test_a_40_step_beam_5_decode_meets_the_host_at_most_once_per_8_steps(monkeypatch):
+@pytest.mark.parametrize("schedule", [STATIC, CAPTURED], ids=["static", "captured"])
+def test_a_40_step_beam_5_decode_meets_the_host_at_most_once_per_8_steps(monkeypatch, schedule):
     model = model_helpers.build_system("cgru", "self_attentive_content_scope", None, scale=6.0).float()
     src, src_mask, _, _ = model_helpers.batch()
     steps = []
@@ -70,7 +74,7 @@ def test_a_40_step_beam_5_decode_meets_the_host_at_most_once_per_8_steps(monkeyp
     out = {}
 
     def run():
-        out["hyps"] = beam_decode(model, src, src_mask, 5, LengthPenalty(), 0.0, 40, min_len=40, schedule=STATIC)
+        out["hyps"] = beam_decode(model, src, src_mask, 5, LengthPenalty(), 0.0, 40, min_len=40, schedule=schedule)
 
     reads, seen = count_syncs(monkeypatch, run)
     assert len(steps) == 40 and [len(t) for t in out["hyps"].tokens] == [40, 40, 40]
@@ -110,8 +114,13 @@ CASES = [
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize(
     "schedule",
-    [STATIC, dataclasses.replace(STATIC, exact=True), Schedule(check_every=4, compact=True, lag=0, exact=True)],
-    ids=["static", "static-exact", "compact-every-4"],
+    [
+        STATIC,
+        dataclasses.replace(STATIC, exact=True),
+        Schedule(check_every=4, compact=True, lag=0, exact=True),
+        CAPTURED,  # on a CPU its body runs uncaptured (sarnmt.utils.graphs.Eager): the rearranged step is checked
+    ],
+    ids=["static", "static-exact", "compact-every-4", "captured"],
 )
 def test_the_static_schedule_finds_what_the_cpu_schedule_finds(case, schedule):
     """In float64 (where the float32 rounding of a product, which on a CPU depends on its number of rows, cannot

@@ -30,7 +30,9 @@ and whether all are done is copied to the host without waiting every 8 steps and
 never waits for the device inside the loop. Tokens, back pointers and attention rows are recorded per step on the
 device, finished hypotheses stay there too, and the final hypotheses are traced back once at the end, on the device,
 and come to the host in one copy (:mod:`sarnmt.decoding.traceback`), which gives each hypothesis its own attention
-rows, whatever reorders happened on the way.
+rows, whatever reorders happened on the way. On a CUDA device every step after the first is, besides, replayed from
+one CUDA graph per shape bucket (:mod:`sarnmt.decoding.captured`: the same steps over fixed-shape buffers), unless
+attention rows are asked for, ``kernels=plain`` is chosen or the batch fits no bucket.
 
 With k = 1 the output is greedy search's: the argmax at every step (``tests/test_model.py`` checks it against a
 hand-written argmax loop).
@@ -38,12 +40,14 @@ hand-written argmax loop).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from sarnmt.decoding.captured import captured_decode
+from sarnmt.decoding.host_flag import HostFlag
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
 from sarnmt.decoding.rule import BeamRule, Candidates, Finished
 from sarnmt.decoding.search import NEG_INF, Hypotheses
@@ -65,23 +69,32 @@ class Schedule:
     :param exact: score the candidates from a float32 log-softmax of every slot's V logits (the search's
         original arithmetic, bit for bit); otherwise take them on the logits with their log-sum-exp
         (:meth:`~sarnmt.decoding.rule.BeamRule.candidates_from_logits`: no float32 copy of k × V logits).
+    :param capture: replay every step after the first from one capture per shape bucket
+        (:mod:`sarnmt.decoding.captured`; CUDA graphs on a GPU), where the model allows it (not under
+        ``kernels=plain``, not when attention rows are asked for) and the batch fits a bucket; else the eager loop.
+        Only with ``compact`` off and ``exact`` off (the loop it replays).
     """
 
     check_every: int
     compact: bool
     lag: int
     exact: bool
+    capture: bool = False
 
     @classmethod
     def for_device(cls, device: torch.device) -> Schedule:
         """On a CPU :data:`PER_STEP`: a read costs nothing there, dropping finished rows saves their work, and
         its products have the shapes that the search had before issue 40 (the CPU's matrix products round a row
-        differently with the number of rows, so only these shapes give its bits). Elsewhere :data:`STATIC`."""
-        return PER_STEP if device.type == "cpu" else STATIC
+        differently with the number of rows, so only these shapes give its bits). On a GPU :data:`CAPTURED`,
+        elsewhere :data:`STATIC`."""
+        if device.type == "cpu":
+            return PER_STEP
+        return CAPTURED if device.type == "cuda" else STATIC
 
 
 PER_STEP = Schedule(check_every=1, compact=True, lag=0, exact=True)
 STATIC = Schedule(check_every=8, compact=False, lag=2, exact=False)
+CAPTURED = replace(STATIC, capture=True)
 
 
 @torch.no_grad()
@@ -114,6 +127,10 @@ def beam_decode(
     limits = max_lengths(src_mask, max_len_a, max_len_b)
     # a bound known on the host: the longest limit a source of the padded length could have
     steps = max(1, int(max_len_a * src.size(1) + max_len_b))
+    if schedule.capture and not return_attention and _may_capture(model):
+        found = captured_decode(model, src, src_mask, rule, limits, steps, nbest, schedule.check_every, schedule.lag)
+        if found is not None:
+            return found
     memory, state = model.encode(src, src_mask)
     pool = Finished.empty(batch, k, device)
     records = Records(batch, return_attention)
@@ -167,27 +184,11 @@ def beam_decode(
     return trace_back(records, pool, src_mask, nbest)
 
 
-class HostFlag:
-    """A one-element device tensor on its way to the host: copied without blocking (into pinned memory, an event
-    recorded behind the copy) and read later, when the device has most likely passed the copy long ago.
-
-    :param flag: a bool tensor of one element, on any device."""
-
-    def __init__(self, flag: Tensor) -> None:
-        self.event = None
-        if flag.is_cuda:
-            self.host = torch.empty((), dtype=flag.dtype, pin_memory=True)
-            self.host.copy_(flag, non_blocking=True)
-            self.event = torch.cuda.Event()
-            self.event.record()
-        else:
-            self.host = flag
-
-    def read(self) -> bool:
-        """The flag's value (waits for the copy if the device has not got there yet)."""
-        if self.event is not None:
-            self.event.synchronize()
-        return bool(self.host.item())
+def _may_capture(model: nn.Module) -> bool:
+    """Whether ``model``'s search step may be captured: it has the fixed-shape state
+    (:meth:`~sarnmt.models.skeleton.RecurrentDecoder.static_state`) and its kernel choice allows capture (every
+    choice but ``kernels=plain``)."""
+    return hasattr(model, "static_state") and getattr(getattr(model, "kernels", None), "capture", False)
 
 
 def candidates(rule: BeamRule, schedule: Schedule, logits: Tensor, scores: Tensor, t: int) -> Candidates:

@@ -128,18 +128,27 @@ class BeamRule:
     def __init__(self, beam_size: int, length_penalty: LengthPenalty, min_len: int = 0) -> None:
         self.beam_size, self.length_penalty, self.min_len = beam_size, length_penalty, min_len
 
-    def candidates(self, log_probs: Tensor, beam_scores: Tensor, t: int) -> Candidates:
+    def _forbid_eos(self, scores: Tensor, t: int | Tensor) -> None:
+        """EOS gets -inf in ``scores`` (…, V) while a hypothesis of step t has fewer than ``min_len`` tokens; for a
+        step given as a device tensor (a captured step) without reading it on the host."""
+        if isinstance(t, Tensor):
+            if self.min_len > 0:
+                scores[..., EOS] = scores[..., EOS].masked_fill(t <= self.min_len, NEG_INF)
+        elif t <= self.min_len:
+            scores[..., EOS] = NEG_INF
+
+    def candidates(self, log_probs: Tensor, beam_scores: Tensor, t: int | Tensor) -> Candidates:
         """Stage 1: the best 2k continuations over all live slots × vocabulary.
 
         :param log_probs: the step's log-probabilities, shape (n, w, V); overwritten with the running sums (it is the
             step's own buffer: adding in place saves allocating another n·w·V floats).
         :param beam_scores: running sums of the live slots, shape (n, w) (-inf for empty slots).
-        :param t: the step, 1-based: the hypotheses have t - 1 tokens.
+        :param t: the step, 1-based: the hypotheses have t - 1 tokens (an int, or a long tensor of shape () in a
+            captured step).
         """
         n, width, vocab = log_probs.shape
         wanted = 2 * self.beam_size
-        if t <= self.min_len:  # t - 1 tokens: too few to end
-            log_probs[..., EOS] = NEG_INF
+        self._forbid_eos(log_probs, t)  # t - 1 tokens: too few to end
         total = log_probs.add_(beam_scores.unsqueeze(2)).view(n, width * vocab)
         if width * vocab < wanted:  # a vocabulary smaller than the beam: pad with impossible candidates
             total = torch.nn.functional.pad(total, (0, wanted - width * vocab), value=NEG_INF)
@@ -153,7 +162,7 @@ class BeamRule:
             ranks=torch.arange(wanted, device=scores.device),
         )
 
-    def candidates_from_logits(self, logits: Tensor, beam_scores: Tensor, t: int) -> Candidates:
+    def candidates_from_logits(self, logits: Tensor, beam_scores: Tensor, t: int | Tensor) -> Candidates:
         """Stage 1 without a float32 log-softmax of all w × V logits: the best 2k continuations taken on the logits
         themselves (in their own dtype, bf16 under autocast), scored by their log-sum-exp::
 
@@ -172,8 +181,7 @@ class BeamRule:
         peak = logits.amax(dim=2, keepdim=True)
         # Σ exp(z − m) accumulated in float32 whatever the logits' dtype (the exponentials stay in it)
         lse = torch.exp(logits - peak).sum(dim=2, dtype=torch.float32).log_() + peak.squeeze(2).float()
-        if t <= self.min_len:  # after the normaliser: EOS keeps its share of the probability, as in candidates()
-            logits[..., EOS] = NEG_INF
+        self._forbid_eos(logits, t)  # after the normaliser: EOS keeps its share of the probability, as in candidates()
         per_slot = min(wanted, vocab)
         top, token = logits.topk(per_slot, dim=2)  # (n, w, per_slot)
         total = (top.float() - lse.unsqueeze(2)).add_(beam_scores.unsqueeze(2)).view(n, width * per_slot)
@@ -196,7 +204,7 @@ class BeamRule:
         cand: Candidates,
         active: Tensor | None,
         at_limit: Tensor,
-        t: int,
+        t: int | Tensor,
         live: Tensor | None = None,
     ) -> Tensor:
         """Stage 2: merge the candidates that finish at step t into the active sentences' pools.
@@ -214,7 +222,8 @@ class BeamRule:
         if live is not None:
             finishing &= live.unsqueeze(1)
         norm = torch.where(finishing, self.length_penalty(cand.scores, t), NEG_INF)
-        ref = torch.stack([torch.full_like(cand.tokens, t), cand.ranks.expand(n, c)], dim=2)
+        ends = t.expand(n, c) if isinstance(t, Tensor) else torch.full_like(cand.tokens, t)
+        ref = torch.stack([ends, cand.ranks.expand(n, c)], dim=2)
         best = pool.merge(active, norm, cand.scores, ref, live)
         return (best > NEG_INF).sum(dim=1) >= self.beam_size
 

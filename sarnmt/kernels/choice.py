@@ -95,6 +95,12 @@ class KernelChoice(Generic[Spots]):
         finally:
             self._flags_by_call, self._resolved = saved
 
+    @property
+    def capture(self) -> bool:
+        """Whether a step under this choice may run as a captured graph (the search's,
+        :mod:`sarnmt.decoding.captured`): every choice but ``plain``, which runs every step eagerly."""
+        return self.choice != "plain"
+
     def rules(self, device: torch.device, grad: bool = False) -> Kernels:
         """The flags a call on ``device`` runs under, with autograd on or off (``grad``): the rules of a device,
         read without a tensor there (a test reads a GPU's on a machine without one)."""

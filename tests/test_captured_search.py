@@ -1,0 +1,142 @@
+"""The captured search step (:mod:`sarnmt.decoding.captured`): the fixed-shape decoder state computes what the
+growing one does, a bucket is captured once and replayed for every batch that fits it, and a batch outside the
+buckets, ``kernels=plain`` or a request for attention rows runs the eager search. On a CPU the body runs uncaptured
+(:class:`~sarnmt.utils.graphs.Eager`); the CUDA test replays real graphs. The search's equivalence over every system
+and setting is ``tests/test_search_schedule.py`` (its ``captured`` schedule)."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import weakref
+
+import pytest
+import torch
+
+from sarnmt.decoding.beam import CAPTURED, STATIC, beam_decode
+from sarnmt.decoding.captured import SEARCH_BUCKETS, search_graphs
+from sarnmt.decoding.penalties import LengthPenalty
+from sarnmt.decoding.rule import BeamRule
+from sarnmt.models.history import HistoryAttention
+from tests import model_helpers, search_harness
+from tests.conftest import SYSTEM_IDS, SYSTEMS
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def graphs_of(model, beam_size=5, device="cpu"):
+    return search_graphs(model, BeamRule(beam_size, LengthPenalty()), torch.device(device), None)
+
+
+@pytest.mark.parametrize("system", range(len(SYSTEMS)), ids=SYSTEM_IDS)
+def test_the_fixed_shape_state_steps_as_the_growing_one(system):
+    """Twelve steps of every system from the same tokens, float64: the same logits and source attention, the
+    history attention's weights the same over the items so far and zero past them, the state's step a tensor."""
+    model = model_helpers.build_system(*SYSTEMS[system], seed=system, scale=3.0)
+    src, src_mask, tgt, _ = model_helpers.batch()
+    memory, grown = model.encode(src, src_mask)
+    fixed = model.static_state(grown, 16)
+    assert isinstance(fixed.steps, torch.Tensor) and fixed.steps.shape == ()
+    prev = None
+    with torch.no_grad():
+        for t in range(12):
+            a, b = model.step(prev, grown, memory), model.step(prev, fixed, memory)
+            torch.testing.assert_close(b.logits, a.logits, atol=1e-12, rtol=0)
+            if a.src_attention is not None:
+                torch.testing.assert_close(b.src_attention, a.src_attention, atol=1e-12, rtol=0)
+            if a.tgt_attention is not None:
+                assert b.tgt_attention.shape == (3, 16)
+                torch.testing.assert_close(b.tgt_attention[:, : t + 1], a.tgt_attention, atol=1e-12, rtol=0)
+                assert not b.tgt_attention[:, t + 1 :].any()
+            shapes = [x.shape for x in (b.state.hidden, *b.state.variant.values(), *b.state.recurrent.values())]
+            assert shapes == [x.shape for x in (fixed.hidden, *fixed.variant.values(), *fixed.recurrent.values())]
+            grown, fixed = a.state, b.state
+            prev = tgt[:, t % tgt.size(1)]
+    assert int(fixed.steps) == 12
+
+
+def test_a_history_refuses_more_items_than_its_capacity():
+    attention = HistoryAttention(4, None, key_bias=True).double()
+    history = attention.empty(torch.zeros(2, 4, dtype=torch.float64), "y_")
+    for _ in range(3):
+        history = attention.append(history, torch.randn(2, 4, dtype=torch.float64), "y_")
+    with pytest.raises(ValueError, match="3 items does not fit a capacity of 2"):
+        HistoryAttention.with_capacity(history, "y_", 2)
+
+
+def test_a_bucket_is_captured_once_and_replayed_for_every_batch_that_fits():
+    model = model_helpers.build_system("cgru", "self_attentive_content", None, scale=6.0)
+    for batch, flip in ((3, False), (4, False), (3, True)):  # every one in the bucket of 4 rows, 8 source positions
+        src, src_mask = search_harness.sources(batch)
+        src, src_mask = src[:, :7], src_mask[:, :7]
+        if flip:
+            src, src_mask = src.flip(0), src_mask.flip(0)
+        want = beam_decode(model, src, src_mask, 5, nbest=2, schedule=STATIC)
+        got = beam_decode(model, src, src_mask, 5, nbest=2, schedule=CAPTURED)
+        assert got.tokens == want.tokens
+        assert got.scores == pytest.approx(want.scores, abs=1e-9)
+    graphs = graphs_of(model)
+    assert graphs.backend.captures == 1 and list(graphs.replays) == [(4, 8, 32)] and graphs.eager_steps == 0
+
+
+def test_outside_the_buckets_plain_kernels_and_attention_rows_run_the_eager_search(caplog):
+    model = model_helpers.build_system("cgru", "self_attentive_content_scope", None, scale=6.0)
+    longest = SEARCH_BUCKETS.source[-1]
+    src = torch.randint(2, model_helpers.VOCAB, (2, longest + 1))
+    src_mask = torch.ones_like(src, dtype=torch.bool)
+    with caplog.at_level(logging.WARNING, logger="sarnmt"):
+        for _ in range(2):
+            got = beam_decode(model, src, src_mask, 2, LengthPenalty(), 0.0, 6, schedule=CAPTURED)
+    want = beam_decode(model, src, src_mask, 2, LengthPenalty(), 0.0, 6, schedule=STATIC)
+    assert got.tokens == want.tokens
+    warned = [r.getMessage() for r in caplog.records if "outside the buckets" in r.getMessage()]
+    assert len(warned) == 1 and f"{longest + 1}" in warned[0] and "rows, source, steps" in warned[0]
+    graphs = graphs_of(model, 2)
+    assert graphs.eager_steps == 2 and graphs.backend.captures == 0
+
+    src, src_mask = search_harness.sources(3)
+    beam_decode(model, src, src_mask, 2, return_attention=True, schedule=CAPTURED)
+    assert graphs.backend.captures == 0  # attention rows: the eager loop keeps them
+    model.kernels.choice = "plain"
+    beam_decode(model, src, src_mask, 2, schedule=CAPTURED)
+    assert graphs.backend.captures == 0
+    model.kernels.choice = "auto"
+    beam_decode(model, src, src_mask, 2, schedule=CAPTURED)
+    assert graphs.backend.captures == 1
+
+
+def test_graphs_are_dropped_when_the_parameters_move():
+    model = model_helpers.build_system("cgru", "baseline", None)
+    src, src_mask = search_harness.sources(3)
+    beam_decode(model, src, src_mask, 5, schedule=CAPTURED)
+    before = graphs_of(model)
+    beam_decode(model, src, src_mask, 5, schedule=CAPTURED)
+    assert graphs_of(model) is before
+    model.float()  # new parameter memory: a replay would read the old
+    beam_decode(model, src.clone(), src_mask, 5, schedule=CAPTURED)
+    assert graphs_of(model) is not before
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_a_gpu_the_replayed_search_finds_what_the_eager_one_finds():
+    for system in (0, SYSTEMS.index(("cgru", "self_attentive_rnn", "decoder.form=appendix"))):
+        model = model_helpers.build_system(*SYSTEMS[system], seed=system, scale=6.0).float().cuda()
+        for batch in (8, 5):
+            src, src_mask = (x.cuda() for x in search_harness.sources(batch))
+            want = beam_decode(model, src, src_mask, 5, nbest=2, schedule=STATIC)
+            got = beam_decode(model, src, src_mask, 5, nbest=2, schedule=CAPTURED)
+            assert got.tokens == want.tokens
+            assert got.scores == pytest.approx(want.scores, abs=1e-4)
+        graphs = search_graphs(model, BeamRule(5, LengthPenalty()), src.device, None)
+        assert type(graphs.backend).__name__ == "CudaGraphs" and len(graphs.replays) == 1 and graphs.eager_steps == 0
+
+
+def test_the_kept_graphs_do_not_keep_their_model_alive():
+    model = model_helpers.build_system("cgru", "self_attentive_content_scope", None)
+    src, src_mask = search_harness.sources(3)
+    beam_decode(model, src, src_mask, 5, schedule=CAPTURED)
+    assert graphs_of(model).backend.captures == 1
+    alive = weakref.ref(model)
+    del model
+    gc.collect()
+    assert alive() is None
