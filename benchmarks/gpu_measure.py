@@ -8,7 +8,8 @@ On one CUDA device, at paper size (``model=paper``, V = 50,000, bf16 autocast), 
 (>= 20) times after ``--warmup`` untimed calls between CUDA events (:mod:`sarnmt.bench.device_timing`):
 
 - ``beam5`` and ``greedy``: one batched search (sentences/s; a·|src| + b = 1.0·|src| + 5, as the bench: random
-  weights rarely emit EOS);
+  weights rarely emit EOS), its steps replayed from a CUDA graph (:mod:`sarnmt.decoding.captured`);
+  ``beam5_eager`` and ``greedy_eager``: the same searches with every step launched from Python;
 - ``train``: one eager training step (forward, the paper's loss, backward, clipping at 1, Adadelta): target
   tokens/s; ``train_captured``: the same step with the forward and backward passes replayed as a CUDA graph
   (:mod:`sarnmt.training.capture`; its capture error is recorded where the model still syncs);
@@ -46,7 +47,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 
 from sarnmt.bench.device_timing import Spread, busy_fraction, event_seconds, imported_source_hash, ratio_lines, ratios  # noqa: E402
 from sarnmt.bench.workload import sorted_batches, synthetic_workload  # noqa: E402
-from sarnmt.decoding.beam import BeamSearch  # noqa: E402
+from sarnmt.decoding.beam import STATIC, BeamSearch, beam_decode  # noqa: E402
 from sarnmt.decoding.greedy import GreedySearch  # noqa: E402
 from sarnmt.decoding.penalties import LengthPenalty  # noqa: E402
 from sarnmt.models.factory import build_model  # noqa: E402
@@ -126,6 +127,10 @@ def parts(args, device, cfg, net, batch, errors: dict[str, str]) -> dict[str, di
         "greedy": {"now": (search(greedy, net), sentences)},
         "train": {"now": (train_step(lambda b: net.nll(b.src, b.src_mask, b.tgt, b.tgt_mask), optimizer), tokens)},
         "train_captured": {"now": (captured_step(net, batch, device, optimizer), tokens)},
+        # the same searches with every step launched from Python (the loop the captured step replays); last, so
+        # that a short budget skips them first
+        "beam5_eager": {"now": (search(eager_search(5, LengthPenalty()), net), sentences)},
+        "greedy_eager": {"now": (search(eager_search(1, LengthPenalty(0.0)), net), sentences)},
     }
     if args.before:
         sys.path.insert(0, str(ROOT))
@@ -144,6 +149,15 @@ def parts(args, device, cfg, net, batch, errors: dict[str, str]) -> dict[str, di
         out["greedy"]["before"] = (search(old["greedy"], net), sentences)
         out["train"]["before"] = (train_step(lambda b: peer.nll(net, b), old_optimizer), tokens)
     return out
+
+
+def eager_search(beam_size: int, penalty: LengthPenalty):
+    """Beam search under the uncaptured static schedule (greedy: beam 1, no length normalisation)."""
+
+    def run(model, src, src_mask):
+        return beam_decode(model, src, src_mask, beam_size, penalty, MAX_LEN_A, MAX_LEN_B, schedule=STATIC)
+
+    return run
 
 
 def old_adadelta(peer) -> type:

@@ -73,7 +73,14 @@ def test_dry_run_writes_every_record(tmp_path):
     assert env["install"]["versions"] == {"sarnmt-gpu-check-probe": "1.0"}
     assert set(env["imports"].values()) == {"ok"} and env["torch"] and env["nvidia_smi"]
     measure = records["measure"]["result"]  # issue 40's figures (benchmarks/gpu_measure.py; tests/test_gpu_measure.py)
-    assert set(measure["figures"]) == {"beam5/now", "greedy/now", "train/now", "train_captured/now"}
+    assert set(measure["figures"]) == {
+        "beam5/now",
+        "greedy/now",
+        "train/now",
+        "train_captured/now",
+        "beam5_eager/now",
+        "greedy_eager/now",
+    }
     assert measure["settings"]["repeats"] == 2 and len(measure["code"]["source_hash"]) == 16
     tests = records["tests"]["result"]
     assert tests["passed"] == 5 and tests["failed"] == tests["errors"] == tests["skipped"] == 0

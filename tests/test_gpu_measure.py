@@ -28,7 +28,7 @@ def test_the_dry_run_records_now_before_and_the_code(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     record = json.loads((tmp_path / "measure.json").read_text())
     labels = ["beam5/now", "beam5/before", "greedy/now", "greedy/before", "train/now", "train/before"]
-    assert list(record["figures"]) == [*labels[:4], "train/now", "train/before", "train_captured/now"]
+    assert list(record["figures"]) == [*labels, "train_captured/now", "beam5_eager/now", "greedy_eager/now"]
     for figure in record["figures"].values():
         seconds = figure["seconds"]
         assert seconds["n"] == 3 and seconds["q1"] <= seconds["median"] <= seconds["q3"] and figure["rate"] > 0
