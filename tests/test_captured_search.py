@@ -1,8 +1,8 @@
 """The captured search step (:mod:`sarnmt.decoding.captured`): the fixed-shape decoder state computes what the
 growing one does, a bucket is captured once and replayed for every batch that fits it, and a batch outside the
-buckets, ``kernels=plain`` or a request for attention rows runs the eager search. On a CPU the body runs uncaptured
-(:class:`~sarnmt.utils.graphs.Eager`); the CUDA test replays real graphs. The search's equivalence over every system
-and setting is ``tests/test_search_schedule.py`` (its ``captured`` schedule)."""
+buckets, ``kernels=plain`` or a request for attention rows runs the eager search. On a CPU the body runs
+uncaptured (:class:`~sarnmt.utils.graphs.Eager`); ``tests/test_gpu.py`` replays real graphs. The search's
+equivalence over every system and setting is ``tests/test_search_schedule.py`` (its ``captured`` schedule)."""
 
 from __future__ import annotations
 
@@ -115,20 +115,6 @@ def test_graphs_are_dropped_when_the_parameters_move():
     model.float()  # new parameter memory: a replay would read the old
     beam_decode(model, src.clone(), src_mask, 5, schedule=CAPTURED)
     assert graphs_of(model) is not before
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_on_a_gpu_the_replayed_search_finds_what_the_eager_one_finds():
-    for system in (0, SYSTEMS.index(("cgru", "self_attentive_rnn", "decoder.form=appendix"))):
-        model = model_helpers.build_system(*SYSTEMS[system], seed=system, scale=6.0).float().cuda()
-        for batch in (8, 5):
-            src, src_mask = (x.cuda() for x in search_harness.sources(batch))
-            want = beam_decode(model, src, src_mask, 5, nbest=2, schedule=STATIC)
-            got = beam_decode(model, src, src_mask, 5, nbest=2, schedule=CAPTURED)
-            assert got.tokens == want.tokens
-            assert got.scores == pytest.approx(want.scores, abs=1e-4)
-        graphs = search_graphs(model, BeamRule(5, LengthPenalty()), src.device, None)
-        assert type(graphs.backend).__name__ == "CudaGraphs" and len(graphs.replays) == 1 and graphs.eager_steps == 0
 
 
 def test_the_kept_graphs_do_not_keep_their_model_alive():

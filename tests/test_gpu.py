@@ -13,7 +13,10 @@ import os
 import pytest
 import torch
 
-from sarnmt.decoding.beam import beam_decode
+from sarnmt.decoding.beam import CAPTURED, STATIC, beam_decode
+from sarnmt.decoding.captured import search_graphs
+from sarnmt.decoding.penalties import LengthPenalty
+from sarnmt.decoding.rule import BeamRule
 from sarnmt.kernels import KernelChoice
 from sarnmt.models.hot_spots import kernel_choice
 from sarnmt.training.loss import translation_loss
@@ -162,3 +165,25 @@ def test_compiled_adadelta_matches_torch_on_the_device():
     assert opt._update is not adadelta_update, "torch.compile failed: the eager update ran (see the warning)"
     for p, q in zip(ours, theirs, strict=True):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_replayed_search_finds_what_the_eager_one_finds(precision):
+    """The search with its steps replayed from CUDA graphs (sarnmt.decoding.captured) against the same search
+    launched from Python, a cGRU with a query-scored history and the baseline, two batches in one bucket, float32
+    and under bf16 autocast (the graphs captured without autocast's weight cache): the same hypotheses, scores
+    within rounding, one graph for the bucket, no eager batch."""
+    autocast = torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    for system in (0, SYSTEMS.index(("cgru", "self_attentive_rnn", "decoder.form=appendix"))):
+        model = build_system(*SYSTEMS[system], seed=system, scale=6.0).float().to(DEVICE)
+        for seed in (1, 2):  # three sentences each, one bucket
+            src, src_mask, _, _ = _on_device(batch(seed))
+            with torch.no_grad(), autocast:
+                want = beam_decode(model, src, src_mask, 5, nbest=2, schedule=STATIC)
+                got = beam_decode(model, src, src_mask, 5, nbest=2, schedule=CAPTURED)
+            assert got.tokens == want.tokens
+            assert got.scores == pytest.approx(want.scores, abs=1e-3 if precision == "bf16" else 1e-4)
+        with autocast:
+            graphs = search_graphs(model, BeamRule(5, LengthPenalty()), DEVICE, None)
+        backend = "CudaGraphs" if DEVICE.type == "cuda" else "Eager"
+        assert type(graphs.backend).__name__ == backend and len(graphs.replays) == 1 and graphs.eager_steps == 0
