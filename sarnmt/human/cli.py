@@ -17,7 +17,6 @@ from sarnmt.evaluation.system_names import system_names
 from sarnmt.human import store
 from sarnmt.human.app import RankingServer
 from sarnmt.human.export import export
-from sarnmt.human.store import show
 from sarnmt.human.task import FIXED_SEED_WARNING, TaskError, TaskSpec, create_task, new_token
 from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.hydra_app import run_hydra
@@ -118,15 +117,11 @@ def annotators(cfg: DictConfig) -> None:
             for task in tasks:
                 task_id = store.task_row(conn, task)["id"]
                 names = [a.name for a in store.annotators(conn, task_id)]
-                warnings = []
+                had = len(names)
                 with store.transaction(conn):
                     for name in _list(cfg.add):
-                        added = store.add_annotator(conn, task_id, str(name), new_token())
-                        other = store.lookalike(added.name, names)
-                        if other is not None:
-                            warnings.append(store.LOOKALIKE_WARNING.format(name=show(added.name), other=show(other)))
-                        names.append(added.name)
-                for warning in warnings:
+                        names.append(store.add_annotator(conn, task_id, str(name), new_token()).name)
+                for warning in store.lookalike_warnings(names, had):
                     print(warning, file=sys.stderr, flush=True)
                 print(f"task {task}:")
                 _print_tokens({a.name: a.token for a in store.annotators(conn, task_id)})

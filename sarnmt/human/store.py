@@ -207,6 +207,17 @@ LOOKALIKE_WARNING = (
 )
 
 
+def lookalike_warnings(names: list[str], first: int = 0) -> list[str]:
+    """One warning line per name from ``names[first]`` on that looks like an earlier one (:func:`lookalike`): the
+    names of a new task (``first`` 0), or those just added to a task's (``first``: how many it had)."""
+    warnings = []
+    for k in range(first, len(names)):
+        other = lookalike(names[k], names[:k])
+        if other is not None:
+            warnings.append(LOOKALIKE_WARNING.format(name=show(names[k]), other=show(other)))
+    return warnings
+
+
 def add_annotator(conn: sqlite3.Connection, task_id: int, name: str, token: str) -> Annotator:
     """Register ``name`` (see :func:`annotator_name`) for the task (inside the caller's transaction).
 

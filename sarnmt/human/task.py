@@ -128,16 +128,6 @@ def annotator_names(spec: TaskSpec) -> list[str]:
         raise TaskError(str(err)) from None
 
 
-def lookalike_warnings(names: list[str]) -> list[str]:
-    """One warning line per name that looks like an earlier one (:func:`sarnmt.human.store.lookalike`)."""
-    warnings = []
-    for k, name in enumerate(names):
-        other = store.lookalike(name, names[:k])
-        if other is not None:
-            warnings.append(store.LOOKALIKE_WARNING.format(name=store.show(name), other=store.show(other)))
-    return warnings
-
-
 def shown_orders(n_items: int, n_systems: int, rng: random.Random) -> list[list[int]]:
     """The order of the systems' outputs for each item (see the module docstring)."""
     if n_systems > BALANCED_UP_TO:
@@ -233,7 +223,7 @@ def create_task(db: str | Path, spec: TaskSpec) -> CreatedTask:
                 tokens[name] = store.add_annotator(conn, task_id, name, new_token()).token
     finally:
         conn.close()
-    warnings = tuple(lookalike_warnings(list(tokens)))
+    warnings = tuple(store.lookalike_warnings(list(tokens)))
     return CreatedTask(spec.name, len(lines), tuple(n for n, _ in spec.systems), tokens, warnings)
 
 
