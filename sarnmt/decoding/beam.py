@@ -49,8 +49,9 @@ from torch import Tensor, nn
 from sarnmt.decoding.captured import captured_decode
 from sarnmt.decoding.host_flag import HostFlag
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
-from sarnmt.decoding.rule import BeamRule, Candidates, Finished
-from sarnmt.decoding.search import NEG_INF, Hypotheses
+from sarnmt.decoding.rule import BeamRule, Finished
+from sarnmt.decoding.search import Hypotheses
+from sarnmt.decoding.step import search_step
 from sarnmt.decoding.traceback import Records, trace_back
 from sarnmt.errors import InputError, check_range
 
@@ -140,16 +141,14 @@ def beam_decode(
     flags: dict[int, HostFlag] = {}  # the steps' copies of "every sentence is done", read `lag` steps later
     prev = None
     for t in range(1, steps + 1):
-        out = model.step(prev, state, memory)  # 1. the model scores every row
         n, width = scores.shape  # width: 1 at step 1, k afterwards
-        cand = candidates(rule, schedule, out.logits, scores, t)  # 2. the best 2k continuations
-        at_limit = (limits if active is None else limits[active]) <= t
         live = None if schedule.compact and schedule.check_every == 1 else ~done  # None: no row is done yet
-        full = rule.finish(pool, cand, active, at_limit, t, live)  # 3. finished hypotheses join the pool
-        beam = rule.prune(cand)  # 4. the best k others are the live beam
+        sentences = limits if active is None else limits[active]
+        step = search_step(model, rule, schedule.exact, prev, state, memory, scores, sentences, t, pool, active, live)
+        out, beam = step.out, step.beam  # stages 1-4
         attention = (out.src_attention, out.tgt_attention) if return_attention else (None, None)
-        records.add(active, cand, beam, *attention)
-        done = done | full | at_limit | ~(beam.scores > NEG_INF).any(dim=1)
+        records.add(active, step.cand, beam, *attention)
+        done = done | step.stopped
         if t == steps:
             break
         keep = None
@@ -189,17 +188,6 @@ def _may_capture(model: nn.Module) -> bool:
     (:meth:`~sarnmt.models.skeleton.RecurrentDecoder.static_state`) and its kernel choice allows capture (every
     choice but ``kernels=plain``)."""
     return hasattr(model, "static_state") and getattr(getattr(model, "kernels", None), "capture", False)
-
-
-def candidates(rule: BeamRule, schedule: Schedule, logits: Tensor, scores: Tensor, t: int) -> Candidates:
-    """Stage 2 of a step under ``schedule``: the best 2k continuations of n rows of w slots.
-
-    :param logits: the step's logits, shape (n·w, V).  :param scores: the slots' running sums, shape (n, w)."""
-    n, width = scores.shape
-    if schedule.exact:
-        log_probs = torch.log_softmax(logits.float(), dim=-1).view(n, width, -1)
-        return rule.candidates(log_probs, scores, t)
-    return rule.candidates_from_logits(logits.view(n, width, -1), scores, t)
 
 
 def check_search(beam_size: int, nbest: int, min_len: int) -> None:

@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from sarnmt.decoding.host_flag import HostFlag
 from sarnmt.decoding.rule import BeamRule, Finished
 from sarnmt.decoding.search import NEG_INF, Hypotheses
+from sarnmt.decoding.step import search_step
 from sarnmt.decoding.traceback import Records, trace_back
 from sarnmt.models.state import DecoderState, SourceMemory
 from sarnmt.utils.graphs import BucketedGraphs, Buckets, CudaGraphs, Eager, GraphBackend, Key
@@ -143,15 +144,11 @@ def first_step(model: nn.Module, rule: BeamRule, src: Tensor, src_mask: Tensor, 
     memory, state = model.encode(src, src_mask)
     state = model.static_state(state, steps)
     pool = Finished.empty(batch, k, device)
-    out = model.step(None, state, memory)
     scores = src.new_zeros(batch, 1, dtype=torch.float)
-    cand = rule.candidates_from_logits(out.logits.view(batch, 1, -1), scores, 1)
-    at_limit = limits <= 1
     done = torch.zeros(batch, dtype=torch.bool, device=device)
-    full = rule.finish(pool, cand, None, at_limit, 1, ~done)
-    beam = rule.prune(cand)
-    done = done | full | at_limit | ~(beam.scores > NEG_INF).any(dim=1)
-    state = out.state.reorder((torch.arange(batch, device=device).unsqueeze(1) + beam.parents).view(-1))
+    step = search_step(model, rule, False, None, state, memory, scores, limits, 1, pool, None, ~done)
+    cand, beam, done = step.cand, step.beam, done | step.stopped
+    state = step.out.state.reorder((torch.arange(batch, device=device).unsqueeze(1) + beam.parents).view(-1))
     return StepBuffers(
         memory=memory.with_beams(k),
         limits=limits,
@@ -205,18 +202,15 @@ def step_body(model: nn.Module, rule: BeamRule, buffers: StepBuffers) -> Tensor:
     order): :returns: ``buffers.done``."""
     b = buffers
     rows, k = b.scores.shape
-    out = model.step(b.prev, b.state, b.memory)
-    cand = rule.candidates_from_logits(out.logits.view(rows, k, -1), b.scores, b.t)
-    at_limit = b.limits <= b.t
     pool = replace(b.pool)  # merge rebinds the pool's fields: the copies go back below
-    full = rule.finish(pool, cand, None, at_limit, b.t, ~b.done)
-    beam = rule.prune(cand)
+    step = search_step(model, rule, False, b.prev, b.state, b.memory, b.scores, b.limits, b.t, pool, None, ~b.done)
+    cand, beam = step.cand, step.beam
     place = (b.t - 1).view(1)
     for record, value in ((b.tokens, cand.tokens), (b.parents, cand.parents), (b.choice, beam.choice)):
         record.index_copy_(0, place, value.unsqueeze(0))
-    done = b.done | full | at_limit | ~(beam.scores > NEG_INF).any(dim=1)
+    done = b.done | step.stopped
     parents = (torch.arange(rows, device=b.t.device).unsqueeze(1) * k + beam.parents).view(-1)
-    for mine, new in zip(_tensors(b.state), _tensors(out.state.reorder(parents)), strict=True):
+    for mine, new in zip(_tensors(b.state), _tensors(step.out.state.reorder(parents)), strict=True):
         mine.copy_(new)
     for mine, new in ((b.pool.norm, pool.norm), (b.pool.raw, pool.raw), (b.pool.ref, pool.ref)):
         mine.copy_(new)
