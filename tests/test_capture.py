@@ -26,6 +26,7 @@ from sarnmt.training.lit_module import TranslationModule
 from sarnmt.training.optim import Adadelta
 from sarnmt.utils.oom import halve_on_oom
 from tests.conftest import SYSTEM_IDS, SYSTEMS, decoder_cfg
+from tests.graph_helpers import Traced
 from tests.model_helpers import VOCAB, build, build_system
 from tests.model_helpers import batch as model_batch
 
@@ -109,6 +110,16 @@ def test_padded_captured_steps_train_as_the_eager_steps(one_torch_thread, normal
     backend = Eager()
     strategy = captured(backend)
     assert_same(fit(data, strategy, normalization), fit(data, normalization=normalization))
+    assert backend.captures == 3 and strategy.graphs.eager_steps == 0
+
+
+def test_replayed_with_frozen_python_values_captured_steps_train_as_the_eager_steps(one_torch_thread):
+    """The same, replayed with a CUDA graph's semantics (:class:`tests.graph_helpers.Traced`: the forward and
+    backward passes recorded once on the buffers, parameters and gradients, every Python value frozen)."""
+    data = batches([(3, 5, 4), (2, 7, 9), (3, 6, 4), (7, 10, 11)])
+    backend = Traced()
+    strategy = captured(backend)
+    assert_same(fit(data, strategy), fit(data))
     assert backend.captures == 3 and strategy.graphs.eager_steps == 0
 
 

@@ -20,6 +20,7 @@ from sarnmt.decoding.rule import BeamRule
 from sarnmt.models.history import HistoryAttention
 from tests import model_helpers, search_harness
 from tests.conftest import SYSTEM_IDS, SYSTEMS
+from tests.graph_helpers import Traced
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -115,6 +116,34 @@ def test_graphs_are_dropped_when_the_parameters_move():
     model.float()  # new parameter memory: a replay would read the old
     beam_decode(model, src.clone(), src_mask, 5, schedule=CAPTURED)
     assert graphs_of(model) is not before
+
+
+REPLAYED = [("cgru", "baseline", None), ("cgru", "self_attentive_content_scope", None)]
+REPLAYED += [("lstm_ff_attention", "mean_residual", None), ("lstm_input_feeding", "none", None)]
+
+
+@pytest.mark.parametrize(
+    "system",
+    [pytest.param(n, marks=() if SYSTEMS[n] in REPLAYED else pytest.mark.slow) for n in range(len(SYSTEMS))],
+    ids=SYSTEM_IDS,
+)
+@pytest.mark.parametrize(("beam_size", "alpha"), [(5, 1.0), (1, 0.0)], ids=["beam5", "greedy"])
+def test_replayed_with_frozen_python_values_the_search_finds_what_the_eager_one_finds(system, beam_size, alpha):
+    """Replayed with a CUDA graph's semantics (:class:`tests.graph_helpers.Traced`): two batches in one bucket, with
+    a minimum length (the step read from a buffer), one capture replayed for both, the same hypotheses and scores
+    as the eager search."""
+    model = model_helpers.build_system(*SYSTEMS[system], seed=system, scale=6.0)
+    penalty = LengthPenalty(alpha)
+    graphs = search_graphs(model, BeamRule(beam_size, penalty, 2), torch.device("cpu"), Traced())
+    src, src_mask = search_harness.sources(4)
+    kwargs = {"nbest": beam_size, "min_len": 2}
+    for flip in (False, True):  # the second batch: the same sentences the other way round
+        src, src_mask = (src.flip(0), src_mask.flip(0)) if flip else (src, src_mask)
+        want = beam_decode(model, src, src_mask, beam_size, penalty, **kwargs, schedule=STATIC)
+        got = beam_decode(model, src, src_mask, beam_size, penalty, **kwargs, schedule=CAPTURED)
+        assert got.tokens == want.tokens
+        assert got.scores == pytest.approx(want.scores, abs=1e-9)
+    assert graphs.backend.captures == 1 and graphs.eager_steps == 0
 
 
 def test_the_kept_graphs_do_not_keep_their_model_alive():
