@@ -153,6 +153,22 @@ def test_graphs_beyond_max_graphs_and_a_failed_capture_run_eagerly(one_torch_thr
     assert len(caplog.records) == 1 and "capturing bucket (4, 8, 8) failed" in caplog.records[0].getMessage()
     assert strategy.graphs.eager_steps == 4
 
+    class TooBig(Eager):  # the first bucket met, (4, 8, 8), does not fit the device; the next, (2, 8, 12), does
+        def capture(self, body):
+            if self.captures == 0:
+                self.captures = -1
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return super().capture(body)
+
+    caplog.clear()
+    strategy = captured(TooBig())
+    with caplog.at_level(logging.WARNING, logger="sarnmt"):
+        assert_same(fit(data, strategy), fit(data))
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "capturing bucket (4, 8, 8) ran out of device memory" in warning and "runs eagerly" in warning
+    assert strategy.graphs.eager_steps == 2 and list(strategy.graphs.replays) == [(2, 8, 12)]
+    assert not strategy.graphs.broken and strategy.graphs.too_big == {(4, 8, 8)}
+
 
 def test_accumulated_gradients_run_eagerly_with_one_warning(one_torch_thread, caplog, monkeypatch):
     data = batches([(3, 5, 4), (2, 7, 9), (3, 6, 4), (2, 7, 9)])

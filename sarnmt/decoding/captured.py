@@ -44,10 +44,11 @@ from sarnmt.models.state import DecoderState, SourceMemory
 from sarnmt.utils.graphs import BucketedGraphs, Buckets, CudaGraphs, Eager, GraphBackend, Key
 from sarnmt.utils.precision import autocast_dtype
 
-# Sentences a batch (powers of two up to decoding's largest token batches of short sentences), padded source
-# lengths (EOS included) and steps (the length limit a·S + b of those sources at a=2, b=10, and their neighbours).
+# Sentences a batch (powers of two and 1.5 times them from 32 on, so that padding rows cost at most a third of a
+# batch, up to decoding's largest token batches of short sentences), padded source lengths (EOS included) and steps
+# (the length limit a·S + b of those sources at a=2, b=10, and their neighbours).
 SEARCH_BUCKETS = Buckets(
-    rows=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048),
+    rows=(1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048),
     source=(8, 16, 24, 32, 48, 64, 96, 128, 192, 256),
     target=(16, 32, 48, 64, 80, 112, 144, 208, 272, 400, 528),
 )

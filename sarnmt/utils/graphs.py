@@ -5,7 +5,9 @@ the training step (:mod:`sarnmt.training.capture`) and the search step (:mod:`sa
 turns a body into its replay (:class:`CudaGraphs` on a GPU; :class:`Eager` runs the same body uncaptured, so the
 bucket choice, padding and fallbacks are tested on the CPU), and :class:`BucketedGraphs` keeps one replay per bucket
 with the fallbacks: a shape outside every bucket, a bucket beyond ``max_graphs`` or a capture that fails runs the
-caller's eager step, with one warning per cause (never a crash, never a new capture per batch).
+caller's eager step, with one warning per cause (never a crash, never a new capture per batch). A capture that runs
+out of device memory sends only its bucket to the eager step (a smaller bucket may still fit); any other failure
+sends every later batch there.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ class BucketedGraphs:
         self.replays: dict[Key, Callable[[], Any]] = {}
         self.statics: dict[Key, Any] = {}
         self.broken = False  # a capture failed: eager from then on
+        self.too_big: set[Key] = set()  # buckets whose capture ran out of device memory: eager for those only
         self.warned: set[str] = set()
         self.eager_steps = 0
 
@@ -153,13 +156,15 @@ class BucketedGraphs:
         return None if replay is None else replay()
 
     def choose(self, shape: tuple[int, int, int]) -> Key | None:
-        """The bucket ``shape`` runs in; None where the eager step must run (after a failed capture, or a shape
-        outside every bucket: warned once, and counted in ``eager_steps``)."""
+        """The bucket ``shape`` runs in; None where the eager step must run (after a failed capture, for a shape
+        outside every bucket or in a bucket too big to capture: warned once, and counted in ``eager_steps``)."""
         key = self.buckets.key(*shape)
         if self.broken:
             return self._eager()
         if key is None:
             self.warn_once("outside", f"a batch of shape {shape} ({self.dims}) is outside the buckets {self}")
+            return self._eager()
+        if key in self.too_big:
             return self._eager()
         return key
 
@@ -187,6 +192,11 @@ class BucketedGraphs:
             fill(static)
             try:
                 self.replays[key] = self.backend.capture(lambda: body(static))
+            except torch.OutOfMemoryError as err:  # this bucket is too big to hold as a graph; smaller ones may not be
+                self.too_big.add(key)
+                message = f"capturing bucket {key} ran out of device memory ({err}): that bucket, and any other that"
+                self.warn_once("memory", message + " does")
+                return self._eager()
             except Exception as err:  # noqa: BLE001 - any capture failure: the eager step computes the same
                 self.broken = True
                 self.warn_once("capture", f"capturing bucket {key} failed ({type(err).__name__}: {err})")
