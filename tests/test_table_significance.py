@@ -20,7 +20,7 @@ import pytest
 
 from sarnmt.cli.tables import render_tables
 from sarnmt.errors import InputError
-from sarnmt.sweep import seed_tests, stats
+from sarnmt.sweep import power, seed_tests, stats
 from sarnmt.sweep.cells import TableSettings, code_versions
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import plan_jobs
@@ -160,12 +160,12 @@ def test_one_run_gets_no_seed_aware_test_and_the_resamples_are_fixed():
 
 def test_power_counts_the_seeds_that_detect_an_effect():
     z = 1.6448536269514722 + 0.8416212335729143
-    assert seed_tests.seeds_for_power(1.0, 1.0) == math.ceil(2 * z**2) == 13
-    assert seed_tests.seeds_for_power(0.5, 1.0) == 4 and seed_tests.seeds_for_power(0.1, 5.0) == 2
-    assert seed_tests.seeds_for_power(1.0, 0.0) is None and seed_tests.seeds_for_power(1.0, -0.3) is None
-    sd, df = seed_tests.pooled_sd([[1.0, 2.0, 3.0], [5.0, 5.0], [7.0]])
+    assert power.seeds_for_power(1.0, 1.0) == math.ceil(2 * z**2) == 13
+    assert power.seeds_for_power(0.5, 1.0) == 4 and power.seeds_for_power(0.1, 5.0) == 2
+    assert power.seeds_for_power(1.0, 0.0) is None and power.seeds_for_power(1.0, -0.3) is None
+    sd, df = power.pooled_sd([[1.0, 2.0, 3.0], [5.0, 5.0], [7.0]])
     assert df == 3 and sd == pytest.approx(math.sqrt((2 * 1.0 + 0.0) / 3))
-    assert seed_tests.pooled_sd([[1.0], [2.0]]) is None
+    assert power.pooled_sd([[1.0], [2.0]]) is None
 
 
 def test_code_versions_count_commits_or_source_hashes():

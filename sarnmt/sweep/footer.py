@@ -4,7 +4,7 @@ scale, where and how long the runs ran, and where every difference from the pape
 
 from __future__ import annotations
 
-from sarnmt.sweep import seed_tests
+from sarnmt.sweep import power
 from sarnmt.sweep.cells import TableSettings, cap_reached, code_versions
 from sarnmt.sweep.spec import METRICS, Scale, Table
 
@@ -77,12 +77,12 @@ def _gain(table: Table, row_key: str, column_key: str) -> float | None:
 def power_note(table: Table, cells: dict) -> str:
     """How many seeds per row would detect the paper's gains: per column, the seed sd pooled over its cells with two
     or more runs, and per main row (every row but the baseline when none runs the main seeds) the paper's gain Δ
-    and n = 2((z_0.95 + z_0.8) sd / Δ)² (:func:`sarnmt.sweep.seed_tests.seeds_for_power`)."""
+    and n = 2((z_0.95 + z_0.8) sd / Δ)² (:func:`sarnmt.sweep.power.seeds_for_power`)."""
     rows = [r for r in table.rows if r.key != table.baseline and r.seeds == "main"]
     rows = rows or [r for r in table.rows if r.key != table.baseline]
     parts = []
     for column in table.columns:
-        pooled = seed_tests.pooled_sd(
+        pooled = power.pooled_sd(
             [cells[r.key, column.key].score.scores for r in table.rows if cells[r.key, column.key].score]
         )
         if pooled is None:
@@ -94,12 +94,12 @@ def power_note(table: Table, cells: dict) -> str:
             gain = _gain(table, row.key, column.key)
             if gain is None:
                 continue
-            n = seed_tests.seeds_for_power(sd, gain)
+            n = power.seeds_for_power(sd, gain)
             needs.append(f"{row.label} (Δ {gain:+.1f}) " + (f"{n}" if n is not None else "no gain to detect"))
         parts.append(f"{column.label} (sd {sd:.2f}, {df} df): " + ("; ".join(needs) or "no paper numbers"))
     return (
         "Power: seeds per row for a one-sided test of seed means at p < 0.05 to detect the paper's gain over its "
-        f"baseline with power {seed_tests.POWER}, n = 2((z_0.95 + z_0.8) sd / Δ)² (normal approximation; sd the "
+        f"baseline with power {power.POWER}, n = 2((z_0.95 + z_0.8) sd / Δ)² (normal approximation; sd the "
         "sample sd over seeds pooled over the column's cells with two or more runs; a lower bound for the seed-aware "
         "test, which also resamples the test set). " + "; ".join(parts) + "."
     )
