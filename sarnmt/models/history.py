@@ -18,8 +18,9 @@ reorders two vectors per hypothesis instead of its whole history; only the score
 kept, for the attention weights. With a query the history is kept and rescored at every step (its projected keys
 cached). A captured search step needs shapes that never change: :meth:`HistoryAttention.with_capacity` gives the
 step-mode history room for every step (a count of the filled places; the places past it take no weight), and
-:meth:`~HistoryAttention.append` and :meth:`~HistoryAttention.attend` compute the same from it. :meth:`HistoryAttention.attend_all` computes every step of a teacher-forced sequence at once with a causal
-mask: query t sees items 0 .. t; the tests check that both modes agree. :meth:`HistoryAttention.attend_window` is
+:meth:`~HistoryAttention.append` and :meth:`~HistoryAttention.attend` compute the same from it.
+:meth:`HistoryAttention.attend_all` computes every step of a teacher-forced sequence at once with a causal mask:
+query t sees items 0 .. t; the tests check that both modes agree. :meth:`HistoryAttention.attend_window` is
 the language models' form (Table 6): a segment of a continuous stream, items carried over from the previous
 segment, each query seeing a window of the items before it.
 """
