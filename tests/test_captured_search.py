@@ -62,7 +62,7 @@ def test_a_history_refuses_more_items_than_its_capacity():
     for _ in range(3):
         history = attention.append(history, torch.randn(2, 4, dtype=torch.float64), "y_")
     with pytest.raises(ValueError, match="3 items does not fit a capacity of 2"):
-        HistoryAttention.with_capacity(history, "y_", 2)
+        attention.with_capacity(history, "y_", 2)
 
 
 def test_a_bucket_is_captured_once_and_replayed_for_every_batch_that_fits():

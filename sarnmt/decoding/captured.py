@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import weakref
 from contextlib import nullcontext
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -37,7 +37,7 @@ from torch import Tensor, nn
 
 from sarnmt.decoding.host_flag import HostFlag
 from sarnmt.decoding.rule import BeamRule, Finished
-from sarnmt.decoding.search import NEG_INF, Hypotheses
+from sarnmt.decoding.search import Hypotheses
 from sarnmt.decoding.step import search_step
 from sarnmt.decoding.traceback import Records, trace_back
 from sarnmt.models.state import DecoderState, SourceMemory
@@ -85,44 +85,17 @@ class StepBuffers:
 
     def leaves(self) -> list[Tensor]:
         """Every tensor of the buffers, in a fixed order (what :meth:`fill` copies into)."""
-        return [*_tensors(self.memory), self.limits, *_tensors(self.state), self.prev, self.scores, self.done, self.t]
+        pool, records = (self.pool.norm, self.pool.raw, self.pool.ref), (self.tokens, self.parents, self.choice)
+        beam = (self.prev, self.scores, self.done, self.t)
+        return [*self.memory.tensors(), self.limits, *self.state.tensors(), *beam, *pool, *records]
 
     def fill(self, first: StepBuffers) -> None:
-        """Copy a batch after its first step into these buffers: rows past the batch's repeat its first sentence
-        (and are done), source positions past its length are masked, steps past the first are zero."""
+        """Copy a batch after its first step into these buffers (:func:`_padded`): source positions past its length
+        are masked; rows past the batch repeat its first sentence and are done (they finish nothing and are never
+        traced back); the records of later steps repeat step 1's until each step writes its own."""
         for mine, theirs in zip(self.leaves(), first.leaves(), strict=True):
             mine.copy_(_padded(theirs, mine.shape))
         self.done[first.done.size(0) :] = True
-        for mine, theirs in ((self.pool.norm, first.pool.norm), (self.pool.raw, first.pool.raw)):
-            mine.fill_(NEG_INF)[: theirs.size(0)] = theirs
-        self.pool.ref.zero_()[: first.pool.ref.size(0)] = first.pool.ref
-        for mine, theirs in ((self.tokens, first.tokens), (self.parents, first.parents), (self.choice, first.choice)):
-            mine.zero_()[:1, : theirs.size(1)] = theirs
-
-
-def _tensors(obj: SourceMemory | DecoderState) -> list[Tensor]:
-    """The tensors of a memory or a state, in field order (dicts by key)."""
-    found: list[Tensor] = []
-    for f in fields(obj):
-        value = getattr(obj, f.name)
-        if isinstance(value, dict):
-            found += [value[key] for key in sorted(value)]
-        elif isinstance(value, Tensor):
-            found.append(value)
-    return found
-
-
-def _with_tensors(obj: Any, tensors: list[Tensor]) -> Any:
-    """``obj`` with its tensors (in :func:`_tensors`'s order) replaced by ``tensors``."""
-    it = iter(tensors)
-    changes: dict[str, Any] = {}
-    for f in fields(obj):
-        value = getattr(obj, f.name)
-        if isinstance(value, dict):
-            changes[f.name] = {key: next(it) for key in sorted(value)}
-        elif isinstance(value, Tensor):
-            changes[f.name] = next(it)
-    return replace(obj, **changes)
 
 
 def _padded(tensor: Tensor, shape: torch.Size) -> Tensor:
@@ -177,11 +150,8 @@ def empty_buffers(first: StepBuffers, key: Key, length: int) -> StepBuffers:
             return tensor.clone()
         return tensor.new_zeros(*lead, *tensor.shape[len(lead) :])
 
-    widths = [source if t.size(1) == length else t.size(1) for t in _tensors(first.memory)]
-    memory = _with_tensors(
-        first.memory, [t.new_zeros(rows, w, *t.shape[2:]) for t, w in zip(_tensors(first.memory), widths, strict=True)]
-    )
-    state = _with_tensors(first.state, [like(t, rows * k) for t in _tensors(first.state)])
+    memory = first.memory.map(lambda t: t.new_zeros(rows, source if t.size(1) == length else t.size(1), *t.shape[2:]))
+    state = first.state.map(lambda t: like(t, rows * k))
     c = first.tokens.size(2)
     return StepBuffers(
         memory=memory,
@@ -211,7 +181,7 @@ def step_body(model: nn.Module, rule: BeamRule, buffers: StepBuffers) -> Tensor:
         record.index_copy_(0, place, value.unsqueeze(0))
     done = b.done | step.stopped
     parents = (torch.arange(rows, device=b.t.device).unsqueeze(1) * k + beam.parents).view(-1)
-    for mine, new in zip(_tensors(b.state), _tensors(step.out.state.reorder(parents)), strict=True):
+    for mine, new in zip(b.state.tensors(), step.out.state.reorder(parents).tensors(), strict=True):
         mine.copy_(new)
     for mine, new in ((b.pool.norm, pool.norm), (b.pool.raw, pool.raw), (b.pool.ref, pool.ref)):
         mine.copy_(new)

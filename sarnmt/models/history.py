@@ -68,8 +68,7 @@ class HistoryAttention(nn.Module):
             }
         return {prefix + "values": like.new_zeros(batch, 0, dim), prefix + "keys": like.new_zeros(batch, 0, dim)}
 
-    @staticmethod
-    def with_capacity(history: dict[str, Tensor], prefix: str, capacity: int) -> dict[str, Tensor]:
+    def with_capacity(self, history: dict[str, Tensor], prefix: str, capacity: int) -> dict[str, Tensor]:
         """The same history in its fixed-shape form, room for ``capacity`` items: what a step that must keep its
         shapes (a captured search step, :mod:`sarnmt.decoding.captured`) carries.
 
@@ -80,12 +79,13 @@ class HistoryAttention(nn.Module):
         the places past it, and the weights it returns are (B, capacity), zero past the items.
 
         :raises ValueError: when the history already holds more than ``capacity`` items."""
-        grown = history[prefix + "scores"] if prefix + "scores" in history else history[prefix + "values"]
+        content = self.query_proj is None
+        grown = history[prefix + ("scores" if content else "values")]
         batch, filled = grown.shape[:2]
         if filled > capacity:
             raise ValueError(f"a history of {filled} items does not fit a capacity of {capacity}")
         fixed = dict(history, **{prefix + "count": torch.full((batch,), filled, device=grown.device)})
-        if prefix + "scores" in history:
+        if content:
             fixed[prefix + "scores"] = F.pad(grown, (0, capacity - filled), value=float("-inf"))
         else:
             for name in ("values", "keys"):

@@ -7,24 +7,42 @@ every tensor along the batch dimension, so search code never needs to know which
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 
 from torch import Tensor
 
 
-def _select(value: object, index: Tensor) -> object:
-    if isinstance(value, Tensor) and value.dim() > 0:  # a shape-() tensor (a captured step's count) is no row
-        return value.index_select(0, index)
+def _mapped(value: object, fn: Callable[[Tensor], Tensor]) -> object:
+    if isinstance(value, Tensor):
+        return fn(value)
     if isinstance(value, dict):
-        return {key: _select(item, index) for key, item in value.items()}
+        return {key: _mapped(item, fn) for key, item in value.items()}
     return value
 
 
 class _Reorderable:
+    def map(self, fn: Callable[[Tensor], Tensor]):
+        """``fn`` applied to every tensor (those of dict fields too).  :returns: a new object of the same type."""
+        return replace(self, **{f.name: _mapped(getattr(self, f.name), fn) for f in fields(self)})
+
+    def tensors(self) -> list[Tensor]:
+        """Every tensor, in a fixed order (fields in order, a dict's by key), the same for two objects of the same
+        structure: to copy one into another's buffers."""
+        found: list[Tensor] = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, dict):
+                found += [value[key] for key in sorted(value)]
+            elif isinstance(value, Tensor):
+                found.append(value)
+        return found
+
     def reorder(self, index: Tensor):
         """Rows ``index`` of every tensor (batch-first), e.g. to follow beam back-pointers or to drop finished
-        sentences.  :param index: shape (B',), long.  :returns: a new object of the same type."""
-        return replace(self, **{f.name: _select(getattr(self, f.name), index) for f in fields(self)})
+        sentences; a shape-() tensor (a captured step's count) is no row and stays.  :param index: shape (B',),
+        long.  :returns: a new object of the same type."""
+        return self.map(lambda value: value.index_select(0, index) if value.dim() > 0 else value)
 
 
 @dataclass(frozen=True)

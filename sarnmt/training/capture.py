@@ -160,15 +160,15 @@ class CaptureStrategy(SingleDeviceStrategy):
             return super().training_step(*args, **kwargs)
         module = self.lightning_module
         normalization = module.hparams.loss_normalization
-        outputs = graphs.run(
+        replay = graphs.prepare(
             (batch.size, batch.src.size(1), batch.tgt.size(1)),
             lambda key: StaticBatch.empty(key, batch, self.root_device),
             lambda static: static.fill(batch, normalization),
             lambda static: self._body(static, normalization, AUTOCAST.get(precision)),
         )
-        if outputs is None:
+        if replay is None:
             return super().training_step(*args, **kwargs)
-        loss, nll_sum, tokens, grads = outputs
+        loss, nll_sum, tokens, grads = replay()
         self._grads = grads
         loss = loss.detach().clone()
         module.log_training(loss, nll_sum.clone(), tokens.clone(), batch.size)

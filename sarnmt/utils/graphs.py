@@ -139,22 +139,6 @@ class BucketedGraphs:
             self.warned.add(cause)
             log.warning("%s: %s; it runs eagerly (this warning is shown once)", self.what, message)
 
-    def run(
-        self,
-        shape: tuple[int, int, int],
-        make: Callable[[Key], Any],
-        fill: Callable[[Any], None],
-        body: Callable[[Any], T],
-    ) -> T | None:
-        """Fill the static buffers of ``shape``'s bucket and replay its body (capturing it the first time).
-
-        :param make: the static buffers of a bucket.  :param fill: copies this batch into them.
-        :param body: the work, reading the buffers.
-        :returns: the body's static outputs; None where the eager step must run instead (warned once per cause).
-        """
-        replay = self.prepare(shape, make, fill, body)
-        return None if replay is None else replay()
-
     def choose(self, shape: tuple[int, int, int]) -> Key | None:
         """The bucket ``shape`` runs in; None where the eager step must run (after a failed capture, for a shape
         outside every bucket or in a bucket too big to capture: warned once, and counted in ``eager_steps``)."""

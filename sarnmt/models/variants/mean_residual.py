@@ -51,8 +51,8 @@ class MeanResidual(DecoderVariant):
 
     def summary_step(self, prev_emb, prev_hidden, hidden, state, steps):
         total = state["sum"] + prev_emb
-        words = steps + 1 if isinstance(steps, Tensor) else total.new_tensor(steps + 1)  # t - 1 as a device tensor
-        return self.mean(total, self.counts(words.to(total.dtype))), {"sum": total}, None
+        words = torch.as_tensor(steps + 1, dtype=total.dtype, device=total.device)  # steps: an int or a device count
+        return self.mean(total, self.counts(words)), {"sum": total}, None
 
     def summary_all(self, prev_embs, prev_hiddens, hiddens):
         """The cumulative sums of ȳ_0 .. ȳ_{T-1} at once (the step form's running sum, in the same order)."""
