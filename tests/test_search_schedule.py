@@ -14,6 +14,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from sarnmt.data.text.codecs import EOS
 from sarnmt.decoding.beam import CAPTURED, PER_STEP, STATIC, Schedule, beam_decode
+from sarnmt.decoding.host_flag import DonePoll
 from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.decoding.rule import BeamRule
 from tests import model_helpers, search_harness
@@ -36,6 +37,18 @@ def test_the_schedule_is_a_rule_of_the_device():
         # a CUDA device replays its steps from captured graphs; another accelerator runs the same loop eagerly
         assert rules is (CAPTURED if device.startswith("cuda") else STATIC)
         assert rules.capture == device.startswith("cuda")
+
+
+def test_the_poll_reads_each_copy_lag_steps_after_it_was_made():
+    """Copies at steps 8, 16, ...; the copy of step 8 is read at step 10 and says what was true at step 8."""
+    poll = DonePoll(check_every=8, lag=2)
+    done_from = 11  # every sentence is done from step 11 on
+    stops = [t for t in range(1, 41) if poll.stop(t, torch.tensor([t >= done_from, t >= done_from]))]
+    # step 10 reads step 8's copy (not all done yet); step 18 reads step 16's: the first stop
+    assert stops[0] == 18 and stops == [18, 26, 34]
+    assert sorted(poll.flags) == [40]  # the copy of step 40 not yet read; the others read once each
+    never = DonePoll(check_every=1, lag=0)
+    assert not any(never.stop(t, torch.tensor([True, False])) for t in range(1, 10)) and not never.flags
 
 
 def count_syncs(monkeypatch, run) -> tuple[int, collections.Counter]:

@@ -47,7 +47,7 @@ import torch
 from torch import Tensor, nn
 
 from sarnmt.decoding.captured import captured_decode
-from sarnmt.decoding.host_flag import HostFlag
+from sarnmt.decoding.host_flag import DonePoll
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
 from sarnmt.decoding.rule import BeamRule, Finished
 from sarnmt.decoding.search import Hypotheses
@@ -138,7 +138,7 @@ def beam_decode(
     scores = src.new_zeros(batch, 1, dtype=torch.float)  # step 1 extends one empty hypothesis per sentence
     active: Tensor | None = None  # the batch rows of the sentences still in the loop (None: all, in order)
     done = torch.zeros(batch, dtype=torch.bool, device=device)
-    flags: dict[int, HostFlag] = {}  # the steps' copies of "every sentence is done", read `lag` steps later
+    poll = DonePoll(schedule.check_every, schedule.lag)  # unless compacting: "all done" read `lag` steps late
     prev = None
     for t in range(1, steps + 1):
         n, width = scores.shape  # width: 1 at step 1, k afterwards
@@ -152,14 +152,12 @@ def beam_decode(
         if t == steps:
             break
         keep = None
-        if t % schedule.check_every == 0:
-            if schedule.compact:
+        if schedule.compact:
+            if t % schedule.check_every == 0:
                 keep = (~done).nonzero().squeeze(1)  # the host decides the shapes
                 if keep.numel() == 0:
                     break
-            else:
-                flags[t] = HostFlag(done.all())
-        if t - schedule.lag in flags and flags.pop(t - schedule.lag).read():
+        elif poll.stop(t, done):
             break
         # 5. the live beam goes on (without the rows of the sentences that are done, when compacting)
         scores, prev = beam.scores, beam.tokens

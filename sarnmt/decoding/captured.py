@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from sarnmt.decoding.host_flag import HostFlag
+from sarnmt.decoding.host_flag import DonePoll
 from sarnmt.decoding.rule import BeamRule, Finished
 from sarnmt.decoding.search import Hypotheses
 from sarnmt.decoding.step import search_step
@@ -247,16 +247,12 @@ def captured_decode(
     if replay is None:
         return None
     buffers = graphs.statics[key]
-    flags: dict[int, HostFlag] = {}
+    poll = DonePoll(check_every, lag)
     ran = 1
     for t in range(2, steps + 1):
         done = replay()
         ran = t
-        if t == steps:
-            break
-        if t % check_every == 0:
-            flags[t] = HostFlag(done.all())
-        if t - lag in flags and flags.pop(t - lag).read():
+        if t == steps or poll.stop(t, done):
             break
     batch = src.size(0)
     records = Records(

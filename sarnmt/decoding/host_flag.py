@@ -1,4 +1,6 @@
-"""How a search loop learns, without waiting, that every sentence is done (:class:`~sarnmt.decoding.beam.Schedule`)."""
+"""How a search loop learns, without waiting, that every sentence is done (:class:`~sarnmt.decoding.beam.Schedule`):
+a flag copied to the host without blocking (:class:`HostFlag`), and the loop's polling of those flags
+(:class:`DonePoll`), one for the eager loop and the captured one."""
 
 from __future__ import annotations
 
@@ -27,3 +29,23 @@ class HostFlag:
         if self.event is not None:
             self.event.synchronize()
         return bool(self.host.item())
+
+
+class DonePoll:
+    """When a search loop stops: "every sentence is done" is copied to the host every ``check_every`` steps
+    (:class:`HostFlag`) and read ``lag`` steps later, so the host never waits for the step it has just queued.
+
+    :param check_every: copy the flag at every step t with t % check_every == 0.
+    :param lag: read the copy made this many steps earlier."""
+
+    def __init__(self, check_every: int, lag: int) -> None:
+        self.check_every, self.lag = check_every, lag
+        self.flags: dict[int, HostFlag] = {}
+
+    def stop(self, t: int, done: Tensor) -> bool:
+        """Whether the loop may stop after step t.  :param done: whether each sentence is done after step t, shape
+        (n,), on the device (copied, not read, at this step)."""
+        if t % self.check_every == 0:
+            self.flags[t] = HostFlag(done.all())
+        flag = self.flags.pop(t - self.lag, None)
+        return flag is not None and flag.read()
