@@ -23,6 +23,7 @@ from sarnmt.human import store
 from sarnmt.human.agreement import agreement, cohen_kappa, fleiss_kappa
 from sarnmt.human.app import RankingServer, ServeError
 from sarnmt.human.cli import flags_to_overrides
+from sarnmt.human.errors import StoreError
 from sarnmt.human.export import export
 from sarnmt.human.task import TaskError, TaskSpec, create_task, shown_orders
 from tests.conftest import ROOT
@@ -190,9 +191,9 @@ def test_refused_judgements_store_nothing(tmp_path):
         (tokens["ana"], "1", "skipped", None, "item must be an item id"),
     ]
     for token, item, status, ranks, message in refused:
-        with pytest.raises(store.StoreError, match=message):
+        with pytest.raises(StoreError, match=message):
             store.record_judgement(conn, token, item, status, ranks)
-    with pytest.raises(store.StoreError, match="has no time zone"):
+    with pytest.raises(StoreError, match="has no time zone"):
         store.record_judgement(conn, tokens["ana"], own, "skipped", shown_at="2026-01-01T10:00:00")
     assert _count(db, "judgement") == 0
     conn.close()

@@ -47,6 +47,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from sarnmt.human import store
+from sarnmt.human.errors import StoreError, UnknownAnnotator
 from sarnmt.human.serve_lock import ServeError, take_lock
 from sarnmt.human.server import Limits, Server, brief, log
 from sarnmt.human.validate import MAX_BODY, ApiError, fields, json_object, query, whole_number
@@ -163,7 +164,7 @@ class RankingServer(Server):
             raise ServeError(f"signin must be one of {', '.join(SIGNIN_MODES)}, got {signin!r}")
         try:
             conn = store.connect(db)
-        except store.StoreError as err:
+        except StoreError as err:
             raise ServeError(str(err)) from err
         try:
             if not store.task_names(conn):
@@ -221,7 +222,7 @@ class RankingServer(Server):
             )
         try:
             return store.connect(self.db)
-        except store.StoreError as err:
+        except StoreError as err:
             raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, f"{err}: nothing stored") from err
 
     def _handle(self, route) -> tuple[int, dict]:
@@ -234,9 +235,9 @@ class RankingServer(Server):
             return HTTPStatus.OK, route(conn)
         except ApiError as err:
             return err.status, {"error": str(err)}
-        except store.UnknownAnnotator as err:
+        except UnknownAnnotator as err:
             return HTTPStatus.UNAUTHORIZED, {"error": str(err)}
-        except store.StoreError as err:
+        except StoreError as err:
             return HTTPStatus.BAD_REQUEST, {"error": str(err)}
         except sqlite3.Error as err:
             if "readonly" in str(err):
@@ -324,7 +325,7 @@ class RankingServer(Server):
             raise ApiError(HTTPStatus.BAD_REQUEST, f"a token has at most {MAX_TOKEN} characters")
         try:
             annotator = store.annotator_by_token(conn, who.strip())
-        except store.UnknownAnnotator:
+        except UnknownAnnotator:
             raise ApiError(HTTPStatus.UNAUTHORIZED, "unknown token: use the token you were given") from None
         return {"token": annotator.token, "annotator": annotator.name, "task": annotator.task}
 

@@ -17,6 +17,7 @@ from sarnmt.evaluation.system_names import system_names
 from sarnmt.human import store
 from sarnmt.human.app import RankingServer
 from sarnmt.human.export import export
+from sarnmt.human.names import lookalike_warnings, printable_name
 from sarnmt.human.task import FIXED_SEED_WARNING, TaskError, TaskSpec, create_task, new_token
 from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.hydra_app import run_hydra
@@ -104,7 +105,7 @@ def _print_tokens(tokens: dict[str, str], host: str = "127.0.0.1", port: int = 8
     if tokens:
         print("sign-in tokens (give each annotator theirs; `annotators` lists them again):")
     for name, token in tokens.items():
-        print(f"  {store.printable_name(name)}\t{token}\thttp://{host}:{port}/#token={token}")
+        print(f"  {printable_name(name)}\t{token}\thttp://{host}:{port}/#token={token}")
 
 
 def annotators(cfg: DictConfig) -> None:
@@ -121,7 +122,7 @@ def annotators(cfg: DictConfig) -> None:
                 with store.transaction(conn):
                     for name in _list(cfg.add):
                         names.append(store.add_annotator(conn, task_id, str(name), new_token()).name)
-                for warning in store.lookalike_warnings(names, had):
+                for warning in lookalike_warnings(names, had):
                     print(warning, file=sys.stderr, flush=True)
                 print(f"task {task}:")
                 _print_tokens({a.name: a.token for a in store.annotators(conn, task_id)})

@@ -12,6 +12,7 @@ from pathlib import Path
 from sarnmt.errors import InputError
 from sarnmt.human import store
 from sarnmt.human.agreement import Agreement, agreement, compare
+from sarnmt.human.errors import StoreError
 from sarnmt.utils.json_bounds import loads
 
 
@@ -61,7 +62,7 @@ def read_tasks(db: str | Path) -> list[Task]:
     """
     try:
         conn = store.connect(db, write=False)
-    except store.StoreError as err:
+    except StoreError as err:
         raise ExportError(str(err)) from err
     try:
         return [_read_task(conn, row) for row in conn.execute("SELECT * FROM task ORDER BY id").fetchall()]

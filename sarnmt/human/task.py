@@ -28,6 +28,8 @@ from pathlib import Path
 from sarnmt.data.text.reading import read_lines
 from sarnmt.errors import InputError
 from sarnmt.human import store
+from sarnmt.human.errors import StoreError
+from sarnmt.human.names import annotator_name, lookalike_warnings
 
 BALANCED_UP_TO = 5
 
@@ -118,13 +120,13 @@ def check_spec(spec: TaskSpec) -> None:
 
 
 def annotator_names(spec: TaskSpec) -> list[str]:
-    """The annotators' names as they will be stored (NFC; :func:`sarnmt.human.store.annotator_name`), empty ones
+    """The annotators' names as they will be stored (NFC; :func:`sarnmt.human.names.annotator_name`), empty ones
     left for :func:`check_spec` to name.
 
     :raises TaskError: a name holding a control character, or too long."""
     try:
-        return [store.annotator_name(a) if str(a).strip() else str(a) for a in spec.annotators]
-    except store.StoreError as err:
+        return [annotator_name(a) if str(a).strip() else str(a) for a in spec.annotators]
+    except StoreError as err:
         raise TaskError(str(err)) from None
 
 
@@ -177,7 +179,7 @@ def create_task(db: str | Path, spec: TaskSpec) -> CreatedTask:
     orders = shown_orders(len(lines), len(spec.systems), rng)
     try:
         conn = store.connect(db, create=True)
-    except store.StoreError as err:
+    except StoreError as err:
         raise TaskError(str(err)) from err
     tokens = {}
     try:
@@ -223,7 +225,7 @@ def create_task(db: str | Path, spec: TaskSpec) -> CreatedTask:
                 tokens[name] = store.add_annotator(conn, task_id, name, new_token()).token
     finally:
         conn.close()
-    warnings = tuple(store.lookalike_warnings(list(tokens)))
+    warnings = tuple(lookalike_warnings(list(tokens)))
     return CreatedTask(spec.name, len(lines), tuple(n for n, _ in spec.systems), tokens, warnings)
 
 

@@ -11,7 +11,7 @@ import json
 from http import HTTPStatus
 from urllib.parse import parse_qsl
 
-from sarnmt.human.store import show
+from sarnmt.human.errors import show
 
 MAX_BODY = 64 * 1024  # bytes
 MAX_DEPTH = 8  # nesting of [ and { in a body (a judgement needs 2)
