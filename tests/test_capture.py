@@ -16,17 +16,18 @@ from torch.utils.data import DataLoader
 from sarnmt.data.loading.batching import Batch, pad_sequences
 from sarnmt.errors import InputError
 from sarnmt.kernels.encoder import unrolled_bigru
+from sarnmt.kernels.masked_lstm import masked_lstm
 from sarnmt.kernels.output import every_position
 from sarnmt.kernels.registry import resolve
 from sarnmt.models.encoder import DL4MTBiGRU
-from sarnmt.models.hot_spots import EQUATIONS, kernel_choice
+from sarnmt.models.hot_spots import EQUATIONS, kernel_choice, packed_lstm
 from sarnmt.models.positions import selected_rows
 from sarnmt.training.capture import Buckets, CaptureStrategy, CudaGraphs, Eager, StaticBatch, padded_loss
 from sarnmt.training.lit_module import TranslationModule
 from sarnmt.training.optim import Adadelta
 from sarnmt.utils.oom import halve_on_oom
 from tests.conftest import SYSTEM_IDS, SYSTEMS, decoder_cfg
-from tests.graph_helpers import Traced
+from tests.graph_helpers import HostTraffic, Traced, meta_as_a_gpu, on_meta
 from tests.model_helpers import VOCAB, build, build_system
 from tests.model_helpers import batch as model_batch
 
@@ -222,6 +223,46 @@ def test_static_shapes_give_every_systems_loss_and_gradients(model, name, overri
     assert len(static_grads) == len(usual_grads)
     for a, b in zip(static_grads, usual_grads, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize(("model", "name", "override"), SYSTEMS, ids=SYSTEM_IDS)
+def test_the_captured_training_step_asks_nothing_of_the_host_under_a_gpus_rules(model, name, override, monkeypatch):
+    """What a CUDA graph of the forward and backward passes would fail at, or freeze, checked without a GPU: they
+    run on ``meta`` tensors under a CUDA device's rules (the LSTM systems' packed encoder reads its lengths on the
+    host; under ``static_shapes`` the masked loop runs instead), where a read of a device value fails, and
+    :class:`~tests.graph_helpers.HostTraffic` lists every tensor made from host data or read from the host."""
+    net = build_system(model, name, override, emb_dim=6, hidden_dim=8, seed=5).train()
+    (batch,) = batches([(3, 5, 4)])
+    static = StaticBatch.empty((4, 8, 8), batch, torch.device("cpu"))
+    static.fill(batch, "sentence")
+    net, static = net.to("meta"), on_meta(static)
+    with meta_as_a_gpu(monkeypatch), HostTraffic() as traffic:
+        loss, nll_sum, tokens = padded_loss(net, static, "sentence")
+        loss.backward()
+    assert traffic.found == []
+    assert loss.shape == () and all(p.grad is not None for p in net.parameters() if p.requires_grad)
+
+
+def test_the_masked_lstm_encodes_as_the_packed_one():
+    """:func:`masked_lstm` (no host read) against PyTorch's packed LSTM, one and two directions, float64: the
+    annotations, both final states and every gradient, for sentences of full length, of length 1 and between."""
+    torch.manual_seed(0)
+    mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3, [1] + [0] * 6]).bool()
+    for bidirectional in (False, True):
+        rnn = torch.nn.LSTM(5, 4, batch_first=True, bidirectional=bidirectional).double()
+        emb = torch.randn(3, 7, 5, dtype=torch.float64, requires_grad=True)
+        results = []
+        for encoder in (packed_lstm, masked_lstm):
+            rnn.zero_grad()
+            emb.grad = None
+            annotations, hidden, cell = encoder(rnn, emb, mask)
+            (annotations.sum() + 1.3 * hidden.sum() + 0.7 * cell.sum()).backward()
+            grads = [emb.grad.clone(), *(p.grad.clone() for p in rnn.parameters())]
+            results.append((annotations.detach(), hidden.detach(), cell.detach(), *grads))
+        assert results[1][0].shape == (3, 7, 8 if bidirectional else 4)
+        assert not results[1][0][~mask].any()
+        for got, want in zip(*results, strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14)
 
 
 def test_a_gpus_captured_step_runs_the_masked_encoder_and_reads_every_position():

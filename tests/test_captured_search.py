@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from sarnmt.decoding.beam import CAPTURED, STATIC, beam_decode
-from sarnmt.decoding.captured import SEARCH_BUCKETS, search_graphs
-from sarnmt.decoding.penalties import LengthPenalty
+from sarnmt.decoding.captured import SEARCH_BUCKETS, empty_buffers, first_step, search_graphs, step_body
+from sarnmt.decoding.penalties import LengthPenalty, max_lengths
 from sarnmt.decoding.rule import BeamRule
 from sarnmt.models.history import HistoryAttention
 from tests import model_helpers, search_harness
 from tests.conftest import SYSTEM_IDS, SYSTEMS
-from tests.graph_helpers import Traced
+from tests.graph_helpers import HostTraffic, Traced, meta_as_a_gpu, on_meta
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -155,3 +155,47 @@ def test_the_kept_graphs_do_not_keep_their_model_alive():
     del model
     gc.collect()
     assert alive() is None
+
+
+def test_host_traffic_lists_what_a_graph_cannot_hold(monkeypatch):
+    """The check below can fail: each request to the host is listed, or fails on ``meta`` by itself."""
+    x = torch.zeros(4, 3, device="meta")
+    requests = {
+        "made from host data": lambda: x + torch.tensor(2.0, device=x.device),
+        "a Python list": lambda: x[[0, 1]],
+        "reads host tensors": lambda: x * torch.ones(()),
+    }
+    for what, request in requests.items():
+        with HostTraffic() as traffic:
+            request()
+        assert any(what in found for found in traffic.found), (what, traffic.found)
+    for read in (lambda: x.sum().item(), lambda: x.nonzero(), lambda: x[x > 0], lambda: x.cpu().tolist()):
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            read()
+    with HostTraffic() as traffic:
+        _ = x[1:3] * 2.0 + torch.arange(3, device=x.device)
+    assert traffic.found == []
+    model = model_helpers.build_system("cgru", "baseline", None).to("meta")
+    with meta_as_a_gpu(monkeypatch):  # a GPU's rules: no cache-sized chunks of the energies
+        assert model.kernels.flags(x) == model.kernels.rules(torch.device("cuda"), grad=True)
+    assert model.kernels.flags(x) == model.kernels.rules(torch.device("cpu"), grad=True)
+
+
+@pytest.mark.parametrize("system", range(len(SYSTEMS)), ids=SYSTEM_IDS)
+def test_the_search_step_asks_nothing_of_the_host_under_a_gpus_rules(system, monkeypatch):
+    """What a CUDA graph of the step would fail at, or freeze, checked without a GPU: the step's body runs on
+    ``meta`` tensors under a CUDA device's kernel rules, where a read of a device value fails, and
+    :class:`HostTraffic` lists every tensor made from host data or read from the host."""
+    model = model_helpers.build_system(*SYSTEMS[system], seed=system, scale=3.0)
+    src, src_mask = search_harness.sources(3)
+    rule = BeamRule(5, LengthPenalty(), min_len=2)
+    with torch.no_grad():  # the encoder and step 1 run eagerly, outside the graph
+        first = first_step(model, rule, src, src_mask, max_lengths(src_mask, 2.0, 10), 32)
+    model, first = model.to("meta"), on_meta(first)
+    with meta_as_a_gpu(monkeypatch), torch.no_grad():
+        buffers = empty_buffers(first, SEARCH_BUCKETS.key(3, src.size(1), 32), src.size(1))
+        buffers.fill(first)
+        with HostTraffic() as traffic:
+            done = step_body(model, rule, buffers)
+    assert traffic.found == []
+    assert done is buffers.done and done.shape == (4,)

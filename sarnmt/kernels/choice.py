@@ -106,14 +106,20 @@ class KernelChoice(Generic[Spots]):
         read without a tensor there (a test reads a GPU's on a machine without one)."""
         return self._flags_by_call[(device.type == "cuda", grad)]
 
+    @staticmethod
+    def on_gpu(like: Tensor) -> bool:
+        """Whether a call on ``like``'s device runs under a GPU's rules (a CUDA device; the tests of the captured
+        steps read a device without data, ``meta``, as one)."""
+        return like.is_cuda
+
     def flags(self, like: Tensor) -> Kernels:
         """The flags a call on ``like``'s device, with autograd as it is now, runs under."""
-        return self._flags_by_call[(like.is_cuda, torch.is_grad_enabled())]
+        return self._flags_by_call[(self.on_gpu(like), torch.is_grad_enabled())]
 
     def __call__(self, like: Tensor) -> Spots:
         """:param like: any tensor of the call (its device decides ``auto``).
         :returns: the implementation of every hot spot for this call."""
-        return self._resolved[(like.is_cuda, torch.is_grad_enabled())]
+        return self._resolved[(self.on_gpu(like), torch.is_grad_enabled())]
 
     def __repr__(self) -> str:
         return f"KernelChoice({self.choice!r})"

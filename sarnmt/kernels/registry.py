@@ -20,6 +20,7 @@ from sarnmt.kernels.encoder import unrolled_bigru
 from sarnmt.kernels.gru import gru_update
 from sarnmt.kernels.loop_attention import LoopAttention
 from sarnmt.kernels.loop_linear import LoopLinear
+from sarnmt.kernels.masked_lstm import masked_lstm
 from sarnmt.kernels.output import every_position, linear_nll
 
 
@@ -36,8 +37,9 @@ class Kernels:
     :param sigmoid_tanh: in those pieces and in the loop attention, tanh as 2σ(2x) − 1.
     :param static_shapes: no shape read from the device, so that a CUDA graph can hold the step (the captured
         training step, :mod:`sarnmt.training.capture`, turns it on; off under every ``kernels=`` choice): the
-        output layer reads every padded position instead of selecting the real ones, and the encoder is the
-        unrolled loop (PyTorch's packed GRU reads the lengths on the host).
+        output layer reads every padded position instead of selecting the real ones, and the encoders are loops
+        over the padded positions (PyTorch's packed GRU and LSTM read the lengths on the host): the unrolled bi-GRU,
+        the masked LSTM.
     """
 
     loop_weights: bool
@@ -82,6 +84,7 @@ REGISTRY: tuple[tuple[str, str, Builder], ...] = (
     ("fused_output", "output_nll", lambda flags, spots: linear_nll),
     ("static_shapes", "output_rows", lambda flags, spots: every_position),
     ("static_shapes", "bigru", unrolled),
+    ("static_shapes", "bilstm", lambda flags, spots: masked_lstm),
 )
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from sarnmt.kernels import KernelChoice
 from sarnmt.models.attention import SourceAttention, energy_scores
@@ -40,6 +41,9 @@ class HotSpots:
         energies v_aᵀ tanh(k_j + q) + c (eq. C8).
     :param bigru: ``(rnn, emb (B, S, e), src_mask (B, S)) -> annotations (B, S, 2d)``: the encoder's bi-GRU
         (eq. 2, A.1a-e), zero at padding.
+    :param bilstm: ``(rnn, emb (B, S, e), src_mask (B, S)) -> (annotations (B, S, k·d), h (k, B, d), c (k, B, d))``:
+        the LSTM systems' encoder over k = 1 or 2 directions (seeds 003 and 004), zero at padding, each direction's
+        final states after its last real token.
     :param output_rows: ``(mask (B, T) bool) -> rows (N,) or None``: the positions the output layer reads in
         training, their indices in the flattened grid (the real ones), or None for all B·T (static shapes).
     :param output_nll: ``(features (N, e), weight (V, e), bias (V,) or None, target (N,)) -> nll (N,)``:
@@ -51,6 +55,7 @@ class HotSpots:
     step_attention: Callable[[Any, Any, Any], Callable[[Tensor], tuple[Tensor, Tensor]]]
     attention_scores: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
     bigru: Callable[[Any, Tensor, Tensor], Tensor]
+    bilstm: Callable[[Any, Tensor, Tensor], tuple[Tensor, Tensor, Tensor]]
     output_rows: Callable[[Tensor], Tensor | None]
     output_nll: Callable[[Tensor, Tensor, Tensor | None, Tensor], Tensor]
 
@@ -74,6 +79,17 @@ def step_attention(
     return partial(attention.attend, memory=memory, scores=scores)
 
 
+def packed_lstm(rnn: nn.LSTM, emb: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """PyTorch's LSTM over packed sequences (cuDNN on a GPU), so that each direction starts and ends at a sentence's
+    real tokens; the lengths are read on the host.  :param rnn: one layer, batch-first.  :param emb: shape (B, S, e).
+    :param src_mask: shape (B, S).  :returns: the annotations (B, S, k·d), zero at padding, and the final hidden and
+    memory cell states, each (k, B, d)."""
+    lengths = src_mask.sum(dim=1).cpu()
+    packed, (hidden, cell) = rnn(pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False))
+    annotations = pad_packed_sequence(packed, batch_first=True, total_length=emb.size(1))[0]
+    return annotations, hidden, cell
+
+
 def output_nll(features: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor) -> Tensor:
     """−log softmax(features Wᵀ + b)[target] (eq. 1 over the output layer's logits; float32, or float64 for a
     float64 model).  :param features: shape (N, e).  :param weight: W_o, shape (V, e).  :param bias: shape (V,), or
@@ -88,6 +104,7 @@ EQUATIONS = HotSpots(
     step_attention=step_attention,
     attention_scores=energy_scores,
     bigru=DL4MTBiGRU.packed,
+    bilstm=packed_lstm,
     output_rows=selected_rows,
     output_nll=output_nll,
 )

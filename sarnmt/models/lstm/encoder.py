@@ -8,18 +8,22 @@ Bidirectional (seed 003's attention model; seed 004)::
 
     h(t) = lstm(x(t), h(t-1); θ_f)   η(t) = lstm(x(t), η(t+1); θ_b)   u(t) = [h(t); η(t)]
 
-with zero initial states (the notes' "some initial values"; the tutorial's code). PyTorch's LSTM over packed
-sequences runs both directions, so each direction starts and ends at a sentence's real tokens; the source keeps its
-EOS, as for the GRU encoder. Initialisation as the rest of the suite (dl4mt's, docs/models.md §Initialisation):
-input weights std·N(0, 1), recurrent weights orthogonal per gate block, biases zero; PyTorch's two bias vectors
-(input and hidden side) are kept, as the tutorial's code has them.
+with zero initial states (the notes' "some initial values"; the tutorial's code). Running it is the ``bilstm``
+hot spot: PyTorch's LSTM over packed sequences runs both directions, so each direction starts and ends at a
+sentence's real tokens (:func:`~sarnmt.models.hot_spots.packed_lstm`; its lengths are read on the host); a captured
+training step runs :func:`~sarnmt.kernels.masked_lstm.masked_lstm`, the same over the padded positions with the
+state held at padding. The source keeps its EOS, as for the GRU encoder. Initialisation as the rest of the suite
+(dl4mt's, docs/models.md §Initialisation): input weights std·N(0, 1), recurrent weights orthogonal per gate block,
+biases zero; PyTorch's two bias vectors (input and hidden side) are kept, as the tutorial's code has them.
 """
 
 from __future__ import annotations
 
-from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from collections.abc import Callable
 
+from torch import Tensor, nn
+
+from sarnmt.models.hot_spots import packed_lstm
 from sarnmt.models.init import init_recurrent_, normal_
 
 
@@ -40,13 +44,16 @@ class LSTMEncoder(nn.Module):
         normal_(self.embedding.weight)
         init_recurrent_(self.rnn)
 
-    def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(
+        self,
+        src: Tensor,
+        src_mask: Tensor,
+        bilstm: Callable[[nn.LSTM, Tensor, Tensor], tuple[Tensor, Tensor, Tensor]] = packed_lstm,
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """:param src: shape (B, S), EOS included.  :param src_mask: shape (B, S), True on real positions.
+        :param bilstm: the ``bilstm`` hot spot (the call's :class:`~sarnmt.models.hot_spots.HotSpots`).
         :returns: the annotations, shape (B, S, k·d) with k directions, zero at padding; the final hidden and memory
             cell states, each shape (k, B, d): row 0 is the forward direction after the last real token (h(n)),
             row 1 the backward direction after the first one (η(1))."""
         emb = self.dropout_embeddings(self.embedding(src))
-        lengths = src_mask.sum(dim=1).cpu()
-        packed, (hidden, cell) = self.rnn(pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False))
-        annotations = pad_packed_sequence(packed, batch_first=True, total_length=src.size(1))[0]
-        return annotations, hidden, cell
+        return bilstm(self.rnn, emb, src_mask)
