@@ -1,4 +1,5 @@
-"""The numbers that ``docs/reproducing.md`` quotes are the committed tables' (``sweeps/results/*/tables/*.csv``).
+"""The numbers that ``docs/reproducing.md`` quotes are the committed tables' (``sweeps/results/*/tables/*.csv``),
+or, in a table of single runs, their records' (``sweeps/results/*/records/*.json``; the comment before ``RECORDS``).
 
 A markdown table in the docs that quotes the tables is preceded by a comment naming its source::
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 import re
 from pathlib import Path
 
@@ -112,3 +114,54 @@ def test_the_text_after_a_table_states_its_markers(index):
         assert smallest == said.group(1), f"{DOC}: the smallest p_seed is {smallest}"
     if "No row is marked" in after:
         assert all(p >= 0.05 for p in p_values), f"{DOC}: a row is marked (p_seed {min(p_values):.3f})"
+
+
+# A table of single runs quotes their records instead: its comment names each row's record as folder:job (the
+# folder under sweeps/results/, the job's id) and the columns after the row's label: ``updates`` (the selected
+# checkpoint's update / the last update, as "2,700 / 3,100"), ``cost`` (the selected checkpoint's dev cost) and
+# metric/test (a test set's score, as bleu/nt14 or bleu_tok/nt14), each to 2 decimals.
+RECORDS = re.compile(r"<!-- from the records: rows ([\w:. ]+); columns ([\w/ ]+) -->")
+
+
+def quoted_runs() -> list[tuple[list[str], list[str], list[list[str]]]]:
+    """Each table of the page that quotes records: (its rows' folder:job, its columns, its body rows' cells)."""
+    text = DOC.read_text(encoding="utf-8")
+    found = []
+    for match in RECORDS.finditer(text):
+        lines = text[match.end() :].lstrip("\n").splitlines()
+        table = list(itertools.takewhile(lambda line: line.startswith("|"), lines))
+        body = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table[2:]]
+        found.append((match.group(1).split(), match.group(2).split(), body))
+    return found
+
+
+def record_cells(source: str, columns: list[str]) -> list[str]:
+    """The cells a row quoting the record ``folder:job`` should hold in ``columns``."""
+    folder, job = source.split(":")
+    path = ROOT / "sweeps" / "results" / folder / "records" / f"{job}.json"
+    assert path.is_file(), f"{DOC}: no record {path.relative_to(ROOT)}"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    selected = record["selected_checkpoint"]
+    cells = []
+    for column in columns:
+        if column == "updates":
+            step = int(re.search(r"step(\d+)", selected["file"]).group(1))
+            cells.append(f"{step:,} / {record['steps']:,}")
+        elif column == "cost":
+            cells.append(f"{selected['score']:.2f}")
+        else:
+            metric, test = column.split("/")
+            cells.append(f"{record['tests'][test]['scores'][metric]['score']:.2f}")
+    return cells
+
+
+RUNS = quoted_runs()
+
+
+@pytest.mark.parametrize("index", range(len(RUNS)))
+def test_each_quoted_run_is_its_record(index):
+    sources, columns, body = RUNS[index]
+    assert len(body) == len(sources), f"{DOC}: run table {index + 1} has {len(body)} rows for {len(sources)} records"
+    for source, cells in zip(sources, body, strict=True):
+        expected = [cells[0], *record_cells(source, columns)]
+        assert cells == expected, f"{DOC}: the row of {source} should read | " + " | ".join(expected) + " |"
