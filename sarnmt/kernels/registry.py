@@ -84,7 +84,7 @@ REGISTRY: tuple[tuple[str, str, Builder], ...] = (
     ("fused_output", "output_nll", lambda flags, spots: linear_nll),
     ("static_shapes", "output_rows", lambda flags, spots: every_position),
     ("static_shapes", "bigru", unrolled),
-    ("static_shapes", "bilstm", lambda flags, spots: masked_lstm),
+    ("static_shapes", "lstm_encoder", lambda flags, spots: masked_lstm),
 )
 
 

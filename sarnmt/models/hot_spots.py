@@ -41,9 +41,9 @@ class HotSpots:
         energies v_aᵀ tanh(k_j + q) + c (eq. C8).
     :param bigru: ``(rnn, emb (B, S, e), src_mask (B, S)) -> annotations (B, S, 2d)``: the encoder's bi-GRU
         (eq. 2, A.1a-e), zero at padding.
-    :param bilstm: ``(rnn, emb (B, S, e), src_mask (B, S)) -> (annotations (B, S, k·d), h (k, B, d), c (k, B, d))``:
-        the LSTM systems' encoder over k = 1 or 2 directions (seeds 003 and 004), zero at padding, each direction's
-        final states after its last real token.
+    :param lstm_encoder: ``(rnn, emb (B, S, e), src_mask (B, S)) -> (annotations (B, S, k·d), h (k, B, d),
+        c (k, B, d))``: the LSTM systems' encoder over k = 1 or 2 directions (seeds 003 and 004), annotations zero
+        at padding, each direction's final states after its last real token.
     :param output_rows: ``(mask (B, T) bool) -> rows (N,) or None``: the positions the output layer reads in
         training, their indices in the flattened grid (the real ones), or None for all B·T (static shapes).
     :param output_nll: ``(features (N, e), weight (V, e), bias (V,) or None, target (N,)) -> nll (N,)``:
@@ -55,7 +55,7 @@ class HotSpots:
     step_attention: Callable[[Any, Any, Any], Callable[[Tensor], tuple[Tensor, Tensor]]]
     attention_scores: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
     bigru: Callable[[Any, Tensor, Tensor], Tensor]
-    bilstm: Callable[[Any, Tensor, Tensor], tuple[Tensor, Tensor, Tensor]]
+    lstm_encoder: Callable[[Any, Tensor, Tensor], tuple[Tensor, Tensor, Tensor]]
     output_rows: Callable[[Tensor], Tensor | None]
     output_nll: Callable[[Tensor, Tensor, Tensor | None, Tensor], Tensor]
 
@@ -104,7 +104,7 @@ EQUATIONS = HotSpots(
     step_attention=step_attention,
     attention_scores=energy_scores,
     bigru=DL4MTBiGRU.packed,
-    bilstm=packed_lstm,
+    lstm_encoder=packed_lstm,
     output_rows=selected_rows,
     output_nll=output_nll,
 )

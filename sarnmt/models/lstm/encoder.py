@@ -8,7 +8,7 @@ Bidirectional (seed 003's attention model; seed 004)::
 
     h(t) = lstm(x(t), h(t-1); θ_f)   η(t) = lstm(x(t), η(t+1); θ_b)   u(t) = [h(t); η(t)]
 
-with zero initial states (the notes' "some initial values"; the tutorial's code). Running it is the ``bilstm``
+with zero initial states (the notes' "some initial values"; the tutorial's code). Running it is the ``lstm_encoder``
 hot spot: PyTorch's LSTM over packed sequences runs both directions, so each direction starts and ends at a
 sentence's real tokens (:func:`~sarnmt.models.hot_spots.packed_lstm`; its lengths are read on the host); a captured
 training step runs :func:`~sarnmt.kernels.masked_lstm.masked_lstm`, the same over the padded positions with the
@@ -48,12 +48,12 @@ class LSTMEncoder(nn.Module):
         self,
         src: Tensor,
         src_mask: Tensor,
-        bilstm: Callable[[nn.LSTM, Tensor, Tensor], tuple[Tensor, Tensor, Tensor]] = packed_lstm,
+        lstm_encoder: Callable[[nn.LSTM, Tensor, Tensor], tuple[Tensor, Tensor, Tensor]] = packed_lstm,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """:param src: shape (B, S), EOS included.  :param src_mask: shape (B, S), True on real positions.
-        :param bilstm: the ``bilstm`` hot spot (the call's :class:`~sarnmt.models.hot_spots.HotSpots`).
+        :param lstm_encoder: the ``lstm_encoder`` hot spot (the call's :class:`~sarnmt.models.hot_spots.HotSpots`).
         :returns: the annotations, shape (B, S, k·d) with k directions, zero at padding; the final hidden and memory
             cell states, each shape (k, B, d): row 0 is the forward direction after the last real token (h(n)),
             row 1 the backward direction after the first one (η(1))."""
         emb = self.dropout_embeddings(self.embedding(src))
-        return bilstm(self.rnn, emb, src_mask)
+        return lstm_encoder(self.rnn, emb, src_mask)

@@ -65,7 +65,7 @@ class InputFeedingLSTM(LSTMTranslator):
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[SourceMemory, DecoderState]:
         """:returns: h^enc (B, S, 2h) with keys W_attProj h^enc (B, S, h); the state h_0, c_0 and o_0 = 0."""
-        annotations, final_hidden, final_cell = self.encoder(src, src_mask, self.kernels(src).bilstm)
+        annotations, final_hidden, final_cell = self.encoder(src, src_mask, self.kernels(src).lstm_encoder)
         # [←h_1; →h_m]: the backward direction's final state is at position 1, the forward one's at m
         hidden = self.init_hidden(torch.cat([final_hidden[1], final_hidden[0]], dim=1))
         cell = self.init_cell(torch.cat([final_cell[1], final_cell[0]], dim=1))

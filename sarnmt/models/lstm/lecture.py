@@ -93,7 +93,7 @@ class FixedContextLSTM(_LectureLSTM):
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[SourceMemory, DecoderState]:
         """:returns: a memory holding h(n) as its one annotation, shape (B, 1, d); the state before step 1."""
-        _, final, _ = self.encoder(src, src_mask, self.kernels(src).bilstm)
+        _, final, _ = self.encoder(src, src_mask, self.kernels(src).lstm_encoder)
         context = final[0].unsqueeze(1)  # (B, 1, d)
         memory = SourceMemory(annotations=context, keys=context, mask=src_mask.new_ones(src.size(0), 1))
         return memory, self.zero_state(final[0])
@@ -113,7 +113,7 @@ class AttentionLSTM(_LectureLSTM):
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[SourceMemory, DecoderState]:
         """:returns: u(1..n) and their projected keys, each (B, S, 2d); the state before step 1."""
-        annotations, final, _ = self.encoder(src, src_mask, self.kernels(src).bilstm)
+        annotations, final, _ = self.encoder(src, src_mask, self.kernels(src).lstm_encoder)
         memory = SourceMemory(annotations=annotations, keys=self.attention.project_keys(annotations), mask=src_mask)
         return memory, self.zero_state(final[0])
 
