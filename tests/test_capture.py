@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader
 
 from sarnmt.data.loading.batching import Batch, pad_sequences
 from sarnmt.errors import InputError
+from sarnmt.kernels.choice import KernelChoice
 from sarnmt.kernels.encoder import unrolled_bigru
 from sarnmt.kernels.masked_lstm import masked_lstm
 from sarnmt.kernels.output import every_position
@@ -52,10 +53,15 @@ def fit(
     normalization: str = "sentence",
     accelerator: str = "cpu",
     dtype: torch.dtype = torch.float64,
+    system: tuple[str, str, str | None] | None = None,
 ) -> TranslationModule:
-    """A tiny baseline (float64 unless ``dtype``) trained on ``data``, one update per batch, clipped at 1 (the
-    paper's)."""
-    net = build(decoder_cfg("baseline"), emb_dim=6, hidden_dim=8, seed=3).to(dtype).train()
+    """A tiny baseline (float64 unless ``dtype``; another of the 24 systems with ``system``) trained on ``data``, one
+    update per batch, clipped at 1 (the paper's)."""
+    if system is None:
+        net = build(decoder_cfg("baseline"), emb_dim=6, hidden_dim=8, seed=3)
+    else:
+        net = build_system(*system, emb_dim=6, hidden_dim=8, seed=3)
+    net = net.to(dtype).train()
     module = TranslationModule(
         net, partial(Adadelta, lr=1.0, rho=0.95, eps=1e-6, compiled=False), normalization, bleu=False
     )
@@ -114,13 +120,29 @@ def test_padded_captured_steps_train_as_the_eager_steps(one_torch_thread, normal
     assert backend.captures == 3 and strategy.graphs.eager_steps == 0
 
 
-def test_replayed_with_frozen_python_values_captured_steps_train_as_the_eager_steps(one_torch_thread):
+@pytest.mark.parametrize("rules", ["cpu", "gpu"])
+@pytest.mark.parametrize(
+    "system",
+    [
+        None,
+        pytest.param(("lstm_input_feeding", "none", None), marks=pytest.mark.slow),
+        pytest.param(("lstm_fixed_context", "baseline", None), marks=pytest.mark.slow),
+    ],
+    ids=str,
+)
+def test_replayed_with_frozen_python_values_captured_steps_train_as_the_eager_steps(
+    one_torch_thread, monkeypatch, rules, system
+):
     """The same, replayed with a CUDA graph's semantics (:class:`tests.graph_helpers.Traced`: the forward and
-    backward passes recorded once on the buffers, parameters and gradients, every Python value frozen)."""
+    backward passes recorded once on the buffers, parameters and gradients, every Python value frozen), for the
+    baseline and the LSTM systems (their masked encoder), under the CPU's kernel rules and under a GPU's (every call
+    resolved as on a CUDA device, on CPU tensors)."""
+    if rules == "gpu":
+        monkeypatch.setattr(KernelChoice, "on_gpu", staticmethod(lambda like: True))
     data = batches([(3, 5, 4), (2, 7, 9), (3, 6, 4), (7, 10, 11)])
     backend = Traced()
     strategy = captured(backend)
-    assert_same(fit(data, strategy), fit(data))
+    assert_same(fit(data, strategy, system=system), fit(data, system=system))
     assert backend.captures == 3 and strategy.graphs.eager_steps == 0
 
 
