@@ -17,6 +17,7 @@ from sarnmt.decoding.beam import CAPTURED, STATIC, beam_decode
 from sarnmt.decoding.captured import SEARCH_BUCKETS, empty_buffers, first_step, search_graphs, step_body
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
 from sarnmt.decoding.rule import BeamRule
+from sarnmt.kernels.choice import KernelChoice
 from sarnmt.models.history import HistoryAttention
 from tests import model_helpers, search_harness
 from tests.conftest import SYSTEM_IDS, SYSTEMS
@@ -128,10 +129,16 @@ REPLAYED += [("lstm_ff_attention", "mean_residual", None), ("lstm_input_feeding"
     ids=SYSTEM_IDS,
 )
 @pytest.mark.parametrize(("beam_size", "alpha"), [(5, 1.0), (1, 0.0)], ids=["beam5", "greedy"])
-def test_replayed_with_frozen_python_values_the_search_finds_what_the_eager_one_finds(system, beam_size, alpha):
+@pytest.mark.parametrize("rules", ["cpu", "gpu"])
+def test_replayed_with_frozen_python_values_the_search_finds_what_the_eager_one_finds(
+    system, beam_size, alpha, rules, monkeypatch
+):
     """Replayed with a CUDA graph's semantics (:class:`tests.graph_helpers.Traced`): two batches in one bucket, with
     a minimum length (the step read from a buffer), one capture replayed for both, the same hypotheses and scores
-    as the eager search."""
+    as the eager search, under the CPU's kernel rules and under a GPU's (every call resolved as on a CUDA device,
+    on CPU tensors: the energies in one piece, tanh itself)."""
+    if rules == "gpu":
+        monkeypatch.setattr(KernelChoice, "on_gpu", staticmethod(lambda like: True))
     model = model_helpers.build_system(*SYSTEMS[system], seed=system, scale=6.0)
     penalty = LengthPenalty(alpha)
     graphs = search_graphs(model, BeamRule(beam_size, penalty, 2), torch.device("cpu"), Traced())
