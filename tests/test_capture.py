@@ -146,6 +146,22 @@ def test_replayed_with_frozen_python_values_captured_steps_train_as_the_eager_st
     assert backend.captures == 3 and strategy.graphs.eager_steps == 0
 
 
+def test_a_batch_that_is_no_translation_batch_runs_eagerly_with_one_warning(monkeypatch, caplog):
+    """A language model's segments under ``trainer=gpu``: the eager step, and one warning that says so."""
+    from lightning.pytorch.strategies import SingleDeviceStrategy
+
+    monkeypatch.setattr(SingleDeviceStrategy, "training_step", lambda self, *args, **kwargs: "eager")
+    strategy = captured()
+    with caplog.at_level(logging.WARNING, logger="sarnmt"):
+        assert [strategy.training_step((torch.zeros(2, 3), torch.zeros(2, 3))) for _ in range(3)] == ["eager"] * 3
+    warnings = [r.getMessage() for r in caplog.records if "not a translation batch" in r.getMessage()]
+    assert warnings == [
+        "captured training step: a batch of type tuple is not a translation batch; its steps run "
+        "eagerly (this warning is shown once)"
+    ]
+    assert strategy.graphs is None  # nothing captured
+
+
 def test_a_shape_outside_the_buckets_runs_eagerly_with_one_warning(one_torch_thread, caplog):
     data = batches([(3, 5, 4), (2, 14, 4), (9, 5, 4), (2, 15, 3), (3, 5, 4)])  # three outside: long and wide
     strategy = captured()

@@ -135,6 +135,7 @@ class CaptureStrategy(SingleDeviceStrategy):
         self._grads: tuple[Tensor | None, ...] | None = None
         self._params: list[Tensor] = []
         self._shared: list[Tensor] = []
+        self._other_batches = False  # a batch that is no translation batch was met (warned once)
 
     def _setup_graphs(self) -> BucketedGraphs:
         if self.graphs is None:
@@ -147,7 +148,16 @@ class CaptureStrategy(SingleDeviceStrategy):
     def training_step(self, *args: Any, **kwargs: Any) -> Any:
         batch = args[0] if args else kwargs.get("batch")
         self._grads = None
-        if not self.enabled or not isinstance(batch, Batch):
+        if not self.enabled:
+            return super().training_step(*args, **kwargs)
+        if not isinstance(batch, Batch):  # a language model's segments: only translation steps are captured
+            if not self._other_batches:
+                self._other_batches = True
+                log.warning(
+                    "captured training step: a batch of type %s is not a translation batch; its steps run eagerly "
+                    "(this warning is shown once)",
+                    type(batch).__name__,
+                )
             return super().training_step(*args, **kwargs)
         graphs = self._setup_graphs()
         precision = str(getattr(self.precision_plugin, "precision", "32-true"))
