@@ -15,13 +15,17 @@ _REFUSED_CATEGORIES = ("Cc", "Cs", "Zl", "Zp")
 MAX_NAME = 100
 
 
+def _refused(char: str) -> bool:
+    return unicodedata.category(char) in _REFUSED_CATEGORIES or char in _BIDI
+
+
 def annotator_name(name: object) -> str:
     """``name`` as stored: NFC-normalised (a name typed composed or decomposed is one name), spaces trimmed.
 
     :raises StoreError: empty, over :data:`MAX_NAME` characters, or holding a control character (names are printed
         one per line in the token list, where a newline or an escape sequence would forge a line)."""
     text = unicodedata.normalize("NFC", str(name)).strip()
-    bad = next((c for c in text if unicodedata.category(c) in _REFUSED_CATEGORIES or c in _BIDI), None)
+    bad = next((c for c in text if _refused(c)), None)
     if bad is not None:
         raise StoreError(
             f"annotator name {show(text)} holds the control character U+{ord(bad):04X}: use letters, digits, spaces "
@@ -35,9 +39,7 @@ def annotator_name(name: object) -> str:
 def printable_name(name: str) -> str:
     """``name`` for one line of output: the characters :func:`annotator_name` refuses written as ``\\uXXXX`` (a
     database made before they were refused may hold them)."""
-    return "".join(
-        f"\\u{ord(c):04x}" if unicodedata.category(c) in _REFUSED_CATEGORIES or c in _BIDI else c for c in name
-    )
+    return "".join(f"\\u{ord(c):04x}" if _refused(c) else c for c in name)
 
 
 def lookalike(name: str, others: list[str]) -> str | None:

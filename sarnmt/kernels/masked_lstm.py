@@ -31,12 +31,16 @@ def masked_lstm(rnn: nn.LSTM, emb: Tensor, src_mask: Tensor) -> tuple[Tensor, Te
     batch, length, _ = emb.shape
     d, k = rnn.hidden_size, 2 if rnn.bidirectional else 1
     suffixes = ("", "_reverse")[:k]
+
+    def directions(x: Tensor) -> list[Tensor]:  # the forward direction's positions, and the backward one's reversed
+        return [x, x.flip(1)] if k == 2 else [x]
+
     weight_ih = torch.stack([getattr(rnn, f"weight_ih_l0{s}") for s in suffixes])  # (k, 4d, e)
     weight_hh = torch.stack([getattr(rnn, f"weight_hh_l0{s}") for s in suffixes])  # (k, 4d, d)
     bias = torch.stack([getattr(rnn, f"bias_ih_l0{s}") + getattr(rnn, f"bias_hh_l0{s}") for s in suffixes])
-    inputs = torch.stack([emb, emb.flip(1)] if k == 2 else [emb]).flatten(1, 2)  # (k, B·S, e): backward reversed
+    inputs = torch.stack(directions(emb)).flatten(1, 2)  # (k, B·S, e)
     gates_x = torch.baddbmm(bias.unsqueeze(1), inputs, weight_ih.mT).view(k, batch, length, 4 * d)
-    real = torch.stack([src_mask, src_mask.flip(1)] if k == 2 else [src_mask]).bool().unsqueeze(-1)  # (k, B, S, 1)
+    real = torch.stack(directions(src_mask)).bool().unsqueeze(-1)  # (k, B, S, 1)
     h = c = gates_x.new_zeros(k, batch, d)
     outputs = []
     for t in range(length):
@@ -48,6 +52,6 @@ def masked_lstm(rnn: nn.LSTM, emb: Tensor, src_mask: Tensor) -> tuple[Tensor, Te
         h, c = torch.where(keep, h_new, h), torch.where(keep, c_new, c)
         outputs.append(h)
     states = torch.stack(outputs, dim=2)  # (k, B, S, d), the backward direction's positions reversed
-    directions = [states[0], states[1].flip(1)] if k == 2 else [states[0]]
-    annotations = torch.cat(directions, dim=-1) * src_mask.unsqueeze(-1).to(states.dtype)
+    backward = [states[1].flip(1)] if k == 2 else []  # back to the positions' order
+    annotations = torch.cat([states[0], *backward], dim=-1) * src_mask.unsqueeze(-1).to(states.dtype)
     return annotations, h, c

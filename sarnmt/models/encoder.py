@@ -11,12 +11,25 @@ same as one Python loop, which trains faster there (:mod:`sarnmt.kernels`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from sarnmt.models.init import init_linear_, init_recurrent_, normal_
+
+
+def over_packed(rnn: nn.RNNBase, emb: Tensor, src_mask: Tensor) -> tuple[Tensor, Any]:
+    """``rnn`` (batch-first) over the packed sequences of a padded batch, so that each direction starts and ends at a
+    sentence's real tokens (cuDNN on a GPU); the lengths are read on the host.
+
+    :param emb: shape (B, S, e).  :param src_mask: shape (B, S), True on real positions.
+    :returns: the outputs, shape (B, S, k·d), zero at padding, and ``rnn``'s final state (each direction's after its
+        last real token)."""
+    lengths = src_mask.sum(dim=1).cpu()
+    out, final = rnn(pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False))
+    return pad_packed_sequence(out, batch_first=True, total_length=emb.size(1))[0], final
 
 
 class DL4MTBiGRU(nn.GRU):
@@ -39,9 +52,7 @@ class DL4MTBiGRU(nn.GRU):
         :param emb: embedded source, shape (B, S, e).  :param src_mask: shape (B, S), True on real positions.
         :returns: [→h_j; ←h_j], shape (B, S, 2d), zero at padding.
         """
-        lengths = src_mask.sum(dim=1).cpu()
-        out, _ = self(pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False))
-        return pad_packed_sequence(out, batch_first=True, total_length=emb.size(1))[0]
+        return over_packed(self, emb, src_mask)[0]
 
 
 class BiGRUEncoder(nn.Module):

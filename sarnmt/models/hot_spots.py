@@ -16,11 +16,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from sarnmt.kernels import KernelChoice
 from sarnmt.models.attention import SourceAttention, energy_scores
-from sarnmt.models.encoder import DL4MTBiGRU
+from sarnmt.models.encoder import DL4MTBiGRU, over_packed
 from sarnmt.models.gru import gru_update
 from sarnmt.models.positions import selected_rows
 from sarnmt.models.state import SourceMemory
@@ -80,13 +79,11 @@ def step_attention(
 
 
 def packed_lstm(rnn: nn.LSTM, emb: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """PyTorch's LSTM over packed sequences (cuDNN on a GPU), so that each direction starts and ends at a sentence's
-    real tokens; the lengths are read on the host.  :param rnn: one layer, batch-first.  :param emb: shape (B, S, e).
-    :param src_mask: shape (B, S).  :returns: the annotations (B, S, k·d), zero at padding, and the final hidden and
-    memory cell states, each (k, B, d)."""
-    lengths = src_mask.sum(dim=1).cpu()
-    packed, (hidden, cell) = rnn(pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False))
-    annotations = pad_packed_sequence(packed, batch_first=True, total_length=emb.size(1))[0]
+    """PyTorch's LSTM over packed sequences (:func:`~sarnmt.models.encoder.over_packed`; the lengths are read on the
+    host).  :param rnn: one layer, batch-first.  :param emb: shape (B, S, e).  :param src_mask: shape (B, S).
+    :returns: the annotations (B, S, k·d), zero at padding, and the final hidden and memory cell states, each
+    (k, B, d)."""
+    annotations, (hidden, cell) = over_packed(rnn, emb, src_mask)
     return annotations, hidden, cell
 
 
