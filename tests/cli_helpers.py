@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass
@@ -19,12 +20,51 @@ from tests.conftest import compose_train
 
 QUIET_HYDRA = ["hydra/job_logging=none", "hydra/hydra_logging=none"]
 
+# runs a module as `python -m` does and, at exit, writes the process's peak resident memory (VmHWM, in kB) to the
+# file $PEAK_RSS_FILE. VmHWM is the memory of this program alone; the ru_maxrss that os.wait4 gives of a child also
+# counts what the parent held when it forked (exec records the old address space's high-water mark), so a pytest
+# worker that had trained models passed its own 1 GiB to every child it measured
+PEAK = """import atexit, os, runpy, sys
+def peak():
+    with open("/proc/self/status") as status, open(os.environ["PEAK_RSS_FILE"], "w") as out:
+        out.write(next(line for line in status if line.startswith("VmHWM:")).split()[1])
+atexit.register(peak)
+sys.argv = sys.argv[1:]
+runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+"""
+
 
 @dataclass
 class Outcome:
     code: int
     out: str
     err: str
+
+
+@dataclass
+class Measured(Outcome):
+    peak_bytes: int  # the peak resident memory of the process alone
+
+
+def run_measured(
+    args: list[str], cwd: Path, logs: Path, stdin: str | Path | None = None, timeout: float = 300
+) -> Measured:
+    """``python -m sarnmt args`` as a process in ``cwd``, its stdout and stderr written to files in ``logs``, with
+    ``WANDB_MODE=disabled`` and one thread: its exit status, output and peak resident memory (``PEAK``); killed after
+    ``timeout`` seconds (``subprocess.TimeoutExpired``)."""
+    peak_file = logs / "peak_rss_kb"
+    peak_file.unlink(missing_ok=True)
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1", "PEAK_RSS_FILE": str(peak_file)}
+    env.pop("HYDRA_FULL_ERROR", None)
+    command = [sys.executable, "-c", PEAK, "sarnmt", *args]
+    with (
+        open(os.devnull if stdin is None else stdin, "rb") as source,
+        open(logs / "stdout", "wb") as out,
+        open(logs / "stderr", "wb") as err,
+    ):
+        code = subprocess.run(command, stdin=source, stdout=out, stderr=err, cwd=cwd, env=env, timeout=timeout)
+    text = [(logs / name).read_text(errors="replace") for name in ("stdout", "stderr")]
+    return Measured(code.returncode, text[0], text[1], int(peak_file.read_text()) * 1024)
 
 
 def run_cli(capsys, name: str, args: list[str], stdin: bytes | None = None) -> Outcome:

@@ -11,7 +11,6 @@ import errno
 import json
 import os
 import stat
-import subprocess
 import sys
 import threading
 
@@ -19,7 +18,7 @@ import pytest
 import torch
 
 from sarnmt.utils import atomic
-from tests.cli_helpers import one_error, run_cli
+from tests.cli_helpers import one_error, run_cli, run_measured
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.faults
@@ -40,29 +39,11 @@ def _expected(capsys) -> str:
     return outcome.out
 
 
-# runs a module as `python -m` does and, at exit, writes the process's peak resident memory (VmHWM, in kB) to the
-# file $PEAK_RSS_FILE: VmHWM is the memory of this program alone, where getrusage's ru_maxrss of a child also counts
-# what the parent held when it forked (a pytest process that trained a model holds a GB or more)
-PEAK = """import atexit, os, runpy, sys
-def peak():
-    with open("/proc/self/status") as status, open(os.environ["PEAK_RSS_FILE"], "w") as out:
-        out.write(next(line for line in status if line.startswith("VmHWM:")).split()[1])
-atexit.register(peak)
-sys.argv = sys.argv[1:]
-runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
-"""
-
-
-def _measured(module: str, args: list[str], stdin, tmp_path, timeout: float = 600) -> tuple[int, str, str, float]:
-    """Run ``python -m sarnmt <module> args`` as a process: its exit status, stdout, stderr and peak resident
-    memory in GB."""
-    peak_file = tmp_path / "peak_rss_kb"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PEAK_RSS_FILE": str(peak_file)}
-    env.pop("HYDRA_FULL_ERROR", None)
-    command = [sys.executable, "-c", PEAK, "sarnmt", module, *args]
-    with open(os.devnull if stdin is None else stdin, "rb") as source:
-        done = subprocess.run(command, stdin=source, capture_output=True, cwd=ROOT, env=env, timeout=timeout)
-    return done.returncode, done.stdout.decode(), done.stderr.decode(), int(peak_file.read_text()) * 1024 / GB
+def _measured(module: str, args: list[str], stdin, tmp_path) -> tuple[int, str, str, float]:
+    """``python -m sarnmt <module> args`` as a process (:func:`run_measured`, 600 s at most): its exit status, stdout,
+    stderr and peak resident memory in GB."""
+    done = run_measured([module, *args], ROOT, tmp_path, stdin, timeout=600)
+    return done.code, done.out, done.err, done.peak_bytes / GB
 
 
 def _warnings(err: str) -> list[str]:

@@ -6,7 +6,7 @@ counts it in its cells, escapes what it writes, and never shows a traceback; a g
 ``score ref=`` or ``evaluate data=files`` stops at its documented limit, under 1 GB of peak memory.
 
 Each case is bounded: the in-process ones render smoke Table 3 (6 records, 80 sentences), the process ones are
-killed after 300 s, and the peak resident memory of every process is measured (``os.wait4``)."""
+killed after 300 s, and the peak resident memory of every process is its own (``VmHWM``, see ``run_measured``)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
@@ -35,6 +32,7 @@ from sarnmt.sweep.spec import load_scale, load_table
 from sarnmt.sweep.stats import METRIC_SETTINGS, sentence_statistics
 from sarnmt.utils import json_bounds
 from sarnmt.utils.gzip_bounds import MAX_TEXT_BYTES, GzipLimitError, read_gzip
+from tests.cli_helpers import run_measured
 from tests.conftest import ROOT
 from tests.test_table_significance import digests, render3, write_records  # noqa: F401 (digests: a fixture)
 
@@ -49,23 +47,6 @@ def gzip_bomb(path: Path, gib: float = 3.0) -> Path:
     member = gzip.compress(b" " * 2**20, compresslevel=9)
     path.write_bytes(member * int(gib * 1024))
     return path
-
-
-def run_measured(args: list[str], cwd: Path, logs: Path) -> tuple[int, str, str, float]:
-    """``python -m sarnmt <args>`` as a process: its exit status, stdout, stderr and peak resident memory in GiB
-    (``ru_maxrss`` of this child alone, from ``os.wait4``); killed after 300 s."""
-    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
-    with open(logs / "stdout", "wb") as out, open(logs / "stderr", "wb") as err:
-        process = subprocess.Popen([sys.executable, "-m", "sarnmt", *args], cwd=cwd, env=env, stdout=out, stderr=err)
-    timer = threading.Timer(300, process.kill)
-    timer.start()
-    try:
-        _, status, usage = os.wait4(process.pid, 0)
-    finally:
-        timer.cancel()
-    process.returncode = os.waitstatus_to_exitcode(status)
-    text = [(logs / name).read_text(errors="replace") for name in ("stdout", "stderr")]
-    return process.returncode, text[0], text[1], usage.ru_maxrss / 2**20  # KiB on Linux
 
 
 # --- the bounded readers ---------------------------------------------------------------------------------------------
@@ -136,11 +117,11 @@ def test_score_refuses_a_gzip_bomb_reference_in_one_line_under_1_gb(tmp_path):
     line naming the file and the limit, exit 2, at under 1 GB peak memory."""
     bomb = gzip_bomb(tmp_path / "ref.txt.gz")
     (tmp_path / "hyp.txt").write_text("a b c\n")
-    code, out, err, peak = run_measured(["score", f"ref={bomb}", f"hyps=[{tmp_path / 'hyp.txt'}]"], tmp_path, tmp_path)
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    done = run_measured(["score", f"ref={bomb}", f"hyps=[{tmp_path / 'hyp.txt'}]"], tmp_path, tmp_path)
+    lines = done.err.strip().splitlines()
+    assert done.code == 2 and len(lines) == 1 and "Traceback" not in done.err, done.err
     assert lines[0].startswith(f"error: {bomb}: decompresses to more than 256 MiB")
-    assert peak < 1.0, f"peak {peak:.2f} GiB"
+    assert done.peak_bytes < 2**30, f"peak {done.peak_bytes / 2**30:.2f} GiB"
 
 
 # --- tables: one case at a time (smoke Table 3, in this process) ----------------------------------------------------
@@ -351,9 +332,8 @@ def test_tables_on_a_folder_of_every_hostile_record_prints_the_table_under_1_gb(
     refused at 16 MiB: peak memory under 1 GB."""
     paths, broken = _table1_folder(tmp_path)
     assert os.path.getsize(_sentences(paths["en_zh.mean_residual.s1"])) < 4 * 2**20
-    code, out, err, peak = run_measured(
-        ["tables", "table=1", "scale=smoke", f"results_dir={tmp_path}", "plot=false"], ROOT, tmp_path
-    )
+    done = run_measured(["tables", "table=1", "scale=smoke", f"results_dir={tmp_path}", "plot=false"], ROOT, tmp_path)
+    code, out, err, peak = done.code, done.out, done.err, done.peak_bytes / 2**30
     assert code == 0 and "Traceback" not in err and "error" not in err, err
     first = out.split("written: ")[0].splitlines()  # Table 1; then the table against its also_against row
     not_counted = [line for line in first if line.startswith("- Not counted: ")]
