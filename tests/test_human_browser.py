@@ -72,7 +72,7 @@ def browser():
 @pytest.fixture
 def sent(monkeypatch):
     """Every body the app sends (pages, scripts, API answers), recorded as the server writes it: the app's
-    outermost middleware (:class:`sarnmt.human.app.Guard`), wrapped."""
+    outermost middleware (:class:`sarnmt.human.guard.Guard`), wrapped."""
     bodies: list[bytes] = []
 
     class Recording(app_module.Guard):

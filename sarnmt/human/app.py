@@ -16,9 +16,10 @@ the task shows it) and the outputs in the item's hidden order; no response names
 judgement names outputs only by their slot. **Times**: when an item is served, the server notes the time for this
 annotator and item; the judgement stores that as ``shown_at`` (a client cannot set it; ``null`` when the server was
 restarted in between). **Escaping**: the page inserts every text with ``textContent``, and every answer carries a
-Content-Security-Policy that runs no inline script (with ``nosniff``, ``no-store``, no framing, no referrer), so an
-output holding ``<script>`` shows as text. **Requests** are checked by :mod:`sarnmt.human.validate` before use; the
-framing (request line, headers, ``Content-Length``, chunks) by h11 before the app sees it. Errors are JSON
+Content-Security-Policy that runs no inline script (with ``nosniff``, ``no-store``, no framing, no referrer:
+:mod:`sarnmt.human.guard`), so an output holding ``<script>`` shows as text. **Requests** are checked by
+:mod:`sarnmt.human.validate` before use; the framing (request line, headers, ``Content-Length``, chunks) by h11 before
+the app sees it, and what h11 lets through that the app refuses by the guard. Errors are JSON
 ``{"error": message}`` with status 400 (refused, nothing stored), 401 (unknown annotator: sign in again), 404, 405,
 408 (a body that did not arrive in time), 413, 431 or 503 (the database is busy, read-only or gone), each logged as
 one line on stderr. The database work of a request runs in a worker thread (SQLite is blocking); reading a request
@@ -31,7 +32,6 @@ never holds one.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import sqlite3
@@ -48,8 +48,9 @@ from starlette.routing import Route
 
 from sarnmt.human import store
 from sarnmt.human.errors import StoreError, UnknownAnnotator
+from sarnmt.human.guard import SECURITY_HEADERS, Guard, json_response, refused
 from sarnmt.human.serve_lock import ServeError, take_lock
-from sarnmt.human.server import Limits, Server, brief, log
+from sarnmt.human.server import Limits, Server
 from sarnmt.human.validate import MAX_BODY, ApiError, fields, json_object, query, whole_number
 
 STATIC = Path(__file__).with_name("static")
@@ -59,19 +60,6 @@ FILES = {
     "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/static/style.css": ("style.css", "text/css; charset=utf-8"),
 }
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
-    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-)
-SECURITY_HEADERS = (
-    ("Content-Security-Policy", CSP),
-    ("X-Content-Type-Options", "nosniff"),
-    ("Cache-Control", "no-store"),
-    ("X-Frame-Options", "DENY"),
-    ("Referrer-Policy", "no-referrer"),
-)
-MAX_HEADERS = 100
-MAX_TARGET = 64 * 1024  # bytes of a request's path and query
 SIGNIN_MODES = ("token",)
 NAME_SIGNIN_GONE = (
     "signin=name is no longer offered: it gave whoever typed an annotator's name that annotator's token; register "
@@ -79,77 +67,6 @@ NAME_SIGNIN_GONE = (
 )
 MAX_TOKEN = 100
 FORMER_DEFAULT_SEED = 1234
-JSON = "application/json; charset=utf-8"
-
-
-def json_response(status: int, data: dict, close: bool = False) -> Response:
-    headers = {"Connection": "close"} if close else None
-    return Response(json.dumps(data, ensure_ascii=False).encode(), status, headers, media_type=JSON)
-
-
-def _refused(request: Request, status: int, message: str, close: bool = False) -> Response:
-    """A refusal: JSON ``{"error": message}``, logged as one line."""
-    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    client = request.client and (request.client.host, request.client.port)
-    log(client, f'"{request.method} {target[:200]}" {status} {message}')
-    return json_response(status, {"error": message}, close)
-
-
-def _framing(scope, max_head: int) -> tuple[int, str] | None:
-    """What h11 lets through that this app refuses: a target over :data:`MAX_TARGET` bytes (414), headers over
-    ``max_head`` bytes (h11 bounds only a head that arrives in pieces) or more than :data:`MAX_HEADERS` of them
-    (431), and both ``Content-Length`` and ``Transfer-Encoding`` (400: RFC 9112, 6.3, a request that may be read two
-    ways, the way requests are smuggled past a proxy)."""
-    target = len(scope["raw_path"]) + len(scope["query_string"])
-    if target > MAX_TARGET:
-        return 414, f"request target over {MAX_TARGET} bytes"
-    headers = scope["headers"]
-    if len(headers) > MAX_HEADERS:
-        return 431, f"more than {MAX_HEADERS} headers"
-    if sum(len(k) + len(v) + 4 for k, v in headers) > max_head:
-        return 431, f"request headers over {max_head} bytes"
-    names = {k for k, _ in headers}
-    if b"content-length" in names and b"transfer-encoding" in names:
-        return 400, "a request with both Content-Length and Transfer-Encoding is refused (it can be read two ways)"
-    return None
-
-
-class Guard:
-    """ASGI middleware around the app: every answer gets :data:`SECURITY_HEADERS`; requests refused by
-    :func:`_framing` are answered so; an unexpected error is answered 500 (when nothing was sent yet) with one log
-    line, never a traceback."""
-
-    def __init__(self, app, max_head: int):
-        self.app = app
-        self.max_head = max_head
-        self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS]
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def send_secured(message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                message = {**message, "headers": [*message.get("headers", []), *self.headers]}
-            await send(message)
-
-        try:
-            refused = _framing(scope, self.max_head)
-            if refused is not None:
-                await _refused(Request(scope), *refused, close=True)(scope, receive, send_secured)
-                return
-            await self.app(scope, receive, send_secured)
-        except ClientDisconnect:
-            return
-        except Exception as err:
-            log(scope.get("client"), f'"{scope["method"]} {scope["path"][:200]}" error: {brief(err)}')
-            if not started:
-                response = json_response(500, {"error": "internal error (the server logged it)"}, close=True)
-                await response(scope, receive, send_secured)
 
 
 class RankingServer(Server):
@@ -251,7 +168,7 @@ class RankingServer(Server):
     async def _answer(self, request: Request, route) -> Response:
         status, data = await run_in_threadpool(self._handle, route)
         if status >= 400:
-            return _refused(request, status, data["error"])
+            return refused(request, status, data["error"])
         return json_response(status, data)
 
     # -- routes ------------------------------------------------------------------------------------------------
@@ -263,7 +180,7 @@ class RankingServer(Server):
             message = f"{request.method[:20]} is not allowed on {request.url.path[:200]}"
         else:
             message = exc.detail
-        response = _refused(request, exc.status_code, message, close=True)
+        response = refused(request, exc.status_code, message, close=True)
         response.headers.update(exc.headers or {})
         return response
 
@@ -276,7 +193,7 @@ class RankingServer(Server):
             query(request.url.query, ())
             token = _token(request)
         except ApiError as err:
-            return _refused(request, err.status, str(err))
+            return refused(request, err.status, str(err))
         return await self._answer(request, lambda conn: self._payload(conn, store.annotator_by_token(conn, token)))
 
     async def _item(self, request: Request) -> Response:
@@ -285,7 +202,7 @@ class RankingServer(Server):
             position = whole_number(given.get("position", ""), "position")
             token = _token(request)
         except ApiError as err:
-            return _refused(request, err.status, str(err))
+            return refused(request, err.status, str(err))
         return await self._answer(
             request, lambda conn: self._payload(conn, store.annotator_by_token(conn, token), position)
         )
@@ -294,7 +211,7 @@ class RankingServer(Server):
         try:
             body = json_object(await _body(request, self.limits.request_seconds))
         except ApiError as err:
-            return _refused(request, err.status, str(err), err.close)
+            return refused(request, err.status, str(err), err.close)
         return await self._answer(request, lambda conn: self._sign_in(conn, body))
 
     async def _judgement(self, request: Request) -> Response:
@@ -302,7 +219,7 @@ class RankingServer(Server):
             body = json_object(await _body(request, self.limits.request_seconds))
             token = _token(request)
         except ApiError as err:
-            return _refused(request, err.status, str(err), err.close)
+            return refused(request, err.status, str(err), err.close)
         return await self._answer(request, lambda conn: self._judge(conn, token, body))
 
     # -- the answers (in a worker thread) ----------------------------------------------------------------------

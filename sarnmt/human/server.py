@@ -258,7 +258,7 @@ class Server:
             timeout_keep_alive=limits.idle_seconds,  # type: ignore[arg-type]  # seconds; a float is fine
             timeout_graceful_shutdown=int(limits.request_seconds) + 1,
             # h11 bounds a head only while it is incomplete, so when it trips depends on how the bytes arrived:
-            # twice the app's bound, which the app (sarnmt.human.app.Guard) checks exactly on every whole head
+            # twice the app's bound, which the app (sarnmt.human.guard.Guard) checks exactly on every whole head
             h11_max_incomplete_event_size=2 * limits.max_head,
         )
         self._uvicorn = uvicorn.Server(config)
