@@ -178,6 +178,17 @@ def test_evaluate_checks_its_output_folder_before_decoding(capsys, tmp_path, mon
 
 
 # --- 3. every input bounded -----------------------------------------------------------------------------------------
+def test_a_measured_peak_is_the_childs_own_not_what_its_parent_held(tmp_path):
+    """``run_measured`` reads the child's own high-water mark: with 1 GiB held (and touched) here, ``sarnmt --help``
+    still reads far below it. ``os.wait4``'s ``ru_maxrss`` counted the parent's memory at the fork, and two of CI's
+    memory tests read 1.00 GiB for commands that peak far lower."""
+    held = bytearray(GB)
+    held[::4096] = b"\x01" * len(range(0, GB, 4096))
+    done = run_measured(["--help"], ROOT, tmp_path)
+    assert done.code == 0 and "usage" in done.out.lower(), done.err
+    assert done.peak_bytes < GB / 4, f"peak {done.peak_bytes / GB:.2f} GB with {len(held) / GB:.0f} GB held here"
+
+
 def test_translate_of_dev_zero_stops_in_bounded_memory(tmp_path):
     """translate < /dev/zero (one line that never ends: it used to pass 3.2 GB in 11 s and keep growing) reads at
     most a GiB past max_line_bytes, translates the start of the line with a warning naming it, and stops, under
