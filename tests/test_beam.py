@@ -7,13 +7,17 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.data.text.codecs import EOS
-from sarnmt.decoding.beam import BeamSearch, beam_decode
+from sarnmt.decoding.beam import BeamSearch, beam_decode, run_search
 from sarnmt.decoding.greedy import GreedySearch, greedy_decode
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
+from sarnmt.decoding.rule import BeamRule, Candidates
+from sarnmt.decoding.search import NEG_INF, build_search
+from sarnmt.errors import InputError
 from sarnmt.models.skeleton import StepOutput
 from tests import model_helpers
 from tests.conftest import SYSTEM_IDS, SYSTEMS
@@ -249,3 +253,55 @@ def test_real_models_beam1_is_greedy_and_attention_matches_teacher_forcing(syste
             assert beam.tgt_attention == []
         log_probs = torch.log_softmax(forced.logits[0], -1).gather(1, tgt[0][:, None]).sum().item()
         assert beam.scores[i] == pytest.approx(log_probs, abs=1e-4)
+
+
+# -- the rule is handed to the loop (fairseq's Search): a new strategy is a new rule, not an edit of the loop -----
+
+
+class WithoutTwo(BeamRule):
+    """dl4mt's rule, but word 2 is never a candidate (a rule the project does not ship)."""
+
+    def candidates(self, log_probs: Tensor, beam_scores: Tensor, t: int | Tensor) -> Candidates:
+        log_probs[..., 2] = NEG_INF
+        return super().candidates(log_probs, beam_scores, t)
+
+
+def test_a_rule_handed_to_the_search_changes_what_it_finds_and_is_recorded():
+    src, src_mask = scripted_batch([0, 1], [3, 3])
+    plain, other = BeamSearch(2), BeamSearch(2, rule=WithoutTwo)
+    assert plain(SCRIPTED, src, src_mask).tokens == [[2], [1, 3, 4]]  # CASE_A's beam answer is [2]
+    assert other(SCRIPTED, src, src_mask).tokens == [[1, 3], [1, 3, 4]]  # without 2: the best that remains
+    # the same search as the loop's own rule: run_search under BeamRule is beam_decode
+    want = beam_decode(SCRIPTED, src, src_mask, 2)
+    got = run_search(SCRIPTED, src, src_mask, BeamRule(2, LengthPenalty()))
+    assert (got.tokens, got.scores) == (want.tokens, want.scores)
+    assert "rule" not in plain.settings()  # the default's records read as before
+    assert other.settings()["rule"] == f"{WithoutTwo.__module__}.WithoutTwo"
+
+
+def test_a_configured_rule_is_built_by_hydra_and_a_wrong_one_is_named():
+    node = OmegaConf.create(
+        {
+            "_target_": "sarnmt.decoding.beam.BeamSearch",
+            "beam_size": 2,
+            "rule": {"_target_": "tests.test_beam.WithoutTwo", "_partial_": True},
+        }
+    )
+    src, src_mask = scripted_batch([0], [3])
+    assert build_search(node)(SCRIPTED, src, src_mask).tokens == [[1, 3]]
+    with pytest.raises(InputError, match=r"rule: .*WithoutTwo built a rule of beam size 3, the search's is 2"):
+        BeamSearch(2, rule=lambda _k, penalty, min_len: WithoutTwo(3, penalty, min_len))
+    with pytest.raises(ValueError, match="nbest must be between 1 and the beam size 2"):
+        run_search(SCRIPTED, src, src_mask, WithoutTwo(2, LengthPenalty()), nbest=3)
+
+
+def test_captured_steps_are_kept_per_rule_not_per_beam_size():
+    from sarnmt.decoding.captured import search_graphs
+    from sarnmt.utils.graphs import Eager
+
+    model = nn.Linear(1, 1)  # search_graphs reads only the parameters' addresses
+    cpu = torch.device("cpu")
+    one = search_graphs(model, BeamRule(2, LengthPenalty()), cpu, Eager())
+    assert search_graphs(model, BeamRule(2, LengthPenalty()), cpu, Eager()) is one
+    assert search_graphs(model, WithoutTwo(2, LengthPenalty()), cpu, Eager()) is not one
+    assert search_graphs(model, BeamRule(2, LengthPenalty(), min_len=1), cpu, Eager()) is not one

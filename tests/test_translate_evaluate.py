@@ -215,6 +215,11 @@ def test_translate_nbest_lists_k_hypotheses_per_line_best_first(trained, tmp_pat
         assert len({e[1] for e in entries}) == 3
     with pytest.raises(ValueError, match="nbest=5 must be between 1 and the beam size"):
         translate(compose_tool("translate", [*beam, "nbest=5"]), io.StringIO(text), io.StringIO())
+    # the search rule from the command line (docs/models.md §Decoding): the shipped one, named, decodes the same
+    named = io.StringIO()
+    rule = "+decoding.rule={_target_: sarnmt.decoding.rule.BeamRule, _partial_: true}"
+    translate(compose_tool("translate", [*beam, rule]), io.StringIO(text), named)
+    assert named.getvalue() == one_best.getvalue()
 
 
 def test_a_checkpoint_written_by_the_first_release_still_loads_and_decodes_the_same():

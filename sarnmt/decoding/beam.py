@@ -1,7 +1,8 @@
 """Search: the batched beam search loop over the model's step function and the generic state ``reorder``.
 
 The rules are dl4mt's (docs/models.md §Decoding); the search rule itself (which candidates a step keeps, which
-hypotheses finish, how they are ranked) is an object beside this loop: :class:`~sarnmt.decoding.rule.BeamRule`.
+hypotheses finish, how they are ranked) is an object beside this loop: :class:`~sarnmt.decoding.rule.BeamRule`, or
+any other :class:`~sarnmt.decoding.rule.SearchRule` handed to :func:`run_search` (``BeamSearch(rule=...)``).
 This is the only decoding loop: greedy search is this loop with k = 1 (:mod:`sarnmt.decoding.greedy`).
 
 B sentences × k beams are flattened to B·k rows. Each step:
@@ -49,7 +50,7 @@ from torch import Tensor, nn
 from sarnmt.decoding.captured import captured_decode
 from sarnmt.decoding.host_flag import DonePoll
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
-from sarnmt.decoding.rule import BeamRule, Finished
+from sarnmt.decoding.rule import BeamRule, Finished, RuleFactory, SearchRule
 from sarnmt.decoding.search import Hypotheses
 from sarnmt.decoding.step import search_step
 from sarnmt.decoding.traceback import Records, trace_back
@@ -122,9 +123,31 @@ def beam_decode(
     :param schedule: how the loop meets the host (default: :meth:`Schedule.for_device` of ``src``).
     """
     check_search(beam_size, nbest, min_len)
-    schedule = schedule if schedule is not None else Schedule.for_device(src.device)
     rule = BeamRule(beam_size, length_penalty if length_penalty is not None else LengthPenalty(), min_len)
-    k, batch, device = beam_size, src.size(0), src.device
+    return run_search(model, src, src_mask, rule, max_len_a, max_len_b, return_attention, nbest, schedule)
+
+
+@torch.no_grad()
+def run_search(
+    model: nn.Module,
+    src: Tensor,
+    src_mask: Tensor,
+    rule: SearchRule,
+    max_len_a: float = 2.0,
+    max_len_b: int = 10,
+    return_attention: bool = False,
+    nbest: int = 1,
+    schedule: Schedule | None = None,
+) -> Hypotheses:
+    """The search loop under any rule (:class:`~sarnmt.decoding.rule.SearchRule`; :func:`beam_decode` runs it
+    under dl4mt's :class:`~sarnmt.decoding.rule.BeamRule`): k = ``rule.beam_size`` live slots a sentence.
+
+    :param src: shape (B, S).  :param src_mask: shape (B, S).  :param nbest: n, 1 <= n <= k.
+    :param schedule: how the loop meets the host (default: :meth:`Schedule.for_device` of ``src``).
+    """
+    check_search(rule.beam_size, nbest)  # the rule's own settings are its to check
+    schedule = schedule if schedule is not None else Schedule.for_device(src.device)
+    k, batch, device = rule.beam_size, src.size(0), src.device
     limits = max_lengths(src_mask, max_len_a, max_len_b)
     # a bound known on the host: the longest limit a source of the padded length could have
     steps = max(1, int(max_len_a * src.size(1) + max_len_b))
@@ -181,6 +204,10 @@ def beam_decode(
     return trace_back(records, pool, src_mask, nbest)
 
 
+def _qualified_name(obj: object) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
 def _may_capture(model: nn.Module) -> bool:
     """Whether ``model``'s search step may be captured: it has the fixed-shape state
     (:meth:`~sarnmt.models.skeleton.RecurrentDecoder.static_state`) and its kernel choice allows capture (every
@@ -188,8 +215,8 @@ def _may_capture(model: nn.Module) -> bool:
     return hasattr(model, "static_state") and getattr(getattr(model, "kernels", None), "capture", False)
 
 
-def check_search(beam_size: int, nbest: int, min_len: int) -> None:
-    """:raises ValueError: unless 1 <= nbest <= beam_size and min_len >= 0."""
+def check_search(beam_size: int, nbest: int, min_len: int = 0) -> None:
+    """:raises ValueError: unless beam_size >= 1, 1 <= nbest <= beam_size and min_len >= 0."""
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     if not 1 <= nbest <= beam_size:
@@ -227,6 +254,10 @@ class BeamSearch:
         sorted by length, at most this many padded source tokens (EOS included) a batch; None: the command's
         ``batch_size`` sentences on a CPU, :data:`~sarnmt.decoding.stream.GPU_BATCH_TOKENS` on a GPU. It decides
         the batches, not the outputs.
+    :param rule: what builds the search rule from (beam_size, length_penalty, min_len)
+        (:data:`~sarnmt.decoding.rule.RuleFactory`; in a config ``rule: {_target_: ..., _partial_: true}``); None:
+        dl4mt's :class:`~sarnmt.decoding.rule.BeamRule`. Another rule changes the search, not the loop; the records
+        name it (:meth:`settings`).
     """
 
     name = "beam"
@@ -239,6 +270,7 @@ class BeamSearch:
         max_len_b: int = 10,
         min_len: int = 0,
         batch_tokens: int | None = None,
+        rule: RuleFactory | None = None,
     ) -> None:
         check_settings(beam_size, max_len_a, max_len_b, min_len)
         if batch_tokens is not None:
@@ -246,25 +278,22 @@ class BeamSearch:
         self.beam_size, self.max_len_a, self.max_len_b, self.min_len = beam_size, max_len_a, max_len_b, min_len
         self.batch_tokens = batch_tokens
         self.length_penalty = length_penalty if length_penalty is not None else LengthPenalty()
+        self.rule: SearchRule = (rule if rule is not None else BeamRule)(beam_size, self.length_penalty, min_len)
+        self.rule_name = None if rule is None else _qualified_name(self.rule)
+        if self.rule.beam_size != beam_size:
+            raise InputError(
+                f"rule: {self.rule_name} built a rule of beam size {self.rule.beam_size}, the search's is {beam_size}"
+            )
 
     def __call__(
         self, model: nn.Module, src: Tensor, src_mask: Tensor, return_attention: bool = False, nbest: int = 1
     ) -> Hypotheses:
-        return beam_decode(
-            model,
-            src,
-            src_mask,
-            self.beam_size,
-            self.length_penalty,
-            self.max_len_a,
-            self.max_len_b,
-            return_attention,
-            nbest,
-            self.min_len,
-        )
+        return run_search(model, src, src_mask, self.rule, self.max_len_a, self.max_len_b, return_attention, nbest)
 
     def settings(self) -> dict[str, Any]:
-        return {
+        """The settings, JSON-able, for records; ``rule`` only where one was configured (so the default's records
+        read as before it was configurable)."""
+        found = {
             "search": self.name,
             "beam_size": self.beam_size,
             "length_penalty": self.length_penalty.settings(),
@@ -272,6 +301,7 @@ class BeamSearch:
             "max_len_b": self.max_len_b,
             "min_len": self.min_len,
         }
+        return found if self.rule_name is None else {**found, "rule": self.rule_name}
 
     def __repr__(self) -> str:
         return (

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from sarnmt.decoding.host_flag import DonePoll
-from sarnmt.decoding.rule import BeamRule, Finished
+from sarnmt.decoding.rule import Finished, SearchRule
 from sarnmt.decoding.search import Hypotheses
 from sarnmt.decoding.step import search_step
 from sarnmt.decoding.traceback import Records, trace_back
@@ -111,7 +111,7 @@ def _padded(tensor: Tensor, shape: torch.Size) -> Tensor:
     return torch.cat([grown, grown[:1].expand(extra, *grown.shape[1:])]) if extra else grown
 
 
-def first_step(model: nn.Module, rule: BeamRule, src: Tensor, src_mask: Tensor, limits: Tensor, steps: int):
+def first_step(model: nn.Module, rule: SearchRule, src: Tensor, src_mask: Tensor, limits: Tensor, steps: int):
     """Encode and run step 1 eagerly (one row a sentence): the batch's :class:`StepBuffers` before step 2, with room
     for ``steps`` steps.  :param src: shape (B, S).  :param src_mask: shape (B, S).  :param limits: shape (B,)."""
     k, batch, device = rule.beam_size, src.size(0), src.device
@@ -168,7 +168,7 @@ def empty_buffers(first: StepBuffers, key: Key, length: int) -> StepBuffers:
     )
 
 
-def step_body(model: nn.Module, rule: BeamRule, buffers: StepBuffers) -> Tensor:
+def step_body(model: nn.Module, rule: SearchRule, buffers: StepBuffers) -> Tensor:
     """One search step t >= 2 over the buffers, left in them for the next (the eager loop's stages 1-5 in the same
     order): :returns: ``buffers.done``."""
     b = buffers
@@ -196,12 +196,12 @@ _GRAPHS: weakref.WeakKeyDictionary[nn.Module, dict[Any, BucketedGraphs]] = weakr
 
 
 def search_graphs(
-    model: nn.Module, rule: BeamRule, device: torch.device, backend: GraphBackend | None
+    model: nn.Module, rule: SearchRule, device: torch.device, backend: GraphBackend | None
 ) -> BucketedGraphs:
     """The captured steps of ``model`` under ``rule`` on ``device`` (with the autocast dtype in force), made once and
     kept while the model lives; dropped when its parameters moved to new memory since."""
     params = tuple(p.data_ptr() for p in model.parameters())
-    setting = (rule.beam_size, repr(rule.length_penalty), rule.min_len, device, autocast_dtype(device.type))
+    setting = (type(rule), repr(rule), device, autocast_dtype(device.type))  # a rule's repr names its settings
     kept = _GRAPHS.setdefault(model, {})
     graphs, made_for = kept.get(setting, (None, None))
     if graphs is None or made_for != params:
@@ -215,7 +215,7 @@ def captured_decode(
     model: nn.Module,
     src: Tensor,
     src_mask: Tensor,
-    rule: BeamRule,
+    rule: SearchRule,
     limits: Tensor,
     steps: int,
     nbest: int,

@@ -15,11 +15,17 @@ For n live sentences of w live slots each (w = 1 at the first step, k afterwards
 With k = 1 the candidates are the top 2, an EOS finishes only when it is the argmax, and the live hypothesis is
 extended by the argmax otherwise: greedy search. The rule holds only its settings; what a search accumulates lives
 in the objects it returns and in the pool that the loop owns.
+
+The loop asks a rule for nothing but these three stages (:class:`SearchRule`, fairseq's ``Search`` interface), so
+another strategy is another rule handed to the loop (:func:`~sarnmt.decoding.beam.run_search`, or
+``+decoding.rule={_target_: my.Rule, _partial_: true}`` on the command line), not an edit of the loop.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -116,6 +122,44 @@ class Finished:
             self.raw[active] = merged_raw
             self.ref[active] = merged_ref
         return best
+
+
+class SearchRule(Protocol):
+    """What the search loop asks of a rule, one step of n sentences at a time (the module's docstring has the
+    stages; :class:`BeamRule` is the one this project ships). The loop keeps ``beam_size`` live slots and a pool of
+    ``beam_size`` finished hypotheses per sentence; a rule holds only its settings (a captured search keeps one
+    capture per rule, keyed by its type and ``repr``, which must therefore name every setting).
+    """
+
+    beam_size: int
+
+    def candidates(self, log_probs: Tensor, beam_scores: Tensor, t: int | Tensor) -> Candidates:
+        """Stage 1 from float32 log-probabilities, shape (n, w, V); ``beam_scores`` (n, w)."""
+        ...
+
+    def candidates_from_logits(self, logits: Tensor, beam_scores: Tensor, t: int | Tensor) -> Candidates:
+        """Stage 1 from the step's logits, shape (n, w, V), in their own dtype; ``beam_scores`` (n, w)."""
+        ...
+
+    def finish(
+        self,
+        pool: Finished,
+        cand: Candidates,
+        active: Tensor | None,
+        at_limit: Tensor,
+        t: int | Tensor,
+        live: Tensor | None = None,
+    ) -> Tensor:
+        """Stage 2: merge the finishing candidates into ``pool``; whether each sentence's pool is full, (n,)."""
+        ...
+
+    def prune(self, cand: Candidates) -> Beam:
+        """Stage 3: the live beam, ``beam_size`` slots a sentence."""
+        ...
+
+
+# what a search config's ``rule`` builds: called with (beam_size, length_penalty, min_len)
+RuleFactory = Callable[[int, LengthPenalty, int], SearchRule]
 
 
 class BeamRule:

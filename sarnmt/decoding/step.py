@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from sarnmt.decoding.rule import Beam, BeamRule, Candidates, Finished
+from sarnmt.decoding.rule import Beam, Candidates, Finished, SearchRule
 from sarnmt.decoding.search import NEG_INF
 from sarnmt.models.skeleton import StepOutput
 from sarnmt.models.state import DecoderState, SourceMemory
@@ -32,7 +32,7 @@ class Stepped:
 
 def search_step(
     model: nn.Module,
-    rule: BeamRule,
+    rule: SearchRule,
     exact: bool,
     prev: Tensor | None,
     state: DecoderState,
