@@ -29,7 +29,18 @@ def _dry(tmp: Path, *overrides: str) -> dict:
     return reproduce(reproduce_cfg(tmp, "table=3", "launcher=slurm", "dry_run=true", *overrides), out=io.StringIO())
 
 
-def test_cpu_profile_takes_plain_overrides_and_writes_setup_lines_without_nested_quoting(tmp_path):
+def srun_on_path(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in ``srun`` on PATH: submitit's executor refuses to exist without one, though writing a job script
+    never runs it (a machine without SLURM renders the script as a cluster's login node would)."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\necho 'not a cluster: the test only renders job scripts' >&2\nexit 1\n")
+    (bin_dir / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def test_cpu_profile_takes_plain_overrides_and_writes_setup_lines_without_nested_quoting(tmp_path, monkeypatch):
+    srun_on_path(tmp_path, monkeypatch)
     setup = tmp_path / "site setup.sh"
     setup.write_text("module load python\nexport DATA=${HOME}/corpora\n")
     result = _dry(
