@@ -2,10 +2,10 @@
 (the figure of the per-seed scores: :mod:`sarnmt.sweep.figure`).
 
 A cell reads ``mean ± sd (n)``: the mean corpus score over the row's seeds, their sample standard deviation and how
-many seeds ran; ``missing``, ``stale``, ``broken``, ``corrupt`` and ``mixed code`` runs are counted in the cell,
-never averaged in; ``unpinned`` and ``dirty`` runs are averaged and counted (:mod:`sarnmt.sweep.cells`). Every test
-is one-sided (H1: the row is better than the baseline of its column). Markers after the value: ``†``/``‡`` the
-seed-aware test, Welch's test on the seed means with the test set's resampling variance added (p < 0.05 / 0.01;
+many seeds ran; ``not run`` (no record), ``stale``, ``broken``, ``corrupt`` and ``mixed code`` runs are counted in
+the cell, never averaged in; ``unpinned`` and ``dirty`` runs are averaged and counted (:mod:`sarnmt.sweep.cells`).
+Every test is one-sided (H1: the row is better than the baseline of its column). Markers after the value: ``†``/``‡``
+the seed-aware test, Welch's test on the seed means with the test set's resampling variance added (p < 0.05 / 0.01;
 Welch 1947, Koehn 2004, Clark et al. 2011: :mod:`sarnmt.sweep.seed_tests`), ``*``/``**`` the paper's paired
 t-test, sentence-level with seeds pooled. Beside each column, ``Δ [95%]``: the difference from the baseline and the
 test's 95% interval of it, or ``n/a (1 run)`` where a side has one run. ``N cap reached``: runs that ended at their
@@ -80,7 +80,7 @@ def cell_text(cell: Cell, latex: bool = False) -> str:
     if cell.mixed:
         parts.append(f"mixed code: {cell.code}, {len(cell.mixed)} run{'s' * (len(cell.mixed) != 1)}")
     if cell.missing:
-        parts.append(f"{cell.missing} missing")
+        parts.append(f"{cell.missing} not run")
     if cell.stale:
         parts.append(f"{len(cell.stale)} stale")
     if cell.broken:
