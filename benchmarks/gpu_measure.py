@@ -47,9 +47,10 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 
 from sarnmt.bench.device_timing import Spread, busy_fraction, event_seconds, imported_source_hash, ratio_lines, ratios  # noqa: E402
 from sarnmt.bench.workload import sorted_batches, synthetic_workload  # noqa: E402
-from sarnmt.decoding.beam import STATIC, BeamSearch, beam_decode  # noqa: E402
+from sarnmt.decoding.beam import BeamSearch, beam_decode  # noqa: E402
 from sarnmt.decoding.greedy import GreedySearch  # noqa: E402
 from sarnmt.decoding.penalties import LengthPenalty  # noqa: E402
+from sarnmt.decoding.schedule import STATIC  # noqa: E402
 from sarnmt.models.factory import build_model  # noqa: E402
 from sarnmt.training.capture import CudaGraphs, Eager, StaticBatch, padded_loss  # noqa: E402
 from sarnmt.training.loss import translation_loss  # noqa: E402

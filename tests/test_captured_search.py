@@ -13,10 +13,11 @@ import weakref
 import pytest
 import torch
 
-from sarnmt.decoding.beam import CAPTURED, STATIC, beam_decode
+from sarnmt.decoding.beam import beam_decode
 from sarnmt.decoding.captured import SEARCH_BUCKETS, empty_buffers, first_step, search_graphs, step_body
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
 from sarnmt.decoding.rule import BeamRule
+from sarnmt.decoding.schedule import CAPTURED, STATIC
 from sarnmt.kernels.choice import KernelChoice
 from sarnmt.models.history import HistoryAttention
 from tests import model_helpers, search_harness

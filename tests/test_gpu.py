@@ -13,10 +13,11 @@ import os
 import pytest
 import torch
 
-from sarnmt.decoding.beam import CAPTURED, STATIC, beam_decode
+from sarnmt.decoding.beam import beam_decode
 from sarnmt.decoding.captured import search_graphs
 from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.decoding.rule import BeamRule
+from sarnmt.decoding.schedule import CAPTURED, STATIC
 from sarnmt.kernels import KernelChoice
 from sarnmt.models.hot_spots import kernel_choice
 from sarnmt.training.loss import translation_loss

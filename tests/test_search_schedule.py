@@ -1,4 +1,4 @@
-"""How the search meets the host (:class:`sarnmt.decoding.beam.Schedule`): the static schedule a GPU runs keeps its
+"""How the search meets the host (:class:`sarnmt.decoding.schedule.Schedule`): the static schedule a GPU runs keeps its
 shapes, reads "every sentence is done" once per 8 steps through a non-blocking copy, takes its candidates on the
 logits with their log-sum-exp and traces back on the device; here on the CPU it finds what the CPU's own schedule
 (the search's original arithmetic, ``tests/test_search_harness.py``) finds."""
@@ -13,10 +13,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from sarnmt.data.text.codecs import EOS
-from sarnmt.decoding.beam import CAPTURED, PER_STEP, STATIC, Schedule, beam_decode
+from sarnmt.decoding.beam import beam_decode
 from sarnmt.decoding.host_flag import DonePoll
 from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.decoding.rule import BeamRule
+from sarnmt.decoding.schedule import CAPTURED, PER_STEP, STATIC, Schedule
 from tests import model_helpers, search_harness
 from tests.conftest import SYSTEM_IDS, SYSTEMS
 

@@ -23,17 +23,17 @@ Step 1 extends one empty hypothesis per sentence (the source memory is read by 1
 A minimum length m (fairseq's ``min_len``) forbids EOS while a hypothesis has fewer than m tokens. With ``nbest``
 = n <= k the n best finished hypotheses of every sentence are traced back (:attr:`Hypotheses.nbest`).
 
-A sentence is done when its pool holds k finished hypotheses, when it reaches its length limit
-``max_len_a · |src| + max_len_b``, or when no live hypothesis has a finite score. How the loop learns that is the
-device's :class:`Schedule`: on a CPU it reads it at every step and drops the done sentences' rows (the search's
-shapes and bits as before issue 40); on a GPU a done sentence's rows stay, masked, every step has the same shapes,
-and whether all are done is copied to the host without waiting every 8 steps and read 2 steps later, so the host
+A sentence is done when its pool holds k finished hypotheses, when it reaches its length limit ``max_len_a · |src| +
+max_len_b``, or when no live hypothesis has a finite score. How the loop learns that is the device's
+:class:`~sarnmt.decoding.schedule.Schedule`: on a CPU it reads it at every step and drops the done sentences' rows (the
+search's shapes and bits as before issue 40); on a GPU a done sentence's rows stay, masked, every step has the same
+shapes, and whether all are done is copied to the host without waiting every 8 steps and read 2 steps later, so the host
 never waits for the device inside the loop. Tokens, back pointers and attention rows are recorded per step on the
-device, finished hypotheses stay there too, and the final hypotheses are traced back once at the end, on the device,
-and come to the host in one copy (:mod:`sarnmt.decoding.traceback`), which gives each hypothesis its own attention
-rows, whatever reorders happened on the way. On a CUDA device every step after the first is, besides, replayed from
-one CUDA graph per shape bucket (:mod:`sarnmt.decoding.captured`: the same steps over fixed-shape buffers), unless
-attention rows are asked for, ``kernels=plain`` is chosen or the batch fits no bucket.
+device, finished hypotheses stay there too, and the final hypotheses are traced back once at the end, on the device, and
+come to the host in one copy (:mod:`sarnmt.decoding.traceback`), which gives each hypothesis its own attention rows,
+whatever reorders happened on the way. On a CUDA device every step after the first is, besides, replayed from one CUDA
+graph per shape bucket (:mod:`sarnmt.decoding.captured`: the same steps over fixed-shape buffers), unless attention rows
+are asked for, ``kernels=plain`` is chosen or the batch fits no bucket.
 
 With k = 1 the output is greedy search's: the argmax at every step (``tests/test_model.py`` checks it against a
 hand-written argmax loop).
@@ -41,7 +41,6 @@ hand-written argmax loop).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -51,52 +50,11 @@ from sarnmt.decoding.captured import captured_decode
 from sarnmt.decoding.host_flag import DonePoll
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
 from sarnmt.decoding.rule import BeamRule, Finished, RuleFactory, SearchRule
+from sarnmt.decoding.schedule import Schedule
 from sarnmt.decoding.search import Hypotheses
 from sarnmt.decoding.step import search_step
 from sarnmt.decoding.traceback import Records, trace_back
 from sarnmt.errors import InputError, check_range
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """How the search loop meets the host, a rule of the device (:meth:`for_device`).
-
-    :param check_every: read whether every sentence is done every this many steps (1: at every step).
-    :param compact: at each read, drop the rows of the sentences that are done (the shapes shrink, and the read
-        blocks: it decides them). Otherwise a done sentence's rows stay in the batch, masked: they finish nothing
-        and their pool stays as it was, and every step has the same shapes.
-    :param lag: read the flag copied this many steps earlier (a non-blocking copy: the host does not wait for the
-        device to finish the step it is queuing; the loop may run up to ``check_every + lag − 1`` steps past the
-        end, which change nothing).
-    :param exact: score the candidates from a float32 log-softmax of every slot's V logits (the search's
-        original arithmetic, bit for bit); otherwise take them on the logits with their log-sum-exp
-        (:meth:`~sarnmt.decoding.rule.BeamRule.candidates_from_logits`: no float32 copy of k × V logits).
-    :param capture: replay every step after the first from one capture per shape bucket
-        (:mod:`sarnmt.decoding.captured`; CUDA graphs on a GPU), where the model allows it (not under
-        ``kernels=plain``, not when attention rows are asked for) and the batch fits a bucket; else the eager loop.
-        Only with ``compact`` off and ``exact`` off (the loop it replays).
-    """
-
-    check_every: int
-    compact: bool
-    lag: int
-    exact: bool
-    capture: bool = False
-
-    @classmethod
-    def for_device(cls, device: torch.device) -> Schedule:
-        """On a CPU :data:`PER_STEP`: a read costs nothing there, dropping finished rows saves their work, and
-        its products have the shapes that the search had before issue 40 (the CPU's matrix products round a row
-        differently with the number of rows, so only these shapes give its bits). On a GPU :data:`CAPTURED`,
-        elsewhere :data:`STATIC`."""
-        if device.type == "cpu":
-            return PER_STEP
-        return CAPTURED if device.type == "cuda" else STATIC
-
-
-PER_STEP = Schedule(check_every=1, compact=True, lag=0, exact=True)
-STATIC = Schedule(check_every=8, compact=False, lag=2, exact=False)
-CAPTURED = replace(STATIC, capture=True)
 
 
 @torch.no_grad()

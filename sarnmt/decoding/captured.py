@@ -1,7 +1,7 @@
 """The search step as a CUDA graph: beam search (and greedy, beam 1) with every step after the first replayed from
 one capture per shape bucket, so the host launches one graph a step instead of the step's ~100 kernels (issue 40).
 
-It is the search of :func:`~sarnmt.decoding.beam.beam_decode` under its :data:`~sarnmt.decoding.beam.STATIC`
+It is the search of :func:`~sarnmt.decoding.beam.beam_decode` under its :data:`~sarnmt.decoding.schedule.STATIC`
 schedule, the same rule in the same order, rearranged so that one step is a function of buffers whose shapes never
 change (what a graph can hold):
 

@@ -1,4 +1,4 @@
-"""How a search loop learns, without waiting, that every sentence is done (:class:`~sarnmt.decoding.beam.Schedule`):
+"""How a search loop learns, without waiting, that every sentence is done (:class:`~sarnmt.decoding.schedule.Schedule`):
 a flag copied to the host without blocking (:class:`HostFlag`), and the loop's polling of those flags
 (:class:`DonePoll`), one for the eager loop and the captured one."""
 

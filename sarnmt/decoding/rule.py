@@ -215,7 +215,7 @@ class BeamRule:
         Adding the same lse to every logit of a slot keeps their order, so the best 2k of each slot are its best
         2k logits; the 2k best over all slots are among those w·2k. The same candidates as :meth:`candidates` up to
         rounding (ties may come out in another order), not the same bits: the CPU's search keeps :meth:`candidates`
-        (:class:`~sarnmt.decoding.beam.Schedule`).
+        (:class:`~sarnmt.decoding.schedule.Schedule`).
 
         :param logits: the step's logits, shape (n, w, V), any float dtype (overwritten at EOS while t <= min_len).
         :param beam_scores: running sums of the live slots, shape (n, w), float32.  :param t: the step, 1-based.
