@@ -5,10 +5,10 @@ also logs it as a W&B Table in a summary run (group ``table<N>-<scale>``, job ty
 significance tests and the formats are :mod:`sarnmt.sweep.cells`, :mod:`sarnmt.sweep.stats` and
 :mod:`sarnmt.sweep.render`.
 
-The markers are the seed-aware test, a two-level paired bootstrap over runs and test sentences (one-sided;
-``significance.resamples`` resamples, 10,000 by default, from numpy's generator seeded ``significance.seed``), and
-the paper's t-test, sentence-level with seeds pooled. A cell never averages runs of different code unless
-``allow_mixed_code=true`` (off by default), which the footer then states.
+The markers are the seed-aware test, Welch's t on the seed means with the variance of paired test-set resamples added
+(one-sided; ``significance.resamples`` resamples, 10,000 by default, from numpy's generator seeded
+``significance.seed``), and the paper's t-test, sentence-level with seeds pooled. A cell never averages runs of
+different code unless ``allow_mixed_code=true`` (off by default), which the footer then states.
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ Three paired tests:
 Markers: ``*`` for p < 0.05, ``**`` for p < 0.01.
 
 These tests compare single outputs. The sweep's tables (:mod:`sarnmt.sweep.seed_tests`) compare cells of several
-training runs: there the markers are a seed-aware two-level bootstrap over runs and test sentences (one-sided;
-Koehn 2004, Clark et al. 2011), and this module's t-test is the sentence-level test with each sentence's score
-averaged over a cell's seeds.
+training runs: there the markers are a seed-aware test, Welch's t on the seed means with the test set's resampling
+variance added (one-sided; runs and test sentences both vary, after Koehn 2004 and Clark et al. 2011), and this module's
+t-test is the sentence-level test with each sentence's score averaged over a cell's seeds.
 """
 
 from __future__ import annotations
