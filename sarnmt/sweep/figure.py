@@ -64,6 +64,7 @@ def plot(table: Table, scale: Scale, cells: dict, path: Path) -> None:
             "dots: seeds; bars: mean; whiskers: the baseline's mean + the 95% interval of the difference (Welch's t "
             "with the test set's resampling variance); † ‡ seed-aware test, * ** sentence-level t-test; one-sided",
             60 * len(table.columns) + (40 if len(table.columns) == 1 else 0),
+            break_on_hyphens=False,
         ),
         fontsize=8,
     )
