@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 from sarnmt.sweep.render import markers
+from sarnmt.sweep.seed_tests import METHOD
 from sarnmt.sweep.spec import METRICS, Scale, Table
 
 AXIS_LABELS = {"ppl": "test perplexity (lower is better)"}
@@ -61,8 +62,8 @@ def plot(table: Table, scale: Scale, cells: dict, path: Path) -> None:
     fig.suptitle(
         f"{table.heading} — scale {scale.name}\n"
         + textwrap.fill(
-            "dots: seeds; bars: mean; whiskers: the baseline's mean + the 95% interval of the difference (Welch's t "
-            "with the test set's resampling variance); † ‡ seed-aware test, * ** sentence-level t-test; one-sided",
+            "dots: seeds; bars: mean; whiskers: the baseline's mean + the 95% interval of the difference "
+            f"({METHOD}); † ‡ seed-aware test, * ** sentence-level t-test; one-sided",
             60 * len(table.columns) + (40 if len(table.columns) == 1 else 0),
             break_on_hyphens=False,
         ),
