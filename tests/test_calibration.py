@@ -80,3 +80,17 @@ def test_the_docs_table_settings_hold_the_band_at_2000_cells():
 def test_a_bad_setting_is_one_error_line():
     done = run_calibration("--cells", "many")
     assert done.returncode == 2 and done.stderr.strip() == "error: --cells='many': give an integer, 10 or more"
+    done = run_calibration("--runs", "1v3")
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "error: --runs='1v3': give run counts as NvM, 2 or more a side, comma-separated (3v3,3v5)"
+    )
+
+
+def test_runs_picks_the_run_counts_and_a_line_does_not_depend_on_the_others():
+    """``--runs 2v2,3v3`` simulates those run counts; each line has its own generator, so 3 v 3 reads the same as in
+    the default table."""
+    small = ("--cells", "20", "--resamples", "50", "--sentences", "20", "--seed", "5")
+    chosen = parse(run_calibration(*small, "--runs", "2v2,3v3").stdout)
+    default = parse(run_calibration(*small).stdout)
+    assert sorted(chosen) == sorted((r, n) for r in ("seed", "sentence", "both") for n in ("2 v 2", "3 v 3"))
+    assert all(chosen[r, "3 v 3"] == default[r, "3 v 3"] for r in ("seed", "sentence", "both"))

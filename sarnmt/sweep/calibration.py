@@ -24,9 +24,11 @@ old :func:`~sarnmt.sweep.seed_tests.two_level_test`; a rejection is one-sided p 
 cells): 0.0049 at 0.05 and 0.0022 at 0.01 for 2,000 cells, so a calibrated test stays below 0.065 and 0.017 (three
 standard errors) but by chance about once in 700 (:data:`BAND`).
 
-``python -m sarnmt.sweep.calibration [--cells N] [--resamples R] [--sentences S] [--seed K]`` prints the table
-(Markdown). Defaults: 2,000 cells, 400 bootstrap resamples per cell (the tables use 10,000: with 400 the old
-test's p moves by its Monte Carlo error, about 0.011 at 0.05, and v_sent by about 7%), 300 sentences.
+``python -m sarnmt.sweep.calibration [--cells N] [--resamples R] [--sentences S] [--seed K] [--runs 2v2,3v3]``
+prints the table (Markdown). Defaults: 2,000 cells, 400 bootstrap resamples per cell (the tables use 10,000: with
+400 the old test's p moves by its Monte Carlo error, about 0.011 at 0.05, and v_sent by about 7%), 300 sentences,
+the run counts of :data:`SIZES`. Every regime and run count draws from its own generator (seeded by the
+simulation's seed, the run counts and the regime), so a line does not change when ``--runs`` adds others.
 """
 
 from __future__ import annotations
@@ -147,9 +149,15 @@ def rejection_rates(
     )
 
 
-def calibration_table(cells: int = 2000, resamples: int = 400, sentences: int = 300, seed: int = 0) -> list[Rates]:
-    """:func:`rejection_rates` of every regime at every run count of :data:`SIZES`."""
-    return [rejection_rates(r, n, cells, resamples, sentences, seed) for r in REGIMES for n in SIZES]
+def calibration_table(
+    cells: int = 2000,
+    resamples: int = 400,
+    sentences: int = 300,
+    seed: int = 0,
+    sizes: Sequence[tuple[int, int]] = SIZES,
+) -> list[Rates]:
+    """:func:`rejection_rates` of every regime at every run count of ``sizes`` (row runs, baseline runs)."""
+    return [rejection_rates(r, n, cells, resamples, sentences, seed) for r in REGIMES for n in sizes]
 
 
 def markdown(rates: Sequence[Rates]) -> str:
@@ -180,19 +188,34 @@ def _positive(key: str, minimum: int):
     return parse
 
 
+def parse_runs(text: str) -> tuple[tuple[int, int], ...]:
+    """``"2v2,3v5"`` -> ``((2, 2), (3, 5))``: run counts of the row and the baseline, 2 or more a side (Welch's test
+    needs a variance on each side)."""
+    sizes = []
+    for item in text.split(","):
+        counts = item.strip().split("v")
+        if len(counts) != 2 or not all(c.isdigit() and int(c) >= 2 for c in counts):
+            raise InputError(f"--runs={text!r}: give run counts as NvM, 2 or more a side, comma-separated (3v3,3v5)")
+        sizes.append((int(counts[0]), int(counts[1])))
+    return tuple(dict.fromkeys(sizes))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m sarnmt.sweep.calibration", description=__doc__.split("\n")[0])
     parser.add_argument("--cells", default="2000", help="null cells per regime and run count (2000)")
     parser.add_argument("--resamples", default="400", help="bootstrap resamples per cell (400)")
     parser.add_argument("--sentences", default="300", help="test sentences per cell (300)")
     parser.add_argument("--seed", default="0", help="the simulation's generator seed (0)")
+    default_runs = ",".join(f"{a}v{b}" for a, b in SIZES)
+    parser.add_argument("--runs", default=default_runs, help=f"run counts, row v baseline ({default_runs})")
     args = parser.parse_args(argv)
     with reported():
         cells = _positive("--cells", 10)(args.cells)
         resamples = _positive("--resamples", 50)(args.resamples)
         sentences = _positive("--sentences", 10)(args.sentences)
         seed = _positive("--seed", 0)(args.seed)
-        print(markdown(calibration_table(cells, resamples, sentences, seed)), flush=True)
+        sizes = parse_runs(args.runs)
+        print(markdown(calibration_table(cells, resamples, sentences, seed, sizes)), flush=True)
 
 
 if __name__ == "__main__":
