@@ -4,7 +4,7 @@ scale, where and how long the runs ran, and where every difference from the pape
 
 from __future__ import annotations
 
-from sarnmt.sweep import power
+from sarnmt.sweep import power, seed_tests
 from sarnmt.sweep.cells import TableSettings, cap_reached, code_versions
 from sarnmt.sweep.spec import METRICS, Scale, Table
 
@@ -35,7 +35,8 @@ def tests_notes(table: Table, settings: TableSettings = DEFAULT) -> list[str]:
         f"(every run's corpus {score} recomputed from the drawn {items}' statistics); df by Welch-Satterthwaite on "
         "the seed terms (v_sent with infinite df); p the upper tail of Student's t at Δ / sqrt(Var) (no floor: any "
         "2 or more runs a side can reach p < 0.01). Its rejection rate under a true null, simulated at 3 v 3 to 5 v "
-        f"5 runs, is within Monte Carlo error of its level or below it ({CALIBRATION}). "
+        f"5 runs, is within Monte Carlo error of its level or below it ({CALIBRATION}); at 2 v 2 it is at 0.05 but "
+        f"above 0.01, so ‡ needs {seed_tests.RUNS_FOR_P01} or more runs a side and p < 0.01 with fewer prints †. "
         "Δ [95%]: Δ ± t_(0.975, df) sqrt(Var) (two-sided: its lower end is above 0 when p < 0.025, so a † can sit "
         "beside an interval that reaches below 0); n/a (1 run): the row or the baseline has one run, so no "
         "seed-aware test and no † marker.",

@@ -24,11 +24,15 @@ from sarnmt.sweep.spec import Scale, Table
 
 
 def seed_marker(cell: Cell) -> str:
-    """``‡`` / ``†`` from the seed-aware test, empty otherwise (no test, or one run: see :func:`delta_text`)."""
+    """``‡`` / ``†`` from the seed-aware test, empty otherwise (no test, or one run: see :func:`delta_text`); ``‡``
+    only with :data:`~sarnmt.sweep.seed_tests.RUNS_FOR_P01` or more runs a side (below, the test's rate at nominal
+    0.01 is above 0.01), so p < 0.01 at 2 runs a side prints ``†``."""
     c = cell.score.comparison if cell.score else None
     if c is None or c.p_seed is None:
         return ""
-    return "‡" if c.p_seed < 0.01 else "†" if c.p_seed < 0.05 else ""
+    if c.p_seed < 0.01 and min(c.runs) >= seed_tests.RUNS_FOR_P01:
+        return "‡"
+    return "†" if c.p_seed < 0.05 else ""
 
 
 def t_marker(cell: Cell) -> str:
