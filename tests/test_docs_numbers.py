@@ -8,12 +8,11 @@ A markdown table in the docs that quotes the tables is preceded by a comment nam
 (a column of ``table1.vs-mean_residual/es_en`` quotes the table rendered against another row, ``also_against``)
 
 and has, per row, the row's label, its number of seeds (``5 / 3`` where its columns differ), then per named column
-two cells: the mean ± sd over seeds (with † or ‡ where the seed-aware test marks it; ‡ only with
-``seed_tests.RUNS_FOR_P01`` runs on both sides) and the difference with the
-baseline with its 95% interval (empty for the baseline; ``Δ, n/a (1 run)`` where the row or the baseline has one
-run), or ``–`` and an empty cell where the table has no such cell. The text after such a table, up to the next
-heading or quoting table, may say "the smallest p_seed is X" and "No row is marked": both are checked against the
-same cells. A failing check prints the row as the tables give it.
+two cells: the mean ± sd over seeds (with the † or ‡ of the CSV's ``markers``, the seed-aware test's) and the
+difference with the baseline with its 95% interval (empty for the baseline; ``Δ, n/a (1 run)`` where the row or
+the baseline has one run), or ``–`` and an empty cell where the table has no such cell. The text after such a
+table, up to the next heading or quoting table, may say "the smallest p_seed is X" and "No row is marked": both are
+checked against the same cells. A failing check prints the row as the tables give it.
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ import re
 from pathlib import Path
 
 import pytest
-
-from sarnmt.sweep.seed_tests import RUNS_FOR_P01
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "reproducing.md"
@@ -59,10 +56,8 @@ def expected_cells(cell: dict[str, str] | None) -> list[str]:
     if cell is None or not cell["n"] or int(cell["n"]) == 0:
         return ["–", ""]
     mean = f"{float(cell['mean']):.2f}" + (f" ± {float(cell['sd']):.2f}" if cell["sd"] else "")
-    if cell["p_seed"]:
-        p = float(cell["p_seed"])
-        double = min(int(cell["n"]), int(cell["baseline_n"])) >= RUNS_FOR_P01
-        mean += " ‡" if p < 0.01 and double else " †" if p < 0.05 else ""
+    seed_marker = "".join(m for m in cell["markers"] if m in "†‡")  # the rule: sarnmt.sweep.render.seed_marker
+    mean += f" {seed_marker}" if seed_marker else ""
     if not cell["diff"]:
         return [mean, ""]
     if not cell["diff_lo"]:  # one run in the row or the baseline: no interval, the marker says why
@@ -79,16 +74,7 @@ def source_cells(scale: str, rows: list[str], columns: list[str]) -> dict[str, l
         assert any(key[1] == column for key in tables[name]), f"{DOC}: {name}.csv has no column {column}"
     for row in rows:
         assert any((row, column) in tables[name] for name, column in keys), f"{DOC}: no quoted table has row {row}"
-
-    def with_baseline(table: dict, row: str, column: str) -> dict[str, str] | None:
-        cell = table.get((row, column))
-        if cell is None:
-            return None
-        # the baseline's cell: runs and no difference (a cell of no runs has neither)
-        runs = [c["n"] for (_, col), c in table.items() if col == column and not c["diff"] and c["n"] not in ("", "0")]
-        return {**cell, "baseline_n": runs[0] if runs else "0"}
-
-    return {row: [with_baseline(tables[name], row, column) for name, column in keys] for row in rows}
+    return {row: [tables[name].get((row, column)) for name, column in keys] for row in rows}
 
 
 QUOTED = quoted_tables()
