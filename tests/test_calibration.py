@@ -84,6 +84,8 @@ def test_a_bad_setting_is_one_error_line():
     assert done.returncode == 2 and done.stderr.strip() == (
         "error: --runs='1v3': give run counts as NvM, 2 or more a side, comma-separated (3v3,3v5)"
     )
+    done = run_calibration("--runs", "\u00b2v3")  # a digit to str.isdigit that int() refuses
+    assert done.returncode == 2 and done.stderr.strip().startswith("error: --runs='\u00b2v3': give run counts")
 
 
 def test_runs_picks_the_run_counts_and_a_line_does_not_depend_on_the_others():

@@ -194,7 +194,7 @@ def parse_runs(text: str) -> tuple[tuple[int, int], ...]:
     sizes = []
     for item in text.split(","):
         counts = item.strip().split("v")
-        if len(counts) != 2 or not all(c.isdigit() and int(c) >= 2 for c in counts):
+        if len(counts) != 2 or not all(c.isdecimal() and int(c) >= 2 for c in counts):
             raise InputError(f"--runs={text!r}: give run counts as NvM, 2 or more a side, comma-separated (3v3,3v5)")
         sizes.append((int(counts[0]), int(counts[1])))
     return tuple(dict.fromkeys(sizes))
