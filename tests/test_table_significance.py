@@ -21,10 +21,11 @@ import pytest
 from sarnmt.cli.tables import render_tables
 from sarnmt.errors import InputError
 from sarnmt.sweep import power, seed_tests, stats
-from sarnmt.sweep.cells import TableSettings, code_versions
+from sarnmt.sweep.cells import Cell, TableSettings, code_versions
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import plan_jobs
 from sarnmt.sweep.records import gzip_bytes, write_json
+from sarnmt.sweep.render import seed_marker
 from sarnmt.sweep.spec import load_scale, load_table
 from tests.cli_helpers import one_error, run_cli
 
@@ -144,9 +145,6 @@ def test_welch_test_is_welchs_t_test_widened_by_the_test_sets_variance():
 def test_a_double_dagger_needs_three_runs_a_side(runs, p, marker):
     """At 2 v 2 the seed-aware test rejects above 0.01 at nominal 0.01 (docs/reproducing.md's calibration), so a
     p < 0.01 with 2 runs on either side earns † only; 0.05 holds at 2 v 2."""
-    from sarnmt.sweep.cells import Cell
-    from sarnmt.sweep.render import seed_marker
-
     comparison = seed_tests.Comparison(0.5, runs, p_t_test=0.5, p_sentence=0.5, p_seed=p, low=0.1, high=0.9, df=3.0)
     cell = Cell(row=None, column=None, expected=runs[0], score=seed_tests.CellScore([1.0] * runs[0], comparison))
     assert seed_marker(cell) == marker
