@@ -40,7 +40,7 @@ from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import atomic_files, check_folder
 from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.device import pick_device
-from sarnmt.utils.precision import check_precision
+from sarnmt.utils.precision import check_native_bf16, check_precision
 
 log = logging.getLogger("sarnmt")
 
@@ -69,6 +69,7 @@ def check_settings(cfg: DictConfig) -> tuple[Search, torch.device]:
     check_folder(cfg.output_dir, "output_dir")
     search = build_search(cfg.decoding, max_source_tokens=cfg.max_input_tokens)
     device = pick_device(cfg.device)
+    check_native_bf16(device, cfg.precision)
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()
     return search, device

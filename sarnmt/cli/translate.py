@@ -76,7 +76,7 @@ from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import AtomicFiles, atomic_files, check_output
 from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.device import pick_device
-from sarnmt.utils.precision import check_precision, precision_context
+from sarnmt.utils.precision import check_native_bf16, check_precision, precision_context
 
 log = logging.getLogger("sarnmt")
 MAX_LINE_BYTES = 1 << 20  # translate.yaml's max_line_bytes
@@ -214,6 +214,7 @@ def check_settings(
             f"decoding=beam decoding.beam_size=K for more)"
         )
     device = pick_device(cfg.device)
+    check_native_bf16(device, cfg.precision)
     check_streams(cfg, stdin, stdout)
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()

@@ -35,6 +35,21 @@ def native_bf16(device: torch.device) -> bool:
     return any(probe() for probe in probes if probe is not None)
 
 
+def check_native_bf16(device: torch.device, value: str, key: str = "precision") -> None:
+    """Refuse bfloat16 on a device that only emulates its products: slower than fp32, so never what was meant.
+
+    :param value: the setting (``bf16``, ``bf16-mixed``, ``bf16-true``, ``fp32``, ``32-true``, ...).
+    :raises InputError: one line naming the key and the instruction set (or compute capability) the device lacks.
+    """
+    if "bf16" in str(value) and not native_bf16(device):
+        what = "compute capability 8.0 (Ampere on)" if device.type == "cuda" else "AVX-512 BF16 or AMX"
+        fp32 = "32-true" if key.startswith("trainer.") else "fp32"
+        raise InputError(
+            f"{key}={value}: this {device.type} has no {what}, so bfloat16 products would be emulated, slower "
+            f"than fp32; use {key}={fp32} (lscpu | grep -o 'avx512_bf16\\|amx_bf16' shows what a CPU has)"
+        )
+
+
 def autocast_dtype(device_type: str) -> torch.dtype | None:
     """The autocast dtype in force for ``device_type`` ("cpu", "cuda"), or None (also on PyTorch < 2.4, which
     lacks the query)."""
