@@ -81,8 +81,39 @@ def hostile_cases(good: Path, folder: Path) -> dict[str, tuple[Path, str, Path]]
     def env(net):
         net["model"]["dropout_hidden"] = "${oc.env:SECRET}"
 
+    def wrapped_in_tuple(net):  # OmegaConf makes a list of a tuple, and Hydra builds what is inside
+        net["model"]["dropout_embeddings"] = (write_text(marker),)
+
+    def wrapped_in_set(net):
+        net["decoder"]["extra"] = {payload_string(marker)}
+
+    def wrapped_in_bytes(net):
+        net["model"]["dropout_hidden"] = [payload_string(marker).encode()]
+
+    def billion_laughs(net):  # 10^9 reaches, a few hundred bytes through pickle's memo
+        node: list = ["laugh"]
+        for _ in range(9):
+            node = [node] * 10
+        net["model"]["extra"] = node
+
     return {
         "top level": (edited(good, folder / "top.ckpt", top), "sarnmt.net_config.decoder._target_", marker),
+        "tuple": (
+            edited(good, folder / "tuple.ckpt", wrapped_in_tuple),
+            "sarnmt.net_config.model.dropout_embeddings is a tuple",
+            marker,
+        ),
+        "set": (edited(good, folder / "set.ckpt", wrapped_in_set), "sarnmt.net_config.decoder.extra is a set", marker),
+        "bytes": (
+            edited(good, folder / "bytes.ckpt", wrapped_in_bytes),
+            "sarnmt.net_config.model.dropout_hidden[0] is a bytes",
+            marker,
+        ),
+        "billion laughs": (
+            edited(good, folder / "laughs.ckpt", billion_laughs),
+            "sarnmt.net_config holds more than 100,000 values",
+            marker,
+        ),
         "nested": (edited(good, folder / "nested.ckpt", nested), "sarnmt.net_config.model.init_std._target_", marker),
         "interpolation": (
             edited(good, folder / "interpolated.ckpt", interpolated),
@@ -98,7 +129,7 @@ def hostile(tmp_path_factory, ckpt):
     return hostile_cases(ckpt, tmp_path_factory.mktemp("hostile"))
 
 
-CASES = ["top level", "nested", "interpolation", "oc.env"]
+CASES = ["top level", "nested", "interpolation", "oc.env", "tuple", "set", "bytes", "billion laughs"]
 
 
 def test_the_payloads_do_write_a_file_when_instantiated(tmp_path):
@@ -245,9 +276,15 @@ def test_plain_references_and_a_deep_config():
         check_stored_config(deep, "here")
 
 
-@pytest.mark.parametrize("value", ["os", "pathlib.Path", "sarnmt", "sarnmt.utils", "a b", "mypkg;x", 3])
+@pytest.mark.parametrize(
+    "value",
+    ["os", "pathlib.Path", "sarnmt", "sarnmt.utils", "a b", "mypkg;x", 3, "torch", "numpy", "lightning", "hydra"]
+    + ["omegaconf", "pip", "setuptools", "__main__"],
+)
 def test_trust_targets_refuses_what_is_not_a_module_of_ones_own(value):
-    """trust_targets= takes module names of one's own: standard-library modules, sarnmt and non-names are refused."""
+    """trust_targets= takes module names of one's own: standard-library modules, sarnmt, the frameworks it runs on
+    (whose functions would write files: torch.save, numpy.savetxt), the installers, __main__ and non-names are
+    refused."""
     with pytest.raises(Exception, match="trust_targets") as err:
         check_trust([value])
     assert type(err.value).__name__ == "InputError"
@@ -306,6 +343,20 @@ def test_a_decoder_of_ones_own_loads_only_with_trust_targets(capsys, own, caplog
     assert one_error(run_cli(capsys, "translate", [*args, "trust_targets=[os]"], b"x\n")).startswith(
         "error: trust_targets: 'os' is not a module of your own"
     )
+
+
+def test_trust_reaches_only_what_the_trusted_module_defines(own):
+    """Trusting my_decoder trusts the classes it defines, not what it imports: my_decoder.pathlib.Path.write_text
+    is the standard library's, refused before anything is built."""
+    mine = {"decoder": {"_target_": "my_decoder.MyDecoder"}}
+    assert check_stored_config(mine, "here", trust=("my_decoder",)) == ["my_decoder.MyDecoder"]
+    for reexported in (
+        "my_decoder.pathlib.Path.write_text",
+        "my_decoder.os.system",
+        "my_decoder.SelfAttentiveResidual",
+    ):
+        with pytest.raises(StoredConfigError, match="is not a class sarnmt rebuilds models from"):
+            check_stored_config({"decoder": {"_target_": reexported}}, "here", trust=("my_decoder",))
 
 
 def test_evaluate_records_the_trusted_modules(capsys, own, tmp_path):

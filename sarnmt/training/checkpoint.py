@@ -38,7 +38,7 @@ from sarnmt.data.text.codec_state import codecs_from_state
 from sarnmt.data.text.codecs import TextCodec
 from sarnmt.errors import UserError
 from sarnmt.models.factory import ModelConfigError, build_language_model, build_model
-from sarnmt.training.stored_config import StoredConfigError, check_stored_config
+from sarnmt.training.stored_config import StoredConfigError, check_stored_config, plain_config
 from sarnmt.utils.hash_view import MOVED_TARGETS, rename_targets
 
 log = logging.getLogger("sarnmt")
@@ -122,6 +122,11 @@ def read_checkpoint(
             f"checkpoint {path} is not a sarnmt checkpoint (no 'sarnmt'/'state_dict' entry; found {keys})"
         )
     info = checkpoint["sarnmt"] if isinstance(checkpoint["sarnmt"], dict) else {}
+    try:  # the plain copy that is checked below is the one that is built: nothing else of it reaches Hydra
+        if "net_config" in info:
+            info["net_config"] = plain_config(info["net_config"], f"checkpoint {path}", "sarnmt.net_config")
+    except StoredConfigError as err:
+        raise CheckpointError(str(err)) from None
     held = info.get("task", "translation")
     if held != task:
         what = {"lm": "a language model (python -m sarnmt lm)", "translation": "a translation model"}

@@ -40,9 +40,63 @@ PLAIN_REFERENCE = re.compile(r"\$\{\s*\.*[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*|\[\
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
+MAX_NODES = 100_000  # a model config holds ~40; a shared list is counted each time it is reached (pickle's memo)
+PLAIN_SCALARS = (str, int, float, bool, type(None))
+
+
 class StoredConfigError(UserError, ValueError):
     """A stored model config that names a class outside the allow-list, reads the environment or files through an
     interpolation, or holds a Hydra key sarnmt never writes; the message names the key."""
+
+
+def plain_config(node: Any, where: str, key: str = "net_config", max_nodes: int = MAX_NODES) -> Any:
+    """A fresh copy of a stored config made of plain types only, the object that is then checked
+    (:func:`check_stored_config`) and built: the check and Hydra see one and the same tree.
+
+    Dicts with string keys, lists, str, int, float, bool and None pass (a dict subclass, PyTorch's OrderedDict,
+    becomes a dict); any other type, a tuple, set, bytes or tensor included, is refused by name, as OmegaConf would
+    turn a tuple into a list and Hydra build every ``_target_`` inside it. The walk counts every node each time it is
+    reached (a list shared a thousand times through pickle's memo counts a thousand times) and stops past
+    ``max_nodes`` or :data:`MAX_DEPTH` levels, before anything is copied whole.
+
+    :param where: what holds it, for the message (``checkpoint path/last.ckpt``).
+    :raises StoredConfigError: naming the key and what is wrong.
+    """
+    seen = 0
+
+    def copy(value: Any, at: str, depth: int) -> Any:
+        nonlocal seen
+        seen += 1
+        if seen > max_nodes:
+            raise StoredConfigError(
+                f"{where}: {key} holds more than {max_nodes:,} values (counting shared ones each time they are "
+                "reached); not a model config sarnmt wrote, refused without building anything"
+            )
+        if depth > MAX_DEPTH:
+            raise StoredConfigError(
+                f"{where}: {at[:200]} nests deeper than {MAX_DEPTH} levels; not a model config sarnmt wrote"
+            )
+        kind = type(value)
+        if kind in PLAIN_SCALARS:
+            return value
+        if isinstance(value, dict) and kind.__module__ in ("builtins", "collections"):
+            out = {}
+            for name, item in value.items():
+                if type(name) is not str:
+                    raise StoredConfigError(
+                        f"{where}: {at[:200]} has a key of type {type(name).__name__} ({str(name)[:40]!r}); a "
+                        "stored config has string keys only, so it is refused without building anything"
+                    )
+                out[name] = copy(item, f"{at}.{name}", depth + 1)
+            return out
+        if kind is list:
+            return [copy(item, f"{at}[{index}]", depth + 1) for index, item in enumerate(value)]
+        raise StoredConfigError(
+            f"{where}: {at[:200]} is a {kind.__name__}, which a stored config never holds (only dicts, lists, "
+            "strings, numbers, booleans and null); refused without building anything"
+        )
+
+    return copy(node, key, 0)
 
 
 def targets_of(node: Any) -> set[str]:
@@ -90,7 +144,7 @@ def check_trust(value: Any, key: str = "trust_targets") -> tuple[str, ...]:
         if not isinstance(name, str) or not MODULE_NAME.fullmatch(name):
             raise InputError(f"{key}: {str(name)[:80]!r} is not a module name (e.g. {key}=[mypkg])")
         top = name.split(".")[0]
-        if top in sys.stdlib_module_names or top in {"builtins", "sarnmt"}:
+        if top in sys.stdlib_module_names or top in {"builtins", "sarnmt", "__main__"} or top in frameworks():
             raise InputError(
                 f"{key}: {name!r} is not a module of your own; only a module you wrote (your decoder's) can be "
                 "trusted, as every class and function in it can then be called by a checkpoint"
@@ -98,9 +152,63 @@ def check_trust(value: Any, key: str = "trust_targets") -> tuple[str, ...]:
     return names
 
 
+# installers and their shims: present everywhere, never a module of one's own
+TOOLING = frozenset({"pip", "setuptools", "pkg_resources", "wheel", "_distutils_hack", "distutils", "site"})
+
+
+@functools.cache
+def frameworks() -> frozenset[str]:
+    """The top-level modules of every distribution sarnmt depends on (its requirements, extras included, and theirs,
+    from the installed metadata) and of the installers: torch, numpy, lightning, hydra, omegaconf, ... Trusting one
+    would let a checkpoint call any function in it (``torch.save``, ``numpy.savetxt``), so none can be trusted."""
+    from importlib import metadata
+
+    def canonical(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    closure: set[str] = set()
+    todo = ["sarnmt"]
+    while todo:
+        name = canonical(todo.pop())
+        if name in closure:
+            continue
+        closure.add(name)
+        try:
+            requirements = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for requirement in requirements:
+            found = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+            if found and (name == "sarnmt" or "extra ==" not in requirement):
+                todo.append(found.group(1))
+    modules = {
+        module
+        for module, distributions in metadata.packages_distributions().items()
+        if any(canonical(d) in closure for d in distributions)
+    }
+    return frozenset((modules | TOOLING) - {"sarnmt"})
+
+
+def defined_in(target: str, trust: Sequence[str]) -> bool:
+    """Whether the object ``target`` names is defined in one of the ``trust`` modules (its ``__module__``), not
+    merely reachable through one: ``mydec.shutil.copyfile`` is the standard library's ``copyfile``, imported by
+    ``mydec``. Imports the trusted module to look (it is the user's own code)."""
+    from hydra.utils import get_object
+
+    try:
+        obj = get_object(target)
+    except Exception:  # Hydra wraps an import or attribute error in its own types
+        return False
+    module = getattr(obj, "__module__", None)
+    return isinstance(module, str) and any(module == name or module.startswith(name + ".") for name in trust)
+
+
 def trusted(target: str, trust: Sequence[str]) -> bool:
-    """Whether ``target`` is on the allow-list or inside a trusted module (or is a trusted class path)."""
-    return target in allowed_targets() or any(target == name or target.startswith(name + ".") for name in trust)
+    """Whether ``target`` is on the allow-list, is a class path the run's own config names, or names an object
+    defined in a trusted module (:func:`defined_in`)."""
+    if target in allowed_targets() or target in trust:
+        return True
+    return any(target.startswith(name + ".") for name in trust) and defined_in(target, trust)
 
 
 def check_stored_config(node: Any, where: str, trust: Sequence[str] = (), key: str = "net_config") -> list[str]:
