@@ -19,7 +19,7 @@ from pathlib import Path
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
-from sarnmt.errors import reported
+from sarnmt.errors import UserError, reported
 from sarnmt.sweep import figure, render
 from sarnmt.sweep.cells import Cell, TableSettings, compare, read_cells
 from sarnmt.sweep.records import write_atomic
@@ -57,7 +57,19 @@ def render_tables(
         read = read_cells(table, scale, results_dir, settings)  # the records, read once for every version
         texts = [render_one(v, scale, compare(v, read, settings), results_dir, *options) for v in versions]
         rendered[number] = texts[0]
+        check_counted(number, scale_name, results_dir, read)
     return rendered
+
+
+def check_counted(number: int, scale_name: str, results_dir: Path, cells: dict[tuple[str, str], Cell]) -> None:
+    """A table none of whose records counts is a failure, never an empty table and success.
+
+    :raises UserError: one line: how many records were broken, stale or corrupt, and the first reason."""
+    if any(cell.counted for cell in cells.values()):
+        return
+    problems = [reason for cell in cells.values() for reason in (*cell.broken, *cell.stale, *cell.corrupt)]
+    found = f"{len(problems)} records found, none usable; the first: {problems[0]}" if problems else "no records"
+    raise UserError(f"table {number} at scale {scale_name}: no run counts in {results_dir}/records ({found})")
 
 
 def render_one(

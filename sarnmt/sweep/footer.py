@@ -136,6 +136,12 @@ def _code_notes(cells: dict, settings: TableSettings) -> list[str]:
             "written before runs were pinned): counted in their cells and averaged, their code known only by the "
             "commit below."
         )
+    outside = {r["job"] for r in records if r.get("commit") is None and r.get("dirty") is None}
+    if outside:
+        lines.append(
+            f"Not from a git checkout: {len(outside)} runs (an installed package): their code is known by the sarnmt "
+            "version and source hash in their records, not by a commit."
+        )
     dirty = {r["job"] for r in records if r.get("dirty")}
     if dirty:
         allowed = {r["job"] for r in records if r.get("dirty") and r.get("allow_dirty")}
@@ -195,7 +201,9 @@ def footer(table: Table, scale: Scale, cells: dict, settings: TableSettings = DE
     records = [r for cell in cells.values() for r in cell.counted]
     if records:
         seconds = sorted({r["job"]: r.get("wall_seconds", {}).get("total", 0.0) for r in records}.values())
-        commits = sorted({(r.get("commit") or "?")[:10] + ("+dirty" if r.get("dirty") else "") for r in records})
+        commits = sorted(
+            {(r.get("commit") or "no git checkout")[:15] + ("+dirty" if r.get("dirty") else "") for r in records}
+        )
         hardware = sorted({_hardware(r.get("hardware", {})) for r in records})
         lines.append(
             f"{len(seconds)} runs, wall time per job {_duration(min(seconds))}-{_duration(max(seconds))} "

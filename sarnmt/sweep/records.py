@@ -137,7 +137,8 @@ def schema_problem(record: Any, file_name: str) -> str | None:
 
     Checked: the :data:`REQUIRED` keys; :data:`TEXT_KEYS` strings; ``version`` and ``seed`` whole numbers (not
     booleans); ``job`` is ``<pair>.<row>.s<seed>`` of its own keys and ``file_name`` is ``<job>.json``;
-    :data:`COUNT_KEYS` whole numbers >= 0 where present (``parameters`` may be null); :data:`FLAG_KEYS` booleans;
+    :data:`COUNT_KEYS` whole numbers >= 0 where present (``parameters`` may be null); :data:`FLAG_KEYS` booleans
+    (``dirty`` may be null: a record made outside a git checkout, from an installed wheel, cannot know);
     ``commit`` and ``source_hash`` strings or null; :data:`MAPPING_KEYS` (and ``config.model``) mappings where
     present; ``wall_seconds`` of finite numbers >= 0; ``tests`` a mapping of mappings whose ``scores`` map each
     metric to a finite number or null (or to ``{"score": <finite number or null>, ...}``).
@@ -167,8 +168,12 @@ def schema_problem(record: Any, file_name: str) -> str | None:
         if not _whole(record[key]) or record[key] < 0:
             return f"its {key} {record[key]!r} is not a whole number >= 0"
     wrong = [key for key in FLAG_KEYS if key in record and not isinstance(record[key], bool)]
+    if wrong == ["dirty"] and record["dirty"] is None:  # made outside a git checkout (an installed wheel): unknown
+        wrong = []
     if wrong:
-        return f"{wrong} are not true or false"
+        return f"{wrong} are not true or false" + (
+            " (dirty may be null: not from a git checkout)" if "dirty" in wrong else ""
+        )
     wrong = [key for key in ("commit", "source_hash") if not isinstance(record.get(key), str | None)]
     if wrong:
         return f"{wrong} are not text"
