@@ -35,6 +35,14 @@ test:  ## the quick suite: minutes, every module, the long tests left out (READM
 test-full:  ## every test: trainings, wheel, browsers, SLURM, the fault suite, sweeps (what CI runs), TEST_JOBS workers
 	WANDB_MODE=disabled $(PY) -m pytest -q -n $(TEST_JOBS) --durations=25 $(ARGS)
 
+# the numeric tests that compare with fixtures or with numbers made on another machine (tests/fixtures/README.md):
+# run again as a CPU without AVX-512 (avx2) and one without AVX at all (default) runs them, whatever this CPU has
+ISA_TESTS ?= tests/test_search_harness.py tests/test_oracle.py tests/test_resume.py tests/test_captured_search.py \
+	tests/test_bench_commit.py tests/test_docs_numbers.py tests/test_old_checkpoints.py tests/test_precision_cpu.py
+test-isa:  ## the numeric tests under ATEN_CPU_CAPABILITY=avx2 (+ ONEDNN_MAX_CPU_ISA=AVX2) and =default (CI runs it)
+	ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 WANDB_MODE=disabled $(PY) -m pytest -q -n $(TEST_JOBS) $(ISA_TESTS) $(ARGS)
+	ATEN_CPU_CAPABILITY=default WANDB_MODE=disabled $(PY) -m pytest -q -n $(TEST_JOBS) $(ISA_TESTS) $(ARGS)
+
 faults:  ## the fault suite: killed, preempted and diverged runs, full disks, hostile input to every command; a summary
 	WANDB_MODE=disabled $(PY) -m pytest -q -m faults -p tests.fault_report
 
@@ -143,5 +151,5 @@ human-eval-screenshot:  ## the picture of the ranking page (docs/human-eval.png)
 clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
-.PHONY: help install browser test test-full faults lint hooks train params bench bench-full bench-commit gpu-wheels gpu-check gpu-prepare peers \
+.PHONY: help install browser test test-full test-isa faults lint hooks train params bench bench-full bench-commit gpu-wheels gpu-check gpu-prepare peers \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 reproduce-table6 reproduce-tables systems-m30k tables human-eval-screenshot clean-logs
