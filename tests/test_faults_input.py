@@ -209,6 +209,23 @@ def test_score_refuses_bad_files_naming_them(capsys, tmp_path, ref, hyp, says):
     assert says.format(hyp=tmp_path / "hyp.txt", ref=tmp_path / "ref.txt") in line
 
 
+def test_score_refuses_a_huge_file_before_reading_it_and_two_systems_of_one_name(capsys, tmp_path):
+    """A sparse 5 GB reference (and hypothesis) is refused at its limit, naming the file, without reading 5 GB; two
+    systems of one name are refused, never two table rows named alike."""
+    (tmp_path / "hyp.txt").write_text("a\n")
+    huge = tmp_path / "huge.txt"
+    with huge.open("wb") as handle:
+        handle.truncate(5 * 2**30)  # sparse: no disk used
+    line = one_error(run_cli(capsys, "score", [f"ref={huge}", f"hyps=[{tmp_path / 'hyp.txt'}]"]))
+    assert line == f"error: {huge} is larger than 64 MiB, the limit for a file read here"
+    (tmp_path / "ref.txt").write_text("a\n")
+    line = one_error(run_cli(capsys, "score", [f"ref={tmp_path / 'ref.txt'}", f"hyps=[{huge}]"]))
+    assert line == f"error: {huge} is larger than 64 MiB, the limit for a file read here"
+    hyp = tmp_path / "hyp.txt"
+    line = one_error(run_cli(capsys, "score", [f"ref={tmp_path / 'ref.txt'}", f"hyps=[{hyp},{hyp}]", "names=[a,a]"]))
+    assert line == "error: names: 'a' names two systems; each row of the table needs its own name"
+
+
 def test_score_refuses_folders(capsys, tmp_path):
     """score refuses a folder given as the reference, or as its output file."""
     (tmp_path / "hyp.txt").write_text("a\n")

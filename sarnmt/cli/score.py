@@ -24,7 +24,7 @@ from typing import Any
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
-from sarnmt.data.text.reading import read_lines
+from sarnmt.data.text.reading import MAX_SCORED_BYTES, read_lines
 from sarnmt.errors import InputError, reported
 from sarnmt.evaluation.bleu import TOKENIZERS, check_parallel
 from sarnmt.evaluation.significance import SystemResult, check_samples, compare_systems, markdown_table
@@ -48,12 +48,15 @@ def score(cfg: DictConfig) -> dict[str, Any]:
     names = list(cfg.names) if cfg.names is not None else system_names(hyp_paths)
     if len(names) != len(hyp_paths):
         raise InputError(f"names has {len(names)} entries but hyps has {len(hyp_paths)}")
-    refs = read_lines(_path(cfg.ref))
+    twice = sorted({str(name) for name in names if names.count(name) > 1})
+    if twice:
+        raise InputError(f"names: {twice[0]!r} names two systems; each row of the table needs its own name")
+    refs = read_lines(_path(cfg.ref), MAX_SCORED_BYTES)
     if not refs:
         raise InputError(f"reference {cfg.ref} is empty: there is nothing to score")
     systems = []
     for path in hyp_paths:
-        hyps = read_lines(_path(path))
+        hyps = read_lines(_path(path), MAX_SCORED_BYTES)
         check_parallel(hyps, refs, path, cfg.ref)
         systems.append(hyps)
     settings = {key: cfg[key] for key in ("tokenize", "lowercase", "n_bootstrap", "n_randomization")}

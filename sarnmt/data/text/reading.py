@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from sarnmt.errors import InputError
-from sarnmt.utils.gzip_bounds import MAX_TEXT_BYTES, read_gzip
+from sarnmt.utils.gzip_bounds import MAX_TEXT_BYTES, read_gzip, size_text
 
+MAX_SCORED_BYTES = 64 * 2**20  # a test set's hypotheses or references: newstest is ~0.4 MB, 64 MiB ~500K lines
 UTF8_HINT = "convert it to UTF-8 first (e.g. iconv -f latin1 -t utf-8)"
 
 
@@ -55,10 +56,17 @@ def check_file(path: str | os.PathLike[str], what: str = "a file", streams: bool
     raise InputError(f"{path} is {kind}, but {what} is expected here{read}")
 
 
-def _read_bytes(path: Path) -> bytes | bytearray:
+def _read_bytes(path: Path, max_bytes: int | None = None) -> bytes | bytearray:
     check_file(path)
     if path.name.endswith(".gz"):
-        return read_gzip(path, MAX_TEXT_BYTES, "for more text, gunzip it and give the plain file")
+        limit = MAX_TEXT_BYTES if max_bytes is None else min(max_bytes, MAX_TEXT_BYTES)
+        return read_gzip(path, limit, "for more text, gunzip it and give the plain file")
+    if max_bytes is not None:
+        with path.open("rb") as handle:  # read one byte past the limit: a sparse or growing file is not trusted
+            data = handle.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise InputError(f"{path} is larger than {size_text(max_bytes)}, the limit for a file read here")
+        return data
     return path.read_bytes()
 
 
@@ -69,15 +77,18 @@ def _utf8_error(name: object, line_no: int, data: bytes, err: UnicodeDecodeError
     )
 
 
-def read_lines(path: str | os.PathLike[str]) -> list[str]:
+def read_lines(path: str | os.PathLike[str], max_bytes: int | None = None) -> list[str]:
     """All lines of a UTF-8 text file, ``.gz`` files decompressed, line terminators removed.
+
+    :param max_bytes: refuse a file (plain, or decompressed) larger than this, naming it and the limit, before more
+        than that is read (``score``'s test sets: :data:`MAX_SCORED_BYTES`); None: plain files unbounded (corpora).
 
     :raises FileNotFoundError: if ``path`` is missing.
     :raises InputError: if ``path`` is a folder, on a broken gzip file, and on bytes that are not UTF-8
         (naming the file and the 1-based line number).
     """
     path = Path(path)
-    data = _read_bytes(path)
+    data = _read_bytes(path, max_bytes)
     try:
         text = data.decode("utf-8", errors="strict")
     except UnicodeDecodeError as e:
