@@ -72,6 +72,14 @@ def check_range(key: str, value: object, minimum: float, maximum: float | None =
         raise InputError(f"{key}={value:,}: must be at most {maximum:,}" + (f" ({why})" if why else ""))
 
 
+def check_flag(key: str, value: object) -> None:
+    """Validate a true/false setting where it is read (``truncate_long_input=maybe`` was taken as true).
+
+    :raises InputError: ``<key>=<value>: must be true or false``, one line."""
+    if not isinstance(value, bool):
+        raise InputError(f"{key}={value!r}: must be true or false")
+
+
 def verbose() -> bool:
     """Whether errors should keep their traceback: the user set ``HYDRA_FULL_ERROR=1``."""
     return os.environ.get(USER_FULL_ERROR, os.environ.get(FULL_ERROR)) == "1"

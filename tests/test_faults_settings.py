@@ -197,3 +197,18 @@ def test_a_device_without_data_is_refused(capsys):
     assert one_error(_translate(capsys, "device=meta")) == (
         "error: device=meta: not a device sarnmt computes on; use auto, cpu, cuda or cuda:N"
     )
+
+
+FLAGS = {
+    "truncate_long_input=maybe": "error: truncate_long_input='maybe': must be true or false",
+    "progress=2": "error: progress=2: must be true or false",
+}
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+@pytest.mark.parametrize("setting", sorted(FLAGS))
+def test_a_flag_that_is_not_true_or_false_is_one_line(capsys, tmp_path, command, setting):
+    """truncate_long_input=maybe was taken as true, progress=2 as on: now one line naming the key, before the
+    checkpoint (here missing) is read."""
+    args = [f"ckpt_path={tmp_path / 'missing.ckpt'}", setting, f"output_dir={tmp_path / 'eval'}"]
+    assert one_error(run_cli(capsys, command, args if command == "evaluate" else args[:2], b"x\n")) == FLAGS[setting]

@@ -420,3 +420,29 @@ def test_a_symlink_loop_among_the_checkpoints_is_named(capsys, ckpt, tmp_path):
     )
     line = one_error(run_cli(capsys, "translate", [f"ckpt_path={tmp_path / 'dir' / 'b.ckpt'}"], b"ta\n"))
     assert line.endswith("b.ckpt is a symlink loop (a link that leads back to itself)") and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "change,says",
+    [
+        pytest.param(
+            lambda c: c["sarnmt"]["net_config"]["model"].__setitem__("dropout_readout", float("nan")),
+            "model.dropout_readout=nan: must be a number from 0 to 1",
+            id="dropout nan",
+        ),
+        pytest.param(
+            lambda c: c["sarnmt"]["net_config"].__setitem__("model", dict(c["sarnmt"]["net_config"]["decoder"])),
+            "is not a sarnmt model (it does not declare the hooks it offers and needs)",
+            id="a decoder class as the model",
+        ),
+        pytest.param(lambda c: c["sarnmt"].__setitem__("task", ["lm"]), "holds a list as its task", id="task a list"),
+    ],
+)
+def test_a_stored_setting_out_of_its_range_is_one_line(capsys, ckpt, tmp_path, change, says):
+    """Stored values the command line would refuse are refused from a checkpoint too, in one line, not a traceback
+    at the first decoding step."""
+    checkpoint = torch.load(ckpt, weights_only=True)
+    change(checkpoint)
+    torch.save(checkpoint, tmp_path / "odd.ckpt")
+    line = one_error(run_cli(capsys, "translate", [f"ckpt_path={tmp_path / 'odd.ckpt'}", "progress=false"], b"a\n"))
+    assert line.startswith(f"error: checkpoint {tmp_path / 'odd.ckpt'}") and says in line, line

@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.search import Search, build_search
 from sarnmt.decoding.split_translation import SplitOutput, translate_split
-from sarnmt.errors import InputError, check_range, reported
+from sarnmt.errors import InputError, check_flag, check_range, reported
 from sarnmt.kernels.choice import check_choice
 from sarnmt.training.checkpoint import LoadedModel, load_model
 from sarnmt.training.stored_config import run_trust
@@ -66,6 +66,8 @@ def check_settings(cfg: DictConfig) -> tuple[Search, torch.device]:
     check_precision(cfg.precision)
     check_choice(cfg.kernels)
     check_range("batch_size", cfg.batch_size, 1)
+    for key in ("truncate_long_input", "progress"):
+        check_flag(key, cfg[key])
     check_folder(cfg.output_dir, "output_dir")
     search = build_search(cfg.decoding, max_source_tokens=cfg.max_input_tokens)
     device = pick_device(cfg.device)

@@ -68,7 +68,7 @@ from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.search import Search, build_search
 from sarnmt.decoding.stream import Translation, decode_stream
 from sarnmt.decoding.unknown_share import UnknownShare
-from sarnmt.errors import InputError, check_range, reported
+from sarnmt.errors import InputError, check_flag, check_range, reported
 from sarnmt.kernels.choice import check_choice
 from sarnmt.training.checkpoint import CheckpointError, LoadedModel, load_model
 from sarnmt.training.stored_config import run_trust
@@ -206,6 +206,8 @@ def check_settings(
     unknown = UnknownShare(cfg.get("unknown_warning"))
     check_range("batch_size", cfg.batch_size, 1)
     check_range("nbest", cfg.nbest, 1)
+    for key in ("truncate_long_input", "progress"):
+        check_flag(key, cfg[key])
     check_choice(cfg.kernels)
     search = build_search(cfg.decoding, max_source_tokens=cfg.max_input_tokens)
     if cfg.nbest > search.beam_size:

@@ -42,10 +42,28 @@ def _class(node: Mapping[str, Any], group: str) -> type:
     except Exception as err:  # Hydra wraps import errors in its own types
         reason = str(err).strip().splitlines()[-1]
         raise ModelConfigError(f"{group}: _target_ {target!r} is not a class this installation has ({reason})") from err
-    if not isinstance(getattr(cls, "hooks", None), frozenset):
+    declared = ("hooks", "required_hooks") if group == "model" else ("hooks",)
+    if not all(isinstance(getattr(cls, name, None), frozenset) for name in declared):
         kind = "model" if group == "model" else "decoder variant"
-        raise ModelConfigError(f"{group}: _target_ {target!r} is not a sarnmt {kind} (it declares no hooks)")
+        says = "the hooks it offers and needs" if group == "model" else "its hooks"
+        raise ModelConfigError(f"{group}: _target_ {target!r} is not a sarnmt {kind} (it does not declare {says})")
     return cls
+
+
+def check_settings(model: Mapping[str, Any]) -> None:
+    """The ranges of a model node's own settings, the same for a config composed on the command line and one stored
+    in a checkpoint: every ``dropout*`` a number in [0, 1] (NaN passed ``nn.Dropout`` and failed at the first
+    forward step), every ``*_dim`` a whole number >= 1.
+
+    :raises ModelConfigError: ``model.<key>=<value>: must be ...``."""
+    for key, value in model.items():
+        if not isinstance(key, str):
+            continue
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if key.startswith("dropout") and not (number and 0 <= value <= 1):
+            raise ModelConfigError(f"model.{key}={value!r}: must be a number from 0 to 1 (a dropout rate)")
+        if key.endswith("_dim") and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            raise ModelConfigError(f"model.{key}={value!r}: must be a whole number of at least 1 (a size)")
 
 
 def decoder_options() -> dict[str, str]:
@@ -97,6 +115,7 @@ def build_model(
     """
     model, decoder = _plain(model), _plain(decoder)
     check_combination(model, decoder)
+    check_settings(model)
     decoder = {key: value for key, value in decoder.items() if key not in LEGACY_DECODER_KEYS}
     variant = instantiate({**decoder, "_partial_": True})
     return instantiate(

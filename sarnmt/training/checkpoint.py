@@ -130,7 +130,8 @@ def read_checkpoint(
     held = info.get("task", "translation")
     if held != task:
         what = {"lm": "a language model (python -m sarnmt lm)", "translation": "a translation model"}
-        raise CheckpointError(f"checkpoint {path} holds {what.get(held, repr(held))}, not {what.get(task, task)}")
+        shown = what.get(held, repr(held)) if isinstance(held, str) else f"a {type(held).__name__} as its task"
+        raise CheckpointError(f"checkpoint {path} holds {shown}, not {what.get(task, task)}")
     net_config = info.get("net_config")
     required = (
         ("model", "decoder", "src_vocab_size", "tgt_vocab_size") if task == "translation" else ("model", "vocab_size")
