@@ -767,3 +767,70 @@ def test_annotator_names_are_nfc_and_lookalikes_are_warned_about(tmp_path):
     with sqlite3.connect(db) as conn:
         names = [r[0] for r in conn.execute("SELECT name FROM annotator ORDER BY id")]
     assert names == [composed, "\uff2a\uff4f\uff53\u00e9"]
+
+
+# -- a database made elsewhere -----------------------------------------------------------------------------------
+def _with_judgement(tmp_path: Path, ranks: str) -> Path:
+    """A task's database with one judgement whose ranks column holds ``ranks`` (JSON text), written by hand."""
+    db = tmp_path / "h.sqlite"
+    make_task(db, tmp_path)
+    with sqlite3.connect(db) as conn:
+        item, order = conn.execute("SELECT id, shown_order FROM item ORDER BY id LIMIT 1").fetchone()
+        conn.execute(
+            "INSERT INTO judgement (annotator_id, item_id, status, ranks, shown_order, submitted_at) "
+            "VALUES (1, ?, 'ranked', ?, ?, '2026-12-07T00:00:00.000+00:00')",
+            (item, ranks, order),
+        )
+    return db
+
+
+@pytest.mark.parametrize(
+    "ranks,says",
+    [
+        ('["a", "b", "c"]', "ranks must be integers from 1 (best) to 3"),
+        ("[NaN, 1, 2]", "ranks must be integers from 1 (best) to 3"),
+        ("[1e999, 1, 2]", "ranks must be integers from 1 (best) to 3"),
+        ("[1, 2]", "incomplete ranking: expected a rank for each of the 3 outputs"),
+    ],
+)
+def test_export_refuses_ranks_no_page_could_have_stored(tmp_path, ranks, says):
+    """Ranks written into the database by hand (text, NaN, 1e999, too few) are refused by export, naming the
+    judgement, never printed as Table 5."""
+    db = _with_judgement(tmp_path, ranks)
+    out = _human(["export", f"db={db}"], tmp_path)
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+    assert out.stderr.startswith("error: the database's judgement of item ") and says in out.stderr
+    assert not (tmp_path / "table5.md").exists()
+
+
+def test_a_trigger_or_a_missing_table_is_refused_on_open(tmp_path):
+    """A trigger made elsewhere (one that rewrites every submitted ranking) or a missing table: export, serve and
+    annotators refuse the database in one line naming the object, before reading or writing anything."""
+    db = tmp_path / "h.sqlite"
+    make_task(db, tmp_path)
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "CREATE TRIGGER rewrite AFTER INSERT ON judgement BEGIN UPDATE judgement SET ranks = '[1, 1, 1]'; END"
+        )
+    out = _human(["export", f"db={db}"], tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert (
+        out.stderr == f"error: {db}: holds a trigger 'rewrite' that sarnmt does not create; not a database this "
+        "reads (a trigger or view could change what is stored or exported)\n"
+    )
+    with pytest.raises(ServeError, match="holds a trigger 'rewrite'"):
+        RankingServer(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TRIGGER rewrite")
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("DROP TABLE output")
+    with pytest.raises(store.StoreError, match="lacks the table 'output'"):
+        store.connect(db, write=False)
+
+
+def test_create_refuses_more_systems_than_the_page_can_label(tmp_path):
+    paths = write_inputs(tmp_path)
+    systems = tuple((f"s{k}", str(paths["baseline"])) for k in range(27))
+    spec = TaskSpec(name="en_de", source=str(paths["source"]), systems=systems, annotators=("ana",), sample=None)
+    with pytest.raises(TaskError, match="a ranking shows at most 26 systems"):
+        create_task(tmp_path / "h.sqlite", spec)

@@ -138,7 +138,7 @@ class RankingServer(Server):
                 "put it back and restart serve",
             )
         try:
-            return store.connect(self.db)
+            return store.connect(self.db, check=False)  # checked once, when serving began (same file: identity)
         except StoreError as err:
             raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, f"{err}: nothing stored") from err
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from sarnmt.errors import InputError
 from sarnmt.human import store
 from sarnmt.human.agreement import Agreement, agreement, compare
-from sarnmt.human.errors import StoreError
+from sarnmt.human.errors import StoreError, show
+from sarnmt.human.store import MAX_SYSTEMS
 from sarnmt.utils.json_bounds import loads
 
 
@@ -79,10 +80,25 @@ def _read_task(conn: sqlite3.Connection, row: sqlite3.Row) -> Task:
         "JOIN annotator a ON a.id = j.annotator_id JOIN item i ON i.id = j.item_id "
         "WHERE i.task_id = ? ORDER BY i.position, a.name"
     )
+    if not 2 <= len(systems) <= MAX_SYSTEMS:
+        raise ExportError(
+            f"task {row['name']!r} has {len(systems)} systems; a ranking task has 2 to {MAX_SYSTEMS} (the page "
+            "labels the outputs A-Z)"
+        )
     for j in conn.execute(query, (row["id"],)):
         where = f"the database's judgement of item {j['item_id']} by {j['annotator']!r}"
-        order = [systems[k] for k in loads(j["shown_order"], f"{where}: shown_order")]
+        shown = loads(j["shown_order"], f"{where}: shown_order")
+        if not isinstance(shown, list) or sorted(map(repr, shown)) != sorted(map(repr, range(len(systems)))):
+            raise ExportError(
+                f"{where}: shown_order {show(shown)} is not an order of the task's {len(systems)} systems"
+            )
+        order = [systems[k] for k in shown]
         ranks = loads(j["ranks"], f"{where}: ranks") if j["ranks"] else None
+        if j["status"] == "ranked" or ranks is not None:
+            try:
+                store.check_ranks(ranks, len(systems))
+            except StoreError as err:
+                raise ExportError(f"{where}: {err}") from None
         task.judgements.append(
             {
                 **{k: j[k] for k in ("annotator", "position", "line", "status", "comment", "shown_at")},

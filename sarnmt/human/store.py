@@ -16,6 +16,7 @@ and an export can read while an annotator writes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
@@ -32,6 +33,7 @@ from sarnmt.utils.json_bounds import loads
 SCHEMA_VERSION = 1
 MAX_ID = 2**63 - 1  # SQLite's largest integer
 STATUSES = ("ranked", "skipped", "broken")
+MAX_SYSTEMS = 26  # the page labels the outputs A-Z
 SCHEMA = Path(__file__).with_name("schema.sql").read_text(encoding="utf-8")
 
 
@@ -40,14 +42,15 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def connect(path: str | Path, create: bool = False, write: bool = True) -> sqlite3.Connection:
+def connect(path: str | Path, create: bool = False, write: bool = True, check: bool = True) -> sqlite3.Connection:
     """Open the database at ``path`` (autocommit mode: use :func:`transaction` for writes).
 
     :param create: create the file and the schema if the file does not exist; otherwise a missing file is an error.
     :param write: the caller will write (``create``, ``serve``, ``annotators``): a read-only file, or a folder in
         which SQLite cannot keep its ``-wal`` and ``-shm`` files, is refused up front, saying so.
     :raises StoreError: the file is missing (and not ``create``), read-only (and ``write``), cannot be opened, or is
-        not a human-evaluation database.
+        not a human-evaluation database, or (``check``) holds objects sarnmt does not create (:func:`check_schema`;
+        the web app checks once when it starts serving, not on each request's connection).
     """
     path = Path(path)
     exists = path.is_file()
@@ -82,6 +85,8 @@ def connect(path: str | Path, create: bool = False, write: bool = True) -> sqlit
             conn.executescript("BEGIN IMMEDIATE;" + SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
         elif version != SCHEMA_VERSION:
             raise StoreError(f"{path}: not a sarnmt human-evaluation database (schema version {version})")
+        elif check:
+            check_schema(conn, path)
     except sqlite3.OperationalError as err:  # read-only, locked, unreadable: the file may be fine
         conn.close()
         raise StoreError(f"cannot use the database {path}: {err}") from err
@@ -92,6 +97,43 @@ def connect(path: str | Path, create: bool = False, write: bool = True) -> sqlit
         conn.close()
         raise
     return conn
+
+
+def _objects(conn: sqlite3.Connection) -> dict[tuple[str, str], str | None]:
+    """``{(type, name): sql}`` of every table, index, trigger and view of a database."""
+    rows = conn.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_stat%'").fetchall()
+    return {(row[0], row[1]): row[2] for row in rows}
+
+
+@functools.cache
+def _expected() -> dict[tuple[str, str], str | None]:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.executescript(SCHEMA)
+        return _objects(conn)
+    finally:
+        conn.close()
+
+
+def check_schema(conn: sqlite3.Connection, path: str | Path) -> None:
+    """The database holds exactly the tables and indexes sarnmt creates, no trigger or view (a trigger made
+    elsewhere could rewrite a submitted ranking as it is stored).
+
+    :raises StoreError: naming the first object that differs."""
+    found, expected = _objects(conn), _expected()
+    for key, sql in sorted(found.items()):
+        if key not in expected:
+            raise StoreError(
+                f"{path}: holds a {key[0]} {key[1]!r} that sarnmt does not create; not a database this reads (a "
+                "trigger or view could change what is stored or exported)"
+            )
+        if sql != expected[key]:
+            raise StoreError(
+                f"{path}: its {key[0]} {key[1]!r} is not the one sarnmt creates; not a database this reads"
+            )
+    missing = sorted(set(expected) - set(found), key=lambda key: (key[0] != "table", key))  # a table before its index
+    if missing:
+        raise StoreError(f"{path}: lacks the {missing[0][0]} {missing[0][1]!r}; not a sarnmt human-evaluation database")
 
 
 @contextlib.contextmanager
@@ -304,7 +346,7 @@ def _unicode(text: str) -> bool:
 
 def check_ranks(ranks: object, n: int) -> None:
     """:raises StoreError: ``ranks`` is not one integer rank in 1..n for each of the ``n`` outputs."""
-    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:MAX_SYSTEMS]
     if not isinstance(ranks, list) or len(ranks) != n:
         raise StoreError(f"incomplete ranking: expected a rank for each of the {n} outputs, got {show(ranks)}")
     unranked = [letters[k] for k, r in enumerate(ranks) if r is None]

@@ -105,6 +105,8 @@ def check_spec(spec: TaskSpec) -> None:
     names = [name for name, _ in spec.systems]
     if len(names) < 2:
         raise TaskError(f"a ranking needs at least two systems, got {len(names)}: {names}")
+    if len(names) > store.MAX_SYSTEMS:
+        raise TaskError(f"a ranking shows at most {store.MAX_SYSTEMS} systems (labelled A-Z), got {len(names)}")
     for what, values in (("system", names), ("annotator", annotator_names(spec))):
         repeated = sorted({v for v in values if values.count(v) > 1})
         if repeated:
