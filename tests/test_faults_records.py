@@ -256,6 +256,27 @@ def test_a_formula_commit_reaches_the_csv_as_text_and_a_backslash_reaches_the_ca
     assert r"\textbackslash{}input\{/et" in caption and r"\input{" not in caption
 
 
+def test_record_text_reaches_markdown_and_the_terminal_inert(digests, tmp_path):  # noqa: F811
+    """A commit with an ANSI escape, a line break that would start a forged note, a ``|`` that would end a cell and
+    a ``<script>`` tag, and a CPU name with the same, reach the table's Markdown (what the terminal shows) as text:
+    no ESC, no new line, no tag; a full-width ＝HYPERLINK is made text in the CSV."""
+    hostile = "\x1b[31mred\n- forged note | x <script>alert(1)</script>"
+
+    def code(job):
+        commit = "\uff1dHYPERLINK(1)" if job.seed == 2 else hostile
+        return {"commit": commit, "dirty": False, "source_hash": "a" * 64, "allow_dirty": False}
+
+    write_records(tmp_path, digests, code)
+    for path in (tmp_path / "records").glob("*.json"):
+        _rewrite(path, lambda record: record["hardware"].__setitem__("cpu", hostile))
+    text, rows, csv_lines = render3(tmp_path)
+    assert "\x1b" not in text and "<script>" not in text and "\n- forged" not in text
+    assert "\\x1b[31mred\\x0a- forged note \\| x &lt;script&gt;" in text
+    cells = [cell for row in csv.reader(csv_lines) for cell in row]
+    assert not [c for c in cells if c.startswith("\uff1d")]
+    assert formats.record_text("a_b*c`d") == "a\\_b\\*c\\`d"
+
+
 def test_tex_and_csv_escape_every_special_character():
     """Every LaTeX special character of plain text is escaped once; CSV cells starting ``= + - @``, a tab or a
     carriage return are made text, numbers are kept."""

@@ -25,13 +25,12 @@ from omegaconf import OmegaConf
 
 from sarnmt.human.judgements import ExportError, Task, read_tasks
 from sarnmt.sweep import formats
-from sarnmt.sweep.formats import tex
+from sarnmt.sweep.formats import FORMULA_START, tex
 from sarnmt.sweep.records import write_atomic
 from sarnmt.sweep.spec import SPECS_DIR
 
 PAPER_TABLE = SPECS_DIR / "human" / "table5.yaml"
 SYMBOLS = (">", "=", "<")
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 
 def inert(text: str) -> str:
@@ -39,7 +38,7 @@ def inert(text: str) -> str:
     a formula (``=HYPERLINK(...)``, ``+cmd``, ``@SUM(...)``, ``-2+3``, a tab or a line break). A CR (or CRLF) is
     written as LF: the CSV quotes a cell holding LF, but not one holding only CR, whose row would break."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sarnmt.sweep import power, seed_tests
 from sarnmt.sweep.cells import TableSettings, cap_reached, code_versions
+from sarnmt.sweep.formats import record_text
 from sarnmt.sweep.spec import METRICS, Scale, Table
 
 DEFAULT = TableSettings()
@@ -63,8 +64,13 @@ def _duration(seconds: float) -> str:
 
 
 def _hardware(info: dict) -> str:
-    text = str(info.get("cpu", "?")) + (f" ({info['cpu_count']} cores)" if info.get("cpu_count") else "")
-    return text + (f", {info['gpu']}" if info.get("gpu") else "")
+    text = record_text(info.get("cpu", "?")) + (f" ({info['cpu_count']} cores)" if info.get("cpu_count") else "")
+    return text + (f", {record_text(info['gpu'])}" if info.get("gpu") else "")
+
+
+def _commit(record: dict, width: int, missing: str) -> str:
+    """A record's commit, ``width`` characters of it, as inert text (:func:`~sarnmt.sweep.formats.record_text`)."""
+    return record_text(str(record.get("commit") or missing)[:width]) + ("+dirty" if record.get("dirty") else "")
 
 
 def _gain(table: Table, row_key: str, column_key: str) -> float | None:
@@ -114,8 +120,8 @@ def _code_notes(cells: dict, settings: TableSettings) -> list[str]:
     for cell in ordered:
         if cell.mixed or cell.mixed_averaged:
             runs = "; ".join(
-                f"seed {r.get('seed')}: {(r.get('commit') or '?')[:10]}{'+dirty' if r.get('dirty') else ''} "
-                f"source {(r.get('source_hash') or 'unpinned')[:12]}"
+                f"seed {r.get('seed')}: {_commit(r, 10, '?')} "
+                f"source {record_text(str(r.get('source_hash') or 'unpinned')[:12])}"
                 for r in cell.counted
             )
             verb = "averaged (allow_mixed_code=true)" if cell.mixed_averaged else "not averaged"
@@ -201,9 +207,7 @@ def footer(table: Table, scale: Scale, cells: dict, settings: TableSettings = DE
     records = [r for cell in cells.values() for r in cell.counted]
     if records:
         seconds = sorted({r["job"]: r.get("wall_seconds", {}).get("total", 0.0) for r in records}.values())
-        commits = sorted(
-            {(r.get("commit") or "no git checkout")[:15] + ("+dirty" if r.get("dirty") else "") for r in records}
-        )
+        commits = sorted({_commit(r, 15, "no git checkout") for r in records})
         hardware = sorted({_hardware(r.get("hardware", {})) for r in records})
         lines.append(
             f"{len(seconds)} runs, wall time per job {_duration(min(seconds))}-{_duration(max(seconds))} "

@@ -32,7 +32,11 @@ TEX_SPECIAL = {
     "%": r"\%",
 }
 _TEX = re.compile("|".join(map(re.escape, TEX_SPECIAL)))
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# a formula's first character, in ASCII and in the full-width forms spreadsheets also read (U+FF1D = and so on)
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_MARKUP = {"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "`": "\\`", "*": "\\*", "_": "\\_"}
+_MARKUP_RE = re.compile("|".join(map(re.escape, _MARKUP)))
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -42,10 +46,18 @@ def tex(text: str) -> str:
     return _TEX.sub(lambda m: TEX_SPECIAL[m.group()], text)
 
 
+def record_text(value: object) -> str:
+    """Text from a record made elsewhere (a commit, a CPU's name) as one inert line of Markdown that a terminal
+    prints as it is: control characters (an ANSI escape's ESC, a line break that would start a forged note) as
+    ``\\xNN``, and ``| < > & ` * _`` escaped, so it can neither end a table cell nor open an HTML tag."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    return _MARKUP_RE.sub(lambda m: _MARKUP[m.group()], text)
+
+
 def csv_cell(value: object) -> object:
-    """``value`` safe to open in a spreadsheet: text starting with ``= + - @``, a tab or a carriage return (a
-    formula, ``+cmd|"/c calc"!A1``) gets a leading ``'`` so it is shown as text (OWASP, CSV injection); numbers, and
-    text that is one (``-0.52``, ``+1.3e-2``), are left as they are."""
+    """``value`` safe to open in a spreadsheet: text starting with ``= + - @`` (or their full-width forms), a tab, a
+    carriage return or a line feed (a formula, ``+cmd|"/c calc"!A1``) gets a leading ``'`` so it is shown as text
+    (OWASP, CSV injection); numbers, and text that is one (``-0.52``, ``+1.3e-2``), are left as they are."""
     if isinstance(value, str) and value.startswith(FORMULA_START) and not _NUMBER.fullmatch(value):
         return "'" + value
     return value
