@@ -834,3 +834,25 @@ def test_create_refuses_more_systems_than_the_page_can_label(tmp_path):
     spec = TaskSpec(name="en_de", source=str(paths["source"]), systems=systems, annotators=("ana",), sample=None)
     with pytest.raises(TaskError, match="a ranking shows at most 26 systems"):
         create_task(tmp_path / "h.sqlite", spec)
+
+
+def test_a_body_no_route_reads_is_cut_off_all_the_same(tmp_path, capsys):
+    """A GET with Content-Length 10^8 whose body trickles in a byte at a time (no route reads a GET's body) is cut
+    off when twice request_seconds have passed since its head, with one log line; it held the connection for as
+    long as the client liked."""
+    db = tmp_path / "h.sqlite"
+    make_task(db, tmp_path)
+    with running(db, request_seconds=1.0) as server:
+        slow = socket.create_connection(server.server_address[:2], timeout=5)
+        slow.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n{")
+        cut = False
+        for _ in range(100):  # up to 20 s of trickling; cut off at about 2 s
+            try:
+                slow.sendall(b" ")
+            except OSError:
+                cut = True
+                break
+            time.sleep(0.2)
+        slow.close()
+    assert cut
+    assert "request body not whole 2 s after its head: timed out, connection closed" in capsys.readouterr().err

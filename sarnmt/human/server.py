@@ -141,6 +141,7 @@ class _Lingering:
 
 
 LINGER_SECONDS = 1.0
+BODY_BACKSTOP = 2  # a request's body, read or not, is whole within this many times request_seconds of its head
 LINGER_BYTES = 1024 * 1024
 
 
@@ -152,18 +153,18 @@ class GuardedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self.limits = limits
         self._deadline: asyncio.TimerHandle | None = None
-        self._head_started = False
+        self._head_started = self._body_started = False
 
-    def _arm(self, seconds: float, started: bool) -> None:
+    def _arm(self, seconds: float, started: bool, body: bool = False) -> None:
         self._disarm()
-        self._head_started = started
+        self._head_started, self._body_started = started, body
         self._deadline = self.loop.call_later(seconds, self._expired)
 
     def _disarm(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
-        self._head_started = False
+        self._head_started = self._body_started = False
 
     def _expired(self) -> None:
         self._deadline = None
@@ -172,12 +173,23 @@ class GuardedH11Protocol(H11Protocol):
         if self._head_started:
             seconds = self.limits.request_seconds
             log(self.client, f"request not whole {seconds:g} s after its first byte: timed out, connection closed")
+        elif self._body_started:
+            seconds = BODY_BACKSTOP * self.limits.request_seconds
+            log(self.client, f"request body not whole {seconds:g} s after its head: timed out, connection closed")
         self.transport.close()
 
     def _watch(self) -> None:
         """Set the deadline for where the connection is: waiting for a request (idle), part of a request head in
-        (``request_seconds`` from its first byte), or a request under way (none here: the app bounds the body)."""
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+        (``request_seconds`` from its first byte), or a request under way: its body must be whole within
+        :data:`BODY_BACKSTOP` times ``request_seconds`` of its head, whether or not the app reads it (a route that
+        answers without reading a body left a client trickling one byte every 2 s connected for as long as it
+        liked; the app's own 408 comes first where it reads the body)."""
+        if self.transport.is_closing():
+            self._disarm()
+        elif self.conn.their_state is h11.SEND_BODY:  # the body is arriving (or not read): bounded
+            if not self._body_started:
+                self._arm(BODY_BACKSTOP * self.limits.request_seconds, started=False, body=True)
+        elif self.conn.their_state is not h11.IDLE:  # the request is whole: the app answers in its own time
             self._disarm()
         elif self.conn.trailing_data[0]:  # bytes of the next request's head, not all of it
             if not self._head_started:
