@@ -41,6 +41,7 @@ from sarnmt.utils.atomic import atomic_files, check_folder
 from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.device import pick_device
 from sarnmt.utils.precision import check_native_bf16, check_precision
+from sarnmt.utils.threads import apply_threads
 
 log = logging.getLogger("sarnmt")
 
@@ -68,6 +69,7 @@ def check_settings(cfg: DictConfig) -> tuple[Search, torch.device]:
     check_range("batch_size", cfg.batch_size, 1)
     for key in ("truncate_long_input", "progress"):
         check_flag(key, cfg[key])
+    apply_threads(cfg.get("threads"))
     check_folder(cfg.output_dir, "output_dir")
     search = build_search(cfg.decoding, max_source_tokens=cfg.max_input_tokens)
     device = pick_device(cfg.device)

@@ -77,6 +77,7 @@ from sarnmt.utils.atomic import AtomicFiles, atomic_files, check_output
 from sarnmt.utils.compose import hydra_main
 from sarnmt.utils.device import pick_device
 from sarnmt.utils.precision import check_native_bf16, check_precision, precision_context
+from sarnmt.utils.threads import apply_threads
 
 log = logging.getLogger("sarnmt")
 MAX_LINE_BYTES = 1 << 20  # translate.yaml's max_line_bytes
@@ -208,6 +209,7 @@ def check_settings(
     check_range("nbest", cfg.nbest, 1)
     for key in ("truncate_long_input", "progress"):
         check_flag(key, cfg[key])
+    apply_threads(cfg.get("threads"))
     check_choice(cfg.kernels)
     search = build_search(cfg.decoding, max_source_tokens=cfg.max_input_tokens)
     if cfg.nbest > search.beam_size:

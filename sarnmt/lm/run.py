@@ -22,6 +22,7 @@ from sarnmt.training.run import AfterFit, fit, fitted, make_trainer, output_dir
 from sarnmt.training.run_lock import run_lock
 from sarnmt.training.settings import check_training
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
+from sarnmt.utils.threads import apply_threads
 
 log = logging.getLogger("sarnmt")
 
@@ -49,6 +50,7 @@ def train_lm(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
     with finish_wandb(), run_lock(output_dir(cfg), cfg):  # one run at a time in a run folder (training/run_lock.py)
         # a resumed run is the same run as its checkpoint's (training/identity.py): the config before any data is read
         check_training(cfg)  # seeds and learning rate, before any data is read
+        apply_threads(cfg.get("threads"))
         resumed = resume_point(cfg.ckpt_path, cfg, task="lm") if cfg.ckpt_path else None
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         datamodule = instantiate(cfg.data)

@@ -33,6 +33,7 @@ from sarnmt.training.settings import check_training
 from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
+from sarnmt.utils.threads import apply_threads
 
 log = logging.getLogger("sarnmt")
 AfterFit = Callable[[L.Trainer, dict[str, Any]], dict[str, Any]]
@@ -65,6 +66,7 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
     quiet_known_warnings()
     with finish_wandb(), run_lock(output_dir(cfg), cfg):  # one run at a time in a run folder
         check_settings(cfg)
+        apply_threads(cfg.get("threads"))
         resumed = resume_point(cfg.ckpt_path, cfg) if cfg.ckpt_path else None  # the same run's checkpoint?
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         datamodule = instantiate(cfg.data)
