@@ -59,6 +59,8 @@ FILES = {
     "/index.html": ("index.html", "text/html; charset=utf-8"),
     "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/static/style.css": ("style.css", "text/css; charset=utf-8"),
+    "/static/favicon.svg": ("favicon.svg", "image/svg+xml"),
+    "/favicon.ico": ("favicon.svg", "image/svg+xml"),  # asked for by browsers that do not read the page's link
 }
 SIGNIN_MODES = ("token",)
 NAME_SIGNIN_GONE = (

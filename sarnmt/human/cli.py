@@ -97,13 +97,21 @@ def create(cfg: DictConfig) -> None:
         f"task {created.name}: {created.items} sentences of {cfg.source}, systems {', '.join(created.systems)} "
         f"(the outputs of each sentence in a hidden order), stored in {cfg.db}"
     )
-    _print_tokens(created.tokens)
-    print(f"next: python -m sarnmt.human serve db={cfg.db}")
+    _print_tokens(created.tokens, str(cfg.host), _int(cfg.port, "port"))
+    where = (
+        ""
+        if (str(cfg.host), _int(cfg.port, "port")) == ("127.0.0.1", 8000)
+        else f" --host {cfg.host} --port {cfg.port}"
+    )
+    print(f"next: python -m sarnmt.human serve db={cfg.db}{where}")
 
 
-def _print_tokens(tokens: dict[str, str], host: str = "127.0.0.1", port: int = 8000) -> None:
+def _print_tokens(tokens: dict[str, str], host: str, port: int) -> None:
     if tokens:
-        print("sign-in tokens (give each annotator theirs; `annotators` lists them again):")
+        print(
+            f"sign-in tokens (give each annotator theirs; `annotators` lists them again), with links for serve on "
+            f"{host}:{port} (host= and port= here if it will listen elsewhere):"
+        )
     for name, token in tokens.items():
         print(f"  {printable_name(name)}\t{token}\thttp://{host}:{port}/#token={token}")
 
@@ -125,7 +133,8 @@ def annotators(cfg: DictConfig) -> None:
                 for warning in lookalike_warnings(names, had):
                     print(warning, file=sys.stderr, flush=True)
                 print(f"task {task}:")
-                _print_tokens({a.name: a.token for a in store.annotators(conn, task_id)})
+                tokens = {a.name: a.token for a in store.annotators(conn, task_id)}
+                _print_tokens(tokens, str(cfg.host), _int(cfg.port, "port"))
         finally:
             conn.close()
 
