@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -170,6 +171,28 @@ def test_reproduce_plans_a_table_from_the_wheel(fresh, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "6 new" in out.stdout and "dry run: nothing is run" in out.stdout, out.stdout
     assert f"results_dir={tmp_path / 'sweeps' / 'results' / 'smoke'}" in out.stdout
+
+
+def test_reproduce_runs_a_smoke_table_from_the_wheel_and_counts_its_records(fresh, tmp_path):
+    """From the wheel in an empty folder (no git checkout: the records say so, dirty null), ``reproduce table=3
+    scale=smoke`` trains its six jobs and prints Table 3 with a number in every cell; once every record is broken,
+    ``tables`` exits non-zero with one line instead of printing an empty table and success."""
+    out = _run([*_command(fresh, "reproduce"), "table=3", "scale=smoke"], cwd=tmp_path, timeout=1500)
+    assert out.returncode == 0, out.stderr[-3000:]
+    records = sorted((tmp_path / "sweeps" / "results" / "smoke" / "records").glob("*.s[0-9].json"))
+    assert len(records) == 6
+    assert all(json.loads(p.read_text())["dirty"] is None for p in records)
+    table = (tmp_path / "sweeps" / "results" / "smoke" / "tables" / "table3.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| System")]
+    assert rows and all(re.search(r"\| \d+\.\d", row) for row in rows), table
+    assert "broken" not in table and "no runs" not in table and "Not from a git checkout: 6 runs" in table
+    for path in records:
+        path.write_text("{")
+    args = ["table=3", "scale=smoke", "plot=false"]
+    out = _run([*_command(fresh, "tables"), *args], cwd=tmp_path)
+    assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+    assert out.stderr.strip().startswith("error: table 3 at scale smoke: no run counts in ")
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
 def test_tables_renders_records_it_is_given_from_the_wheel(fresh, tmp_path):
