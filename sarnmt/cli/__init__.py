@@ -36,27 +36,36 @@ class Command:
     module: str
     summary: str
     hydra: bool = True
+    config: str | None = None  # a Hydra application's primary config (sarnmt/conf/<config>.yaml): --help reads it alone
 
 
 COMMANDS: dict[str, Command] = {
-    "train": Command("cli.train", "train a translation model (data=, model=, decoder=, optim=, trainer=, ...)"),
-    "translate": Command("cli.translate", "translate plain text with a trained checkpoint"),
-    "evaluate": Command("cli.evaluate", "a checkpoint's BLEU on a corpus split (greedy or beam search)"),
-    "score": Command("cli.score", "BLEU of existing system outputs, with confidence intervals and p-values"),
-    "average": Command("cli.average", "average the weights of several checkpoints"),
+    "train": Command(
+        "cli.train", "train a translation model (data=, model=, decoder=, optim=, trainer=, ...)", config="train"
+    ),
+    "translate": Command("cli.translate", "translate plain text with a trained checkpoint", config="translate"),
+    "evaluate": Command(
+        "cli.evaluate", "a checkpoint's BLEU on a corpus split (greedy or beam search)", config="evaluate"
+    ),
+    "score": Command(
+        "cli.score", "BLEU of existing system outputs, with confidence intervals and p-values", config="score"
+    ),
+    "average": Command("cli.average", "average the weights of several checkpoints", config="average"),
     "params": Command("cli.params", "parameter counts of the models, beside Table 1 and Table 6", hydra=False),
-    "prepare": Command("cli.prepare", "fetch, preprocess and cache a corpus"),
-    "reproduce": Command("cli.reproduce", "run a table's sweep (local, joblib or SLURM) and render the table"),
-    "tables": Command("cli.tables", "render the paper's tables from the sweep's records"),
+    "prepare": Command("cli.prepare", "fetch, preprocess and cache a corpus", config="prepare"),
+    "reproduce": Command(
+        "cli.reproduce", "run a table's sweep (local, joblib or SLURM) and render the table", config="reproduce"
+    ),
+    "tables": Command("cli.tables", "render the paper's tables from the sweep's records", config="tables"),
     "analyze": Command("cli.analyze", "the paper's analysis (section 8): figures, trees, Table 7", hydra=False),
-    "lm": Command("cli.lm", "train a word-level language model (Table 6)"),
+    "lm": Command("cli.lm", "train a word-level language model (Table 6)", config="lm"),
     "human": Command(
         "human.__main__", "the human evaluation (Table 5): create, serve, export, annotators", hydra=False
     ),
     "bench": Command("bench.__main__", "the speed benchmark of every decoder beside its peers", hydra=False),
-    "bench-lm": Command("bench.lm", "training speed of Table 6's language models"),
-    "sweep-job": Command("cli.sweep_job", "one job of a table's sweep (what reproduce launches)"),
-    "sweep-systems": Command("sweep.systems", "the table of every system of a seeds sweep"),
+    "bench-lm": Command("bench.lm", "training speed of Table 6's language models", config="bench_lm"),
+    "sweep-job": Command("cli.sweep_job", "one job of a table's sweep (what reproduce launches)", config="sweep_job"),
+    "sweep-systems": Command("sweep.systems", "the table of every system of a seeds sweep", config="sweep_systems"),
     "curves": Command("cli.curves", "training loss and dev cost/BLEU of one or more runs, in one PNG", hydra=False),
     "version": Command("cli.version", "sarnmt's, torch's and CUDA's versions (also sarnmt --version, -V)", hydra=False),
     "completion": Command("cli.completion", "the bash or zsh completion script (commands, Hydra groups)", hydra=False),
@@ -78,13 +87,28 @@ def usage(prog: str = "sarnmt") -> str:
     )
 
 
+HELP_FLAGS = frozenset({"--help", "-h", "--hydra-help"})
+
+
+def _help_only(cfg: Any) -> None:
+    """The task of a Hydra application run for its help: never called (Hydra prints the help and exits first)."""
+    raise AssertionError("a help flag was given: Hydra prints the help without running the task")
+
+
 def run(name: str, args: Sequence[str], prog: str | None = None, entry: Callable[..., Any] | None = None) -> int:
     """Run command ``name`` on ``args`` (unparsed) and return its exit status; ``entry``: its ``main``, where the
     caller has it (``python -m``: the module run as ``__main__``)."""
     command = COMMANDS[name]
+    prog = prog or f"sarnmt {name}"
+    if command.hydra and command.config and entry is None and HELP_FLAGS & set(args):
+        from sarnmt.utils.compose import hydra_main
+        from sarnmt.utils.hydra_app import run_hydra
+
+        # Hydra prints the help from the config alone and exits before the task: the command's module, and torch,
+        # Lightning and matplotlib with it, are not imported (sarnmt <command> --help in about a second)
+        return run_hydra(prog, args, hydra_main(command.config)(_help_only))
     if entry is None:
         entry = importlib.import_module(f"sarnmt.{command.module}").main
-    prog = prog or f"sarnmt {name}"
     if command.hydra:
         from sarnmt.utils.hydra_app import run_hydra  # hydra imported only to run a command, not for the list
 

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sarnmt.errors import InputError, reported
-from sarnmt.training.curves import draw, run_curves
 
 EXAMPLES = "Examples:\n  sarnmt curves outputs/2026-11-27/10-00-00\n  sarnmt curves runs/base runs/sa -o base-vs-sa.png"
 
@@ -39,7 +38,9 @@ def labels(runs: list[Path]) -> list[str]:
 
 
 def main(args: Sequence[str], prog: str = "sarnmt curves") -> int:
-    options = parser(prog).parse_args(list(args))
+    options = parser(prog).parse_args(list(args))  # --help prints and exits here, before Lightning is imported
+    from sarnmt.training.curves import draw, run_curves
+
     with reported():
         runs = [run_curves(run, label) for run, label in zip(options.runs, labels(options.runs), strict=True)]
         if options.output.suffix.lower() != ".png":

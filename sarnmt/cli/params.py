@@ -12,13 +12,11 @@ per option (:func:`compose_params`), which one ``@hydra.main`` run cannot do; ea
 
 from __future__ import annotations
 
-import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import get_class
 from omegaconf import DictConfig
 
 from sarnmt.errors import reported
-from sarnmt.models.factory import PAPER_MODEL, build_language_model, build_model, count_parameters, valid_decoders
 from sarnmt.utils.compose import check_user_configs, config_dir
 
 # Table 1's |Θ| column, by decoder config (the paper reports millions truncated to one decimal).
@@ -67,6 +65,10 @@ def decoder_names() -> list[str]:
 
 def count(cfg: DictConfig) -> int:
     """Trainable parameters of the model that ``cfg`` (``model``, ``decoder``, vocabulary sizes) describes."""
+    import torch
+
+    from sarnmt.models.factory import build_model, count_parameters
+
     with torch.device("meta"):
         return count_parameters(build_model(cfg.model, cfg.decoder, cfg.src_vocab_size, cfg.tgt_vocab_size))
 
@@ -79,6 +81,8 @@ def compose_params(overrides: list[str]) -> DictConfig:
 def table(overrides: list[str]) -> str:
     """A Markdown table of every decoder that fits the model (and both scorer forms where a decoder has them),
     beside Table 1 for the paper's model."""
+    from sarnmt.models.factory import PAPER_MODEL, valid_decoders  # torch: imported to count, not for --help
+
     rows = []
     cfg = compose_params(overrides)
     names = valid_decoders(get_class(cfg.model._target_))
@@ -103,6 +107,10 @@ def table(overrides: list[str]) -> str:
 
 def lm_table(argv: list[str]) -> str:
     """Table 6's language models (``lm_model=all``, or one) beside the paper's d and 47M."""
+    import torch
+
+    from sarnmt.models.factory import build_language_model, count_parameters
+
     vocab = [a for a in argv if a.startswith("vocab_size=")]
     vocab_size = int(vocab[-1].split("=", 1)[1]) if vocab else 77_000
     rest = [a for a in argv if not a.startswith(("vocab_size=", "lm_model="))]
