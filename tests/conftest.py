@@ -85,6 +85,7 @@ FULL_ONLY = ("faults", "slurm", "gpu")
 SLOW = {
     "test_wheel.py": "builds the wheel and installs it into a fresh environment",
     "test_human_browser.py": "drives chromium",
+    "test_human_walkthrough.py": "trains two toy models, translates with both, then ranks through the page's API",
     "test_docs_browser.py": "builds the documentation site and drives chromium",
     "test_analysis_commands.py": "trains two models, then runs every analysis on them",
     "test_overfit.py": "trains every system until it has learnt 16 pairs",
