@@ -151,6 +151,11 @@ def test_bf16_training_steps_lower_the_loss_and_beam_search_runs():
 def test_compiled_adadelta_matches_torch_on_the_device():
     """sarnmt's Adadelta, one compiled kernel per parameter (Triton on a GPU), gives torch.optim.Adadelta's
     parameters after five steps, and compiling did not fall back to the eager update."""
+    if DEVICE.type == "cpu" and os.environ.get("ATEN_CPU_CAPABILITY", "").lower() == "default":
+        pytest.skip(
+            "ATEN_CPU_CAPABILITY=default: inductor still writes vectorised C++ for this CPU but compiles it without "
+            "at::vec (a limit of the override in torch 2.13, not of any CPU: one without AVX gets no vector code)"
+        )
     gen = torch.Generator().manual_seed(0)
     shapes = [(50, 70), (70,), (3, 1000)]
     ours = [torch.nn.Parameter(torch.randn(s, generator=gen).to(DEVICE)) for s in shapes]
