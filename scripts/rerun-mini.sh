@@ -15,8 +15,10 @@ jobs+=(en_de.baseline.s1 en_de.self_attentive_content.s1 en_de.mean_residual.s1)
 for s in 2 3 4 5; do for r in baseline mean_residual self_attentive_content; do jobs+=("en_de.$r.s$s"); done; done
 for s in 1 2 3; do for r in lm_lstm lm_attention lm_4gram lm_mean_residual lm_self_attentive_residual; do
   jobs+=("lm_text.$r.s$s"); done; done
+# then Table 1's other En->De rows (and Table 4's content+scope), 3 seeds each, at the column's commit
+for s in 1 2 3; do for r in memory_rnn self_attentive_rnn self_attentive_content_scope; do jobs+=("en_de.$r.s$s"); done; done
 for s in 1 2 3 4 5; do for r in baseline mean_residual self_attentive_content; do jobs+=("es_en.$r.s$s"); done; done
 cd "$wt"
 printf '%s\n' "${jobs[@]}" | OMP_NUM_THREADS=1 MKL_DYNAMIC=FALSE xargs -P "$n" -I{} \
-  sh -c "$py -m sarnmt.sweep_job scale=mini job={} cpu_threads=1 progress=false >> outputs/rerun-{}.log 2>&1 \
+  sh -c "nice -n 19 $py -m sarnmt.sweep_job scale=mini job={} cpu_threads=1 progress=false >> outputs/rerun-{}.log 2>&1 \
          && echo \"\$(date -u +%FT%TZ) done {}\" || echo \"\$(date -u +%FT%TZ) FAILED {} (outputs/rerun-{}.log)\""

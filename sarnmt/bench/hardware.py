@@ -10,7 +10,7 @@ import torch
 
 from sarnmt.errors import InputError
 from sarnmt.utils.device import pick_device
-from sarnmt.utils.precision import check_precision, native_bf16
+from sarnmt.utils.precision import bf16_missing, check_precision
 
 
 def resolve_device(name: str) -> torch.device:
@@ -27,8 +27,8 @@ def check_hardware(device: torch.device, precision: str) -> None:
     """Refuse, before any timing, a precision the device only emulates (its figures would say nothing).
     :raises ValueError: naming the device and what it lacks."""
     check_precision(precision)
-    if precision == "bf16" and not native_bf16(device):
-        what = "compute capability 8.0" if device.type == "cuda" else "AVX-512 BF16 or AMX"
+    what = bf16_missing(device) if precision == "bf16" else None
+    if what is not None:
         raise ValueError(
             f"bench: precision=bf16 but this {device.type} has no {what} (bfloat16 products would be "
             "emulated); use precision=fp32"

@@ -8,7 +8,6 @@ job does is :func:`sarnmt.sweep.job.run_job`.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from sarnmt.sweep.spec import load_scale
 from sarnmt.utils.allocation import cpus_per_task
 from sarnmt.utils.choices import group_choice
 from sarnmt.utils.compose import hydra_main
+from sarnmt.utils.threads import apply_threads
 
 log = logging.getLogger("sarnmt")
 
@@ -32,10 +32,8 @@ def sweep_job(cfg: DictConfig) -> dict[str, Any] | None:
     """:returns: the job's record (None on DDP ranks other than 0)."""
     extra = [str(o) for o in cfg.overrides]
     device = cfg.device
-    threads = cfg.cpu_threads or cpus_per_task()  # inside a SLURM job: the task's CPUs
-    if threads:
-        torch.set_num_threads(int(threads))
-        os.environ["OMP_NUM_THREADS"] = str(threads)  # else Lightning's DDP sets cores / processes
+    # inside a SLURM job: the task's CPUs; OMP_NUM_THREADS too, else Lightning's DDP sets cores / processes
+    apply_threads(cfg.cpu_threads or cpus_per_task(), "cpu_threads")
     if cfg.gpu_per_job:
         count = torch.cuda.device_count()
         if count == 0:

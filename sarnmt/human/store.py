@@ -16,7 +16,6 @@ and an export can read while an annotator writes.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import sqlite3
@@ -28,13 +27,13 @@ from pathlib import Path
 
 from sarnmt.human.errors import StoreError, UnknownAnnotator, show
 from sarnmt.human.names import annotator_name
+from sarnmt.human.schema import SCHEMA, check_schema
 from sarnmt.utils.json_bounds import loads
 
 SCHEMA_VERSION = 1
 MAX_ID = 2**63 - 1  # SQLite's largest integer
 STATUSES = ("ranked", "skipped", "broken")
 MAX_SYSTEMS = 26  # the page labels the outputs A-Z
-SCHEMA = Path(__file__).with_name("schema.sql").read_text(encoding="utf-8")
 
 
 def now() -> str:
@@ -97,43 +96,6 @@ def connect(path: str | Path, create: bool = False, write: bool = True, check: b
         conn.close()
         raise
     return conn
-
-
-def _objects(conn: sqlite3.Connection) -> dict[tuple[str, str], str | None]:
-    """``{(type, name): sql}`` of every table, index, trigger and view of a database."""
-    rows = conn.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_stat%'").fetchall()
-    return {(row[0], row[1]): row[2] for row in rows}
-
-
-@functools.cache
-def _expected() -> dict[tuple[str, str], str | None]:
-    conn = sqlite3.connect(":memory:")
-    try:
-        conn.executescript(SCHEMA)
-        return _objects(conn)
-    finally:
-        conn.close()
-
-
-def check_schema(conn: sqlite3.Connection, path: str | Path) -> None:
-    """The database holds exactly the tables and indexes sarnmt creates, no trigger or view (a trigger made
-    elsewhere could rewrite a submitted ranking as it is stored).
-
-    :raises StoreError: naming the first object that differs."""
-    found, expected = _objects(conn), _expected()
-    for key, sql in sorted(found.items()):
-        if key not in expected:
-            raise StoreError(
-                f"{path}: holds a {key[0]} {key[1]!r} that sarnmt does not create; not a database this reads (a "
-                "trigger or view could change what is stored or exported)"
-            )
-        if sql != expected[key]:
-            raise StoreError(
-                f"{path}: its {key[0]} {key[1]!r} is not the one sarnmt creates; not a database this reads"
-            )
-    missing = sorted(set(expected) - set(found), key=lambda key: (key[0] != "table", key))  # a table before its index
-    if missing:
-        raise StoreError(f"{path}: lacks the {missing[0][0]} {missing[0][1]!r}; not a sarnmt human-evaluation database")
 
 
 @contextlib.contextmanager

@@ -35,14 +35,22 @@ def native_bf16(device: torch.device) -> bool:
     return any(probe() for probe in probes if probe is not None)
 
 
+def bf16_missing(device: torch.device) -> str | None:
+    """What ``device`` lacks to multiply bfloat16 natively (``AVX-512 BF16 or AMX``, ``compute capability 8.0``),
+    or None when it has it (:func:`native_bf16`)."""
+    if native_bf16(device):
+        return None
+    return "compute capability 8.0" if device.type == "cuda" else "AVX-512 BF16 or AMX"
+
+
 def check_native_bf16(device: torch.device, value: str, key: str = "precision") -> None:
     """Refuse bfloat16 on a device that only emulates its products: slower than fp32, so never what was meant.
 
     :param value: the setting (``bf16``, ``bf16-mixed``, ``bf16-true``, ``fp32``, ``32-true``, ...).
     :raises InputError: one line naming the key and the instruction set (or compute capability) the device lacks.
     """
-    if "bf16" in str(value) and not native_bf16(device):
-        what = "compute capability 8.0 (Ampere on)" if device.type == "cuda" else "AVX-512 BF16 or AMX"
+    what = bf16_missing(device) if "bf16" in str(value) else None
+    if what is not None:
         fp32 = "32-true" if key.startswith("trainer.") else "fp32"
         raise InputError(
             f"{key}={value}: this {device.type} has no {what}, so bfloat16 products would be emulated, slower "
