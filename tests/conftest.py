@@ -101,7 +101,7 @@ SLOW = {
     },
     "test_data_layout.py": {"test_every_module_imports_alone_in_a_fresh_interpreter": "a fresh interpreter a module"},
     "test_calibration.py": {
-        "test_welch_with_test_set_variance_holds_its_level_and_the_old_bootstrap_does_not": "simulates 1,000 cells",
+        "test_the_synthetic_regimes_hold_the_band_and_the_old_bootstrap_does_not": "simulates 1,000 cells x 9",
     },
     "test_entrypoints.py": {
         "test_multirun_gives_one_wandb_run_per_job": "two trainings with W&B",

@@ -5,29 +5,55 @@ statistics of :mod:`sarnmt.sweep.stats`: a cell is the mean and sample standard 
 Significance, every test **one-sided**: H1 is "the row is better than the baseline" (higher BLEU, lower perplexity),
 the convention of the paper's Table 1.
 
-- **The seed-aware test** (the tables' markers, :func:`compare_cells`, :func:`welch_test`): **Welch's test on the
-  seed means, its variance widened by the test set's resampling variance**. The unit of replication is a training
-  run (Clark et al. 2011, "Better Hypothesis Testing for Statistical Machine Translation: Controlling for Optimizer
-  Instability"), and the test sentences are a sample too (Koehn 2004, "Statistical Significance Tests for Machine
-  Translation Evaluation"): both vary, the sentences paired across the two cells. With r_j the row's n_r run
-  scores and b_j the baseline's n_b (each run's corpus score on the whole test set),
+- **The seed-aware test** (the tables' markers, :func:`compare_cells`, :func:`seed_test`): **Welch's test on the
+  seed means, its variance widened by the part of the test set's variance that the seed variance does not already
+  hold**. The unit of replication is a training run (Clark et al. 2011, "Better Hypothesis Testing for Statistical
+  Machine Translation: Controlling for Optimizer Instability"), and the test sentences are a sample too (Koehn
+  2004, "Statistical Significance Tests for Machine Translation Evaluation"): both vary, the sentences paired
+  across the two cells. With r_j the row's n_r run scores and b_j the baseline's n_b (each run's corpus score on
+  the whole test set of N sentences),
 
-      Δ = mean(r) - mean(b),   Var = s_r²/n_r + s_b²/n_b + v_sent,
+      Δ = mean(r) - mean(b),   Var = s_r²/n_r + s_b²/n_b + v_shared,
 
   s² the sample variances over runs (Welch 1947, "The generalization of 'Student's' problem when several
-  different population variances are involved") and v_sent the variance of Δ over test sets: the variance of the
-  resampled differences of Koehn's paired bootstrap over sentences with every run kept once (seeds pooled, the
-  same resamples as the sentence-level bootstrap below). The degrees of freedom are Welch-Satterthwaite's
-  (Satterthwaite 1946) on the two seed terms, v_sent counted as known (infinite df):
-  df = Var² / ((s_r²/n_r)²/(n_r - 1) + (s_b²/n_b)²/(n_b - 1)). The one-sided p is Student's t's upper tail at
+  different population variances are involved") and v_shared the test-set variance of Δ that is shared by a
+  system's runs: how the system as such, not one run of it, fares on these sentences rather than others (the
+  system x sentence interaction). It comes from a two-way decomposition, runs x sentences, of each run's
+  **jackknife pseudo-values** over the test sentences (Quenouille 1956, Tukey 1958: ψ_ji = N x_j - (N - 1)
+  x_j(-i), x_j(-i) run j's corpus score without sentence i, recomputed from the summed statistics; the mean of ψ_j
+  is about x_j, and Var_i(ψ_j)/N is the jackknife's variance of x_j over test sets, equal to the delta method's and
+  to the sentence bootstrap's to within its Monte Carlo error):
+
+      v_pooled = Var_i(mean_j ψ_ri - mean_j ψ_bi) / N,
+      own_s    = Σ_ji (ψ_ji - ψ_j. - ψ_.i + ψ_..)² / ((n_s - 1)(N - 1))     (side s's runs only),
+      v_shared = max(0, v_pooled - own_r / (N n_r) - own_b / (N n_b)).
+
+  v_pooled is the variance over test sets of the difference of the two sides' mean pseudo-values: what Koehn's
+  paired bootstrap over sentences with every run kept once measures (the old test's v_sent). It holds each run's
+  own sentence-level luck (own_s / N: a run x sentence mean square, the residual of the two-way decomposition),
+  which makes runs differ on one test set and so is already in s²; v_shared removes it, leaving the interaction.
+  Under the additive model ψ_sji = μ_s + d_i + a_si + u_sj + e_sji (d the sentence's difficulty, shared by both
+  systems and cancelled by the pairing; a the system x sentence interaction; u the seed; e the run x sentence
+  noise, independent, mean 0) E[v_shared before the floor] = Var(a_ri - a_bi) / N, and Var(Δ) over seeds and test
+  sets is exactly the formula above. The degrees of freedom: Welch's (1947) own form on the two seed terms a =
+  s_r²/n_r and b = s_b²/n_b, ν_seed = (a + b)² / (a²/(n_r + 1) + b²/(n_b + 1)) - 2 (unbiased estimates of the
+  squares; Welch-Satterthwaite's (n - 1) form rejects 0.040 at nominal 0.05 at 3 v 3 with equal variances), grown
+  with the share of v_shared, which counts as known (it is estimated from (n - 1)(N - 1) residuals): df = ν_seed
+  (Var / (a + b))^1.5 (:data:`KNOWN_SHARE`). The one-sided p is Student's t's upper tail at
   t = Δ / sqrt(Var) (the sign turned for perplexity, where lower is better), and the 95% interval is
   Δ ± t_(0.975, df) sqrt(Var), so the interval's lower end (upper for perplexity) is beyond 0 exactly when
   p < 0.025. p has no floor: t's tails reach 0 at any df, so every run count of two or more can earn a marker.
-  Its error rate under a true null is measured, against the old test's, by :mod:`sarnmt.sweep.calibration`:
-  0.042-0.054 at nominal 0.05 and 0.006-0.013 at 0.01 over 2,000 null cells in each of three regimes (seed noise
-  dominant, sentence noise dominant, both) at 3 v 3, 3 v 5 and 5 v 5 runs. (One run's own sentence-level noise
-  enters both s² and v_sent; the simulation, whose runs have it, shows no excess caution from it.) A cell with
-  one run, or a baseline with one, gets no seed-aware test (``n/a (1 run)``): its run-to-run spread is unknown.
+  Assumed: runs of a cell independent and their scores about normal over seeds (the t), the sentences a sample
+  of exchangeable ones, the test's statistic smooth enough in the summed statistics for the jackknife (corpus
+  BLEU and perplexity over hundreds of sentences are). Its error rate under a true null is measured by
+  :mod:`sarnmt.sweep.calibration`, in the regime of the real runs too (an additive model fitted to them, and
+  random splits of them). A cell with one run, or a baseline with one, gets no seed-aware test (``n/a (1
+  run)``): its run-to-run spread is unknown.
+- **The seed-aware test until issue 59** (``seed_test="v_sent"``, kept by name for the calibration and for the
+  superseded ``mini8`` tables, published with it): the same Welch test with v_sent, the variance of Δ over
+  Koehn's paired bootstrap over sentences with every run kept once, in place of v_shared. v_sent holds each run's
+  own sentence noise a second time (it is in s² already), so where that noise is most of the seed variance, as in
+  the mini runs, the test is conservative (measured: about 3% rejections at nominal 5%).
 - **The two-level bootstrap** (the seed-aware test of the 8-epoch tables until issue 42, kept by name for the
   calibration and as the CSV's ``p_two_level``: :func:`two_level_test`): each resample draws each cell's runs
   with replacement, independently for the row and the baseline, then one draw of test sentences common to both,
@@ -45,7 +71,8 @@ the convention of the paper's Table 1.
 
 Resamples: :class:`Resampling` (10,000 by default from numpy's PCG64 seeded 12345, processed in blocks of
 :data:`BLOCK` so memory stays bounded): one pass gives v_sent, the sentence-level bootstrap and the two-level
-bootstrap. A bootstrap p's Monte Carlo standard error, sqrt(p(1 - p) / resamples), is 0.0022 at p = 0.05 (below
+bootstrap. The seed-aware test's v_shared draws nothing: the jackknife is one pass over the sentences, the same
+numbers every time. A bootstrap p's Monte Carlo standard error, sqrt(p(1 - p) / resamples), is 0.0022 at p = 0.05 (below
 0.005 needs at least 1,900); v_sent's relative standard error is about sqrt(2 / resamples), 1.4% at 10,000.
 
 A language model's perplexity (Table 6) is handled alike over test lines (:class:`sarnmt.sweep.stats.Perplexity`:
@@ -66,7 +93,16 @@ from scipy.special import stdtr, stdtrit
 from sarnmt.evaluation.significance import paired_t_test
 from sarnmt.sweep.stats import METRIC_SCORERS, corpus_score, corpus_scores
 
-METHOD = "Welch + test-set variance"  # the seed-aware test's name in the CSV's seed_test column
+METHOD = "Welch + shared test-set variance"  # the seed-aware test's name in the CSV's seed_test column
+# the seed-aware test's variance of the test set: "shared" (v_shared, the tables' since issue 59) or "v_sent" (the
+# paired sentence bootstrap's, the tables' from issue 42 to 59: the superseded mini8 tables were published with it)
+SEED_TESTS = {"shared": METHOD, "v_sent": "Welch + test-set variance"}
+DF_FORMS = ("welch1947", "satterthwaite")  # the seed-aware test's degrees of freedom, and the old test's
+# the exponent by which the seed terms' df grow with the share of the known v_shared, df = ν_1947 (Var / seeds)^1.5:
+# 2 (Satterthwaite's rule for adding a known term) rejects 0.052 / 0.014 at nominal 0.05 / 0.01 at 3 v 3 where
+# v_shared is 7-25% of Var, 1 rejects 0.043 / 0.007 where it is half; 1.5 holds 0.048-0.050 / 0.009-0.012 over
+# shares 0-80% at 3 v 3 and 5 v 5 (600,000 simulated normal cells a line, equal seed variances; docs/reproducing.md)
+KNOWN_SHARE = 1.5
 # runs a side a ‡ (p < 0.01) needs: at 2 v 2 the test rejects 1.3-1.9% at nominal 1% where the seed noise acts
 # (sarnmt.sweep.calibration --runs 2v2, three simulation seeds), at 3 v 3 and more within its band
 RUNS_FOR_P01 = 3
@@ -90,8 +126,10 @@ class Resampling:
 class Comparison:
     """A cell against the baseline of its column. ``difference``: mean(row) - mean(baseline) over their runs, in the
     metric's units (negative is better for perplexity); ``p_seed``, ``low``/``high``, ``df``: the seed-aware test's
-    one-sided p, 95% interval and degrees of freedom (:func:`welch_test`); ``p_two_level``: the old two-level
-    bootstrap's p (:func:`two_level_test`); all None with fewer than two runs on either side (``runs``).
+    one-sided p, 95% interval and degrees of freedom (:func:`welch_test`), ``v_test`` the test-set variance it
+    added (v_shared, or v_sent for the old test) and ``se`` = sqrt(Var); ``p_v_sent`` the test until issue 59's
+    p (:data:`SEED_TESTS`); ``p_two_level``: the old two-level bootstrap's p
+    (:func:`two_level_test`); all None with fewer than two runs on either side (``runs``).
     ``p_t_test`` and ``p_sentence``: the sentence-level tests, seeds pooled."""
 
     difference: float
@@ -103,6 +141,9 @@ class Comparison:
     high: float | None = None
     df: float | None = None
     p_two_level: float | None = None
+    v_test: float | None = None
+    se: float | None = None
+    p_v_sent: float | None = None
 
     @property
     def seed_test_note(self) -> str | None:
@@ -218,36 +259,124 @@ def sentence_t_test(system: Sequence[np.ndarray], baseline: Sequence[np.ndarray]
 @dataclass(frozen=True)
 class SeedTest:
     """One seed-aware test's outcome: the one-sided ``p``, the 95% interval ``low``/``high`` of the difference and
-    the degrees of freedom ``df`` (None for the bootstrap)."""
+    the degrees of freedom ``df`` and standard error ``se`` = sqrt(Var) (None for the bootstrap)."""
 
     p: float
     low: float
     high: float
     df: float | None = None
+    se: float | None = None
 
 
-def welch_test(system: Sequence[float], baseline: Sequence[float], v_sent: float, metric: str) -> SeedTest:
-    """Welch's test on the seed means with the test set's resampling variance added (the module's docstring):
-    ``system``/``baseline`` the runs' corpus scores (two or more a side), ``v_sent`` the variance of the difference
-    of means over resampled test sets. Var = s_r²/n_r + s_b²/n_b + v_sent; df by Welch-Satterthwaite on the seed
-    terms (v_sent with infinite df); one-sided p = P(T_df >= t), t = Δ / sqrt(Var) signed so that positive is
-    better; the interval Δ ± t_(0.975, df) sqrt(Var)."""
+def welch_arrays(
+    system: np.ndarray,
+    baseline: np.ndarray,
+    v_test: np.ndarray | float,
+    higher_is_better: bool = True,
+    df_form: str = "welch1947",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`welch_test` for many cells at once: ``system`` ``(..., n_r)`` and ``baseline`` ``(..., n_b)`` run
+    scores, ``v_test`` the test set's variance to add (broadcast); returns ``(Δ, Var, df, p)``, each ``(...)``.
+    The one computation of the seed-aware test's p, for the tables, the calibration and the power simulation.
+    ``df_form``: ``welch1947``, the seed terms a = s_r²/n_r and b = s_b²/n_b at Welch's (1947) ν_seed = (a + b)² /
+    (a²/(n_r + 1) + b²/(n_b + 1)) - 2, grown with the share of the known v_test: df = ν_seed (Var / (a + b))^1.5
+    (:data:`KNOWN_SHARE`); or ``satterthwaite``, Var² / (a²/(n_r - 1) + b²/(n_b - 1)) (the old test's)."""
     r, b = np.asarray(system, dtype=np.float64), np.asarray(baseline, dtype=np.float64)
-    if len(r) < 2 or len(b) < 2:
-        raise ValueError(f"Welch's test needs two runs a side, not {len(r)} v {len(b)}")
-    seed_r, seed_b = r.var(ddof=1) / len(r), b.var(ddof=1) / len(b)
-    variance = seed_r + seed_b + max(float(v_sent), 0.0)
-    denominator = seed_r**2 / (len(r) - 1) + seed_b**2 / (len(b) - 1)
-    df = variance**2 / denominator if denominator > 0 else math.inf
-    difference = float(r.mean() - b.mean())
-    better = difference if METRIC_SCORERS[metric].higher_is_better else -difference
-    se = math.sqrt(variance)
-    if se == 0.0:  # every run identical on every resample: only the sign can speak
-        p = 0.0 if better > 0 else 1.0
-    else:
-        p = float(stdtr(df, -better / se))  # Student's t upper tail P(T_df >= t)
-    half = float(stdtrit(df, 0.975)) * se
-    return SeedTest(p, difference - half, difference + half, float(df))
+    n_r, n_b = r.shape[-1], b.shape[-1]
+    if n_r < 2 or n_b < 2:
+        raise ValueError(f"Welch's test needs two runs a side, not {n_r} v {n_b}")
+    if df_form not in DF_FORMS:
+        raise ValueError(f"df_form={df_form!r}: one of {DF_FORMS}")
+    seed_r, seed_b = r.var(axis=-1, ddof=1) / n_r, b.var(axis=-1, ddof=1) / n_b
+    variance = seed_r + seed_b + np.maximum(np.asarray(v_test, dtype=np.float64), 0.0)
+    k = 1 if df_form == "welch1947" else -1
+    denominator = seed_r**2 / (n_r + k) + seed_b**2 / (n_b + k)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        safe = np.where(denominator > 0, denominator, 1.0)
+        if df_form == "welch1947":  # the seed terms' df, grown with the share of v_test (known: infinite df)
+            seeds = seed_r + seed_b
+            df = (seeds**2 / safe - 2.0) * (variance / np.where(seeds > 0, seeds, 1.0)) ** KNOWN_SHARE
+        else:
+            df = variance**2 / safe
+        df = np.where(denominator > 0, df, np.inf)
+        difference = r.mean(axis=-1) - b.mean(axis=-1)
+        better = difference if higher_is_better else -difference
+        se = np.sqrt(variance)
+        # every run identical on every sentence: only the sign can speak
+        p = np.where(se > 0, stdtr(df, -better / np.where(se > 0, se, 1.0)), np.where(better > 0, 0.0, 1.0))
+    return difference, variance, df, p
+
+
+def welch_test(
+    system: Sequence[float], baseline: Sequence[float], v_test: float, metric: str, df_form: str = "welch1947"
+) -> SeedTest:
+    """Welch's test on the seed means with a test-set variance added (the module's docstring): ``system`` /
+    ``baseline`` the runs' corpus scores (two or more a side), ``v_test`` the test set's variance of the difference
+    of means to add (v_shared: :func:`variance_parts`; the old test's v_sent). Var = s_r²/n_r + s_b²/n_b +
+    v_test; df by ``df_form`` (:func:`welch_arrays`: Welch's 1947 form on the seed terms, v_test known; or
+    Welch-Satterthwaite's, the old test's); one-sided p = P(T_df >= t), t = Δ / sqrt(Var) signed so that positive is
+    better; the interval Δ ± t_(0.975, df) sqrt(Var)."""
+    higher = METRIC_SCORERS[metric].higher_is_better
+    difference, variance, df, p = (float(v) for v in welch_arrays(system, baseline, float(v_test), higher, df_form))
+    half = float(stdtrit(df, 0.975)) * math.sqrt(variance)
+    return SeedTest(p, difference - half, difference + half, df, math.sqrt(variance))
+
+
+def pseudo_values(runs: Sequence[np.ndarray] | np.ndarray, metric: str) -> np.ndarray:
+    """Each run's jackknife pseudo-values over its test sentences (lines), ``(runs, sentences)``: ψ_ji = N x_j -
+    (N - 1) x_j(-i), x_j the run's corpus score and x_j(-i) the score of its summed statistics without sentence i
+    (Tukey 1958). ``runs``: per-sentence statistics, a sequence of ``(sentences, width)`` arrays or one ``(...,
+    runs, sentences, width)`` array (then the result is ``(..., runs, sentences)``)."""
+    stacked = np.asarray(runs if isinstance(runs, np.ndarray) else np.stack(runs), dtype=np.float64)
+    size = stacked.shape[-2]
+    if size < 2:
+        raise ValueError(f"the jackknife needs two test sentences or more, not {size}")
+    total = stacked.sum(axis=-2, keepdims=True)
+    full = corpus_scores(total, metric)  # (..., runs, 1)
+    return size * full - (size - 1) * corpus_scores(total - stacked, metric)
+
+
+def own_noise(psi: np.ndarray) -> np.ndarray:
+    """The run x sentence mean square of one side's pseudo-values ``(..., runs, sentences)``: the residual of the
+    two-way decomposition (runs, sentences, additive), Σ (ψ_ji - ψ_j. - ψ_.i + ψ_..)² / ((n - 1)(N - 1)); a run's
+    own sentence-level noise contributes it / N to the variance of its score on one test set."""
+    n, size = psi.shape[-2:]
+    centred = psi - psi.mean(axis=-1, keepdims=True)  # each run's mean taken out; then the sentences' means:
+    squares = np.einsum("...ji,...ji->...", centred, centred) - n * (centred.mean(axis=-2) ** 2).sum(axis=-1)
+    return squares / ((n - 1) * (size - 1))
+
+
+@dataclass(frozen=True)
+class VarianceParts:
+    """The test set's share of Var(Δ): ``pooled`` the variance over test sets of the difference of the two sides'
+    mean pseudo-values (the old v_sent's estimand), ``own`` each side's run x sentence noise already in its seed
+    variance (own_s / (N n_s), row then baseline), ``shared`` = max(0, pooled - own_r - own_b)."""
+
+    pooled: float
+    own: tuple[float, float]
+
+    @property
+    def shared(self) -> float:
+        return max(0.0, self.pooled - self.own[0] - self.own[1])
+
+
+def variance_arrays(psi_r: np.ndarray, psi_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`variance_parts` for many cells at once: pseudo-values ``(..., n_r, N)`` and ``(..., n_b, N)``;
+    returns ``(v_pooled, own_r / (N n_r), own_b / (N n_b))``, each ``(...)``."""
+    n_r, size = psi_r.shape[-2:]
+    n_b = psi_b.shape[-2]
+    pooled = (psi_r.mean(axis=-2) - psi_b.mean(axis=-2)).var(axis=-1, ddof=1) / size
+    own_r = own_noise(psi_r) / (size * n_r) if n_r > 1 else np.zeros_like(pooled)
+    own_b = own_noise(psi_b) / (size * n_b) if n_b > 1 else np.zeros_like(pooled)
+    return pooled, own_r, own_b
+
+
+def variance_parts(system: Sequence[np.ndarray], baseline: Sequence[np.ndarray], metric: str) -> VarianceParts:
+    """The test set's share of Var(Δ) from the runs' per-sentence statistics (the module's docstring: v_shared and
+    v_pooled from the runs' jackknife pseudo-values, decomposed runs x sentences)."""
+    _sizes(system, baseline)
+    pooled, own_r, own_b = variance_arrays(pseudo_values(system, metric), pseudo_values(baseline, metric))
+    return VarianceParts(float(pooled), (float(own_r), float(own_b)))
 
 
 def two_level_test(two_level: np.ndarray, metric: str) -> SeedTest:
@@ -263,11 +392,18 @@ def run_scores(runs: Sequence[np.ndarray], metric: str) -> np.ndarray:
 
 
 def compare_cells(
-    system: Sequence[np.ndarray], baseline: Sequence[np.ndarray], metric: str, resampling: Resampling = Resampling()
+    system: Sequence[np.ndarray],
+    baseline: Sequence[np.ndarray],
+    metric: str,
+    resampling: Resampling = Resampling(),
+    seed_test: str = "shared",
 ) -> Comparison:
-    """A row's runs against the baseline's: the seed-aware test (:func:`welch_test`: p, the 95% interval of the
-    difference, df; none with one run on either side), the old two-level bootstrap's p, and the sentence-level
-    tests with seeds pooled. The sentence-level bootstrap's resamples give both p_sentence and v_sent."""
+    """A row's runs against the baseline's: the seed-aware test (:func:`welch_test` with v_shared,
+    :func:`variance_parts`: p, the 95% interval of the difference, df; none with one run on either side), the
+    old two-level bootstrap's p, and the sentence-level tests with seeds pooled. ``seed_test="v_sent"``: the
+    seed-aware test until issue 59, v_sent from the sentence-level bootstrap's resamples in place of v_shared."""
+    if seed_test not in SEED_TESTS:
+        raise ValueError(f"seed_test={seed_test!r}: one of {sorted(SEED_TESTS)}")
     sys_scores, base_scores = run_scores(system, metric), run_scores(baseline, metric)
     difference = float(sys_scores.mean() - base_scores.mean())
     two_level, pooled = both_bootstraps(system, baseline, metric, resampling)
@@ -279,9 +415,18 @@ def compare_cells(
     )
     if result.seed_test_note is not None:
         return result
-    welch = welch_test(sys_scores, base_scores, float(np.var(pooled, ddof=1)), metric)
+    v_sent = float(np.var(pooled, ddof=1))
+    old = welch_test(sys_scores, base_scores, v_sent, metric, "satterthwaite")
+    if seed_test == "shared":
+        v_test = variance_parts(system, baseline, metric).shared
+        welch = welch_test(sys_scores, base_scores, v_test, metric)
+    else:
+        v_test, welch = v_sent, old
     return replace(
         result,
+        v_test=float(v_test),
+        p_v_sent=old.p,
+        se=welch.se,
         p_seed=welch.p,
         low=welch.low,
         high=welch.high,
