@@ -13,10 +13,12 @@ import json
 import logging
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 from sarnmt.cli.tables import render_tables
 from sarnmt.errors import InputError
@@ -25,7 +27,8 @@ from sarnmt.sweep.cells import Cell, TableSettings, code_versions
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import plan_jobs
 from sarnmt.sweep.records import gzip_bytes, write_json
-from sarnmt.sweep.render import seed_marker
+from sarnmt.sweep.render import column_names, heading, seed_marker
+from sarnmt.sweep.seed_tests import Resampling
 from sarnmt.sweep.spec import load_scale, load_table
 from tests.cli_helpers import one_error, run_cli
 
@@ -104,22 +107,29 @@ def test_a_clear_gain_in_every_seed_is_significant_in_both():
 
 
 def test_welch_test_is_welchs_t_test_widened_by_the_test_sets_variance():
-    """Without test-set variance the seed-aware test is Welch's t-test (scipy's, one-sided); with it, Var gains
-    v_sent at infinite df, so runs that agree exactly leave a normal test of Δ / sqrt(v_sent); p and the 95%
-    interval agree (its lower end above 0 exactly when p < 0.025); lower perplexity is better; no p floor."""
+    """Without test-set variance the seed-aware test is Welch's t (scipy's statistic, one-sided) at Welch's 1947
+    df, (a + b)² / (a²/(n_r + 1) + b²/(n_b + 1)) - 2, and the old test's form is scipy's Welch-Satterthwaite test;
+    with a test-set variance v, Var gains v and the df grow by (Var / (a + b))^1.5, so runs that agree exactly leave
+    a normal test of Δ / sqrt(v); p and the 95% interval agree (its lower end above 0 exactly when p < 0.025);
+    lower perplexity is better; no p floor."""
+    from scipy.special import stdtr
     from scipy.stats import norm, ttest_ind
 
     rng = np.random.default_rng(5)
     for n_r, n_b in ((2, 2), (3, 3), (3, 5), (5, 5)):
         for _ in range(20):
             r, b = rng.normal(30.3, 0.8, n_r), rng.normal(30.0, 0.5, n_b)
-            test = seed_tests.welch_test(r, b, 0.0, "bleu")
             scipy = ttest_ind(r, b, equal_var=False, alternative="greater")
-            assert test.p == pytest.approx(scipy.pvalue, rel=1e-9) and test.df == pytest.approx(scipy.df, rel=1e-9)
-            wider = seed_tests.welch_test(r, b, 0.09, "bleu")
-            assert wider.df > test.df and wider.high - wider.low > 0
+            old = seed_tests.welch_test(r, b, 0.0, "bleu", "satterthwaite")
+            assert old.p == pytest.approx(scipy.pvalue, rel=1e-9) and old.df == pytest.approx(scipy.df, rel=1e-9)
             va, vb = r.var(ddof=1) / n_r, b.var(ddof=1) / n_b
-            assert wider.df == pytest.approx((va + vb + 0.09) ** 2 / (va**2 / (n_r - 1) + vb**2 / (n_b - 1)))
+            df1947 = (va + vb) ** 2 / (va**2 / (n_r + 1) + vb**2 / (n_b + 1)) - 2
+            test = seed_tests.welch_test(r, b, 0.0, "bleu")
+            assert test.df == pytest.approx(df1947) and test.df > old.df
+            assert test.p == pytest.approx(stdtr(df1947, -scipy.statistic), rel=1e-9)
+            wider = seed_tests.welch_test(r, b, 0.09, "bleu")
+            assert wider.df == pytest.approx(df1947 * ((va + vb + 0.09) / (va + vb)) ** 1.5)
+            assert wider.high - wider.low > 0 and wider.se == pytest.approx(math.sqrt(va + vb + 0.09))
             assert (wider.low > 0) == (wider.p < 0.025) and (test.low > 0) == (test.p < 0.025)
             ppl = seed_tests.welch_test(-r, -b, 0.09, "ppl")  # lower is better: the same test, turned
             assert ppl.p == pytest.approx(wider.p) and ppl.high == pytest.approx(-wider.low)
@@ -128,6 +138,38 @@ def test_welch_test_is_welchs_t_test_widened_by_the_test_sets_variance():
     assert seed_tests.welch_test([33.0, 33.4], [30.0, 30.4], 0.0, "bleu").p < 0.01  # no floor at 2 v 2
     with pytest.raises(ValueError, match="two runs a side"):
         seed_tests.welch_test([30.0], [29.0, 29.5], 0.0, "bleu")
+
+
+def test_the_shared_variance_is_the_test_sets_variance_less_each_runs_own_noise():
+    """v_shared from the jackknife's two-way decomposition: with runs that differ from their system's mean only by
+    independent sentence noise (no system x sentence interaction), v_pooled is that noise's share (own_r/(N n_r) +
+    own_b/(N n_b)) and v_shared about 0; a system x sentence interaction shared by a system's runs shows in
+    v_shared, at its size; the pseudo-values' mean is the run's score (BLEU's to 0.01) and their variance / N the
+    jackknife's variance of it, about the paired bootstrap's."""
+    rng = np.random.default_rng(0)
+    size = 400
+    difficulty = rng.normal(0.0, 5.0, size)
+    own = rng.normal(0.0, 3.0, (2, 5, size))  # (systems, runs, sentences)
+    lines = rng.integers(5, 30, size).astype(np.float64)
+    for shared_sd in (0.0, 2.0):
+        interaction = rng.normal(0.0, shared_sd, (2, 1, size))
+        psi = 100.0 + difficulty + own + interaction  # perplexity-like per-word values, additive
+        pooled, own_r, own_b = seed_tests.variance_arrays(psi[0], psi[1])
+        assert own_r == pytest.approx(9.0 / (size * 5), rel=0.1) and own_b == pytest.approx(9.0 / (size * 5), rel=0.1)
+        shared = pooled - own_r - own_b
+        assert shared == pytest.approx(2 * shared_sd**2 / size, abs=0.003)
+    runs = bleu_runs([0.40, 0.45, 0.5], sentences=300)
+    psi = seed_tests.pseudo_values(runs, "bleu")
+    assert psi.shape == (3, 300)
+    assert np.allclose(psi.mean(axis=1), seed_tests.run_scores(runs, "bleu"), atol=0.01)
+    lm = [np.stack([(4.7 + rng.normal(0, 0.3, size)) * lines, lines], 1) for _ in range(2)]
+    jackknife = seed_tests.pseudo_values(lm, "ppl").var(axis=1, ddof=1) / size
+    _, pooled = seed_tests.both_bootstraps(lm[:1], lm[1:], "ppl", seed_tests.Resampling(4000))
+    parts = seed_tests.variance_parts(lm[:1], lm[1:], "ppl")
+    assert parts.pooled == pytest.approx(np.var(pooled, ddof=1), rel=0.08) and parts.own == (0.0, 0.0)
+    difference = seed_tests.pseudo_values(lm[:1], "ppl")[0] - seed_tests.pseudo_values(lm[1:], "ppl")[0]
+    assert parts.pooled == pytest.approx(np.var(difference, ddof=1) / size)
+    assert parts.pooled == pytest.approx(jackknife.sum(), rel=0.1)  # independent runs: the two variances add
 
 
 @pytest.mark.parametrize(
@@ -166,12 +208,16 @@ def test_one_run_gets_no_seed_aware_test_and_the_resamples_are_fixed():
     assert (one.p_seed, one.low, one.high, one.seed_test_note) == (None, None, None, "n/a (1 run)")
     assert one.p_t_test < 0.01 and one.p_sentence < 0.01  # still computed, as sentence-level
     assert seed_tests.compare_cells(baseline, system, "bleu").seed_test_note == "n/a (baseline: 1 run)"
-    again = seed_tests.compare_cells(bleu_runs([0.4, 0.5], 0.01), bleu_runs([0.4, 0.5]), "bleu")
+    again_runs = (bleu_runs([0.4, 0.5], 0.01), bleu_runs([0.4, 0.5]))
+    again = seed_tests.compare_cells(*again_runs, "bleu")
     assert again == seed_tests.compare_cells(bleu_runs([0.4, 0.5], 0.01), bleu_runs([0.4, 0.5]), "bleu")
     other = seed_tests.compare_cells(
         bleu_runs([0.4, 0.5], 0.01), bleu_runs([0.4, 0.5]), "bleu", seed_tests.Resampling(seed=7)
     )
-    assert other.p_seed != again.p_seed and abs(other.p_seed - again.p_seed) < 0.02
+    assert other.p_seed == again.p_seed  # v_shared is the jackknife's: no resamples
+    assert other.p_two_level != again.p_two_level and abs(other.p_two_level - again.p_two_level) < 0.02
+    old = [seed_tests.compare_cells(*again_runs, "bleu", r, seed_test="v_sent") for r in (Resampling(), Resampling(7))]
+    assert old[0].p_seed != old[1].p_seed and abs(old[0].p_seed - old[1].p_seed) < 0.02  # the old test's v_sent
     assert seed_tests.Resampling().mc_error(0.05) < 0.005 and seed_tests.Resampling(1_900).mc_error(
         0.05
     ) == pytest.approx(0.005)
@@ -265,16 +311,20 @@ def test_pinned_cells_show_the_seed_aware_markers_intervals_and_a_footer_that_na
     assert "| baseline |" in rows["NMT baseline"]
     for phrase in (
         "Every test is one-sided",
-        "Welch's test on the seed means with the test set's resampling variance added (Welch 1947, Satterthwaite",
+        "Welch's test on the seed means with the test set's shared variance added (Welch 1947;",
         "Koehn 2004 and Clark et al. 2011",
-        "Var = s_r²/n_r + s_b²/n_b + v_sent",
-        "10,000 resamples (numpy PCG64, generator seed 12345)",
+        "Var = s_r²/n_r + s_b²/n_b + v_shared",
+        "two-way decomposition, runs x sentences, of each run's jackknife pseudo-values",
+        "10,000 resamples, numpy PCG64, generator seed 12345",
         "the upper tail of Student's t",
         "docs/reproducing.md#calibration-of-the-seed-aware-test",
         "so ‡ needs 3 or more runs a side and p < 0.01 with fewer prints †",
         "p_two_level",
+        "p_seed_v_sent",
         "sentence-level with seeds pooled",
-        "Power: seeds per row",
+        "Power, simulated (20,000 draws of the seed-aware test itself",
+        "NT14 (seed sd ",
+        "+ Self-attentive residual connections at 2 v 2 detects Δ +",
         "Every difference from the paper (sizes, vocabulary, initialisation",
         "docs/reproducing.md#every-difference-from-the-paper",
     ):
@@ -285,8 +335,10 @@ def test_pinned_cells_show_the_seed_aware_markers_intervals_and_a_footer_that_na
         assert name in header, name
     sac = dict(zip(header, next(r for r in csv_lines if ",self_attentive_content,nt14," in r).split(","), strict=True))
     assert sac["n"] == "2" and sac["code"] == "pinned" and float(sac["p_seed"]) < 0.01 and sac["resamples"] == "10000"
-    assert sac["seed_test"] == "Welch + test-set variance" and float(sac["seed_df"]) > 1 and sac["cap_reached"] == "0"
+    assert sac["seed_test"] == "Welch + shared test-set variance" and float(sac["seed_df"]) > 1
+    assert sac["cap_reached"] == "0" and sac["ran"] == "" and sac["paper_column"] == "NT14"
     assert float(sac["p_two_level"]) < float(sac["p_seed"])  # the old bootstrap, kept in the CSV, is the bolder
+    assert float(sac["p_seed"]) <= float(sac["p_seed_v_sent"])  # v_sent counts the runs' own noise twice
 
 
 def test_runs_that_reached_their_epoch_cap_are_flagged_in_the_cell_and_counted_in_the_footer(digests, tmp_path):
@@ -457,7 +509,13 @@ def test_baseline_compares_every_row_with_another_row_in_files_of_their_own(dige
     sac = [c.strip() for c in rows["+ Self-attentive residual connections"].split("|")]
     base = [c.strip() for c in rows["NMT baseline"].split("|")]
     assert "†" in sac[3] and sac[4].startswith("+") and base[4].startswith("-") and "†" not in base[3]
-    assert text.startswith("**Table 3: ") and ", against + Mean residual connections** — scale `smoke`" in text
+    assert (
+        text.startswith("**Table 3: ")
+        and (
+            ", against + Mean residual connections (NT14, NT15, NT16: the same runs on one test set)** — scale `smoke`"
+        )
+        in text
+    )
     assert (
         "Baseline: every test, Δ and power line compares a row with + Mean residual connections "
         "(baseline=mean_residual), not with the table's NMT baseline row" in text
@@ -470,3 +528,61 @@ def test_baseline_compares_every_row_with_another_row_in_files_of_their_own(dige
     args = ["table=3", "scale=smoke", f"results_dir={tmp_path}", "plot=false", "write=false", "baseline=memory_rnn"]
     line = one_error(run_cli(capsys, "tables", args))
     assert "table 3 has no row 'memory_rnn'" in line and "'self_attentive_content'" in line
+
+
+# --- bad input: two precisions in a cell; names of what ran ---------------------------------------------------------
+def test_a_run_of_another_precision_is_refused_in_one_line_naming_both(digests, tmp_path):
+    """A record of the cell's job trained in bf16 where the sweep's config trains in fp32 has another config hash:
+    it is counted as stale, never averaged, and its one line under the table names both precisions."""
+    write_records(tmp_path, digests)
+    job, _ = digests["en_de.mean_residual.s2"]
+    cfg, digest = job_config(
+        replace(job, train=(*job.train, "trainer.precision=bf16-mixed")), JobSettings(Path("/x"), tmp_path)
+    )
+    path = tmp_path / "records" / "en_de.mean_residual.s2.json"
+    record = json.loads(path.read_text())
+    write_json(path, {**record, "config_hash": digest, "config": OmegaConf.to_container(cfg, resolve=True)})
+    text, rows, _ = render3(tmp_path)
+    assert rows["+ Mean residual connections"].count("(1 of 2); 1 stale |") == 3
+    lines = [line for line in text.splitlines() if "en_de.mean_residual.s2.json" in line]
+    assert len(lines) == 1 and lines[0].startswith("- Not counted: record ")
+    assert "; it differs in trainer.precision bf16-mixed, the sweep's 32-true." in lines[0]
+
+
+def test_columns_are_named_by_what_ran_and_the_papers_column_apart():
+    """At mini a corpus stands in for the paper's: Table 1's En-Zh column is Multi30K En→De test2016, its paper
+    column is labelled ``paper: En-Zh``; Tables 2 and 3 say their columns are one set of runs on several test sets;
+    the paper scale keeps the paper's names."""
+    mini, paper = load_scale("mini"), load_scale("paper")
+    one, two, three = load_table(1), load_table(2), load_table(3)
+    assert [column_names(one, mini, c) for c in one.columns] == [
+        ("Multi30K En→De test2016", "paper: En-Zh"),
+        ("Multi30K De→En test2016", "paper: Es-En"),
+    ]
+    assert [column_names(one, paper, c) for c in one.columns] == [
+        ("En-Zh (en_zh)", "paper"),
+        ("Es-En (es_en)", "paper"),
+    ]
+    assert heading(one, mini) == one.title
+    assert heading(two, mini) == two.title + " (Multi30K En→De test2016, test2017: the same runs on 2 test sets)"
+    assert heading(three, mini).endswith(" (Multi30K En→De test2016, test2017, test2018: the same runs on 3 test sets)")
+    assert heading(two, paper) == two.title + " (NT14, NT15: the same runs on 2 test sets)"
+    assert (
+        mini.ran("lm_text", "test") == "mini English text newstest2011"
+        and load_scale("mini8").ran("en_de", "nt14") is None
+    )
+
+
+def test_the_footers_links_are_headings_of_the_docs():
+    """The footers link the calibration, the simulated power and the deviation table by their headings'
+    anchors in docs/reproducing.md (MkDocs' slugs)."""
+    import re
+
+    from sarnmt.sweep import footer
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "reproducing.md").read_text(encoding="utf-8")
+    slugs = {
+        re.sub(r"\s+", "-", re.sub(r"[^\w\s-]", "", h.lower()).strip()) for h in re.findall(r"^#+ (.+)$", text, re.M)
+    }
+    for link in (footer.CALIBRATION, footer.POWER_DOCS, footer.DEVIATIONS):
+        assert link.startswith("docs/reproducing.md#") and link.split("#")[1] in slugs, link

@@ -5,22 +5,25 @@ also logs it as a W&B Table in a summary run (group ``table<N>-<scale>``, job ty
 significance tests and the formats are :mod:`sarnmt.sweep.cells`, :mod:`sarnmt.sweep.stats` and
 :mod:`sarnmt.sweep.render`.
 
-The markers are the seed-aware test, Welch's t on the seed means with the variance of paired test-set resamples added
-(one-sided; ``significance.resamples`` resamples, 10,000 by default, from numpy's generator seeded
-``significance.seed``), and the paper's t-test, sentence-level with seeds pooled. A cell never averages runs of
+The markers are the seed-aware test, Welch's t on the seed means with the test set's variance shared by a system's
+runs added (one-sided; :mod:`sarnmt.sweep.seed_tests`; ``significance.seed_test=v_sent`` the test until issue 59,
+which the superseded mini8 scale keeps), and the paper's t-test, sentence-level with seeds pooled; the bootstrap
+columns of the CSV draw ``significance.resamples`` resamples (10,000 by default) from numpy's generator seeded
+``significance.seed``. A cell never averages runs of
 different code unless ``allow_mixed_code=true`` (off by default), which the footer then states.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
 from sarnmt.errors import UserError, reported
-from sarnmt.sweep import figure, render
+from sarnmt.sweep import figure, render, seed_tests
 from sarnmt.sweep.cells import Cell, TableSettings, compare, read_cells
 from sarnmt.sweep.records import write_atomic
 from sarnmt.sweep.seed_tests import Resampling
@@ -47,7 +50,9 @@ def render_tables(
     rows); the Markdown returned is then the table's own."""
     settings = settings or TableSettings()
     out = out or sys.stdout  # the stream of the call, not of the import (tests run the command in their process)
-    scale, options = load_scale(scale_name), (write, plot, out, wandb_settings, settings)
+    scale = load_scale(scale_name)
+    settings = replace(settings, seed_test=settings.seed_test or scale.seed_test)  # the scale's test unless given
+    options = (write, plot, out, wandb_settings, settings)
     rendered = {}
     for number in numbers:
         table = load_table(number)
@@ -93,7 +98,8 @@ def render_one(
         write_atomic(folder / f"{table.stem}.tex", render.latex(table, scale, cells, settings).encode())
         write_atomic(folder / f"{table.stem}.csv", render.csv_text(table, scale, cells, settings).encode())
         if plot:
-            figure.plot(table, scale, cells, folder / f"{table.stem}.png")
+            method = seed_tests.SEED_TESTS[settings.seed_test or "shared"]
+            figure.plot(table, scale, cells, folder / f"{table.stem}.png", method)
         print(f"written: {folder}/{table.stem}.{{md,tex,csv{',png' if plot else ''}}}", file=out)
     if wandb_settings is not None:
         log_wandb(table.stem, scale.name, render.csv_text(table, scale, cells, settings), text, wandb_settings)
@@ -146,7 +152,9 @@ def main(cfg: DictConfig) -> None:
             cfg.plot,
             wandb_settings=wandb_settings,
             settings=TableSettings(
-                Resampling(cfg.significance.resamples, cfg.significance.seed), allow_mixed_code=cfg.allow_mixed_code
+                Resampling(cfg.significance.resamples, cfg.significance.seed),
+                allow_mixed_code=cfg.allow_mixed_code,
+                seed_test=cfg.significance.get("seed_test"),
             ),
             baseline=cfg.baseline,
         )

@@ -20,15 +20,18 @@ in its cell and averaged, since the published mini records are such; an unpinned
 code (its code cannot be shown to be theirs), so such a cell is mixed code. A run from a checkout with uncommitted
 changes (``dirty``) is counted in its cell.
 
-**Convergence.** A run whose patience rule never fired (``stopped_early`` false: it ended at its epoch cap) or whose
-selected checkpoint is its last update (the step in ``selected_checkpoint.file``, ``...-step000900-...``, equal to
-``steps``) has not been shown to have stopped improving: it is **cap reached** (:func:`cap_reached`), averaged in
-its cell but flagged there and counted in the footer, never silently mixed with converged runs. A record without
-these fields (synthetic, or older than them) is not flagged.
+**How a run ended.** A run whose patience rule never fired (``stopped_early`` false: it ended at its epoch cap) or
+whose selected checkpoint is its last update (the step in ``selected_checkpoint.file``, ``...-step000900-...``,
+equal to ``steps``) has not been shown to have stopped improving: it is **cap reached** (:func:`cap_reached`),
+averaged in its cell but flagged there and counted in the footer, never silently mixed with runs the patience rule
+stopped (which the footer counts as **stopped by patience**, not as converged). A record without these fields
+(synthetic, or older than them) is not flagged.
 
-Scores are read for the column's test set and metric; significance (:mod:`sarnmt.sweep.seed_tests`) compares the cell's
-runs with the baseline row's runs of the same column: Welch's test on the seed means with the test set's resampling
-variance added, and the sentence-level tests with seeds pooled.
+Scores are read for the column's test set and metric; significance (:mod:`sarnmt.sweep.seed_tests`) compares the
+cell's runs with the baseline row's runs of the same column: Welch's test on the seed means with the test set's
+variance shared by a system's runs added, and the sentence-level tests with seeds pooled. A stale record's reason
+names the settings in which its config differs from the sweep's (:func:`config_difference`: a run in bf16 among
+fp32 ones says both precisions).
 """
 
 from __future__ import annotations
@@ -40,13 +43,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.errors import InputError
 from sarnmt.sweep import seed_tests, stats
+from sarnmt.sweep.formats import record_text
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import make_job, row_registry, seeds_of
 from sarnmt.sweep.records import RecordStatus, read_record, read_sentence_stats
 from sarnmt.sweep.spec import Column, Row, Scale, Table
+from sarnmt.utils.hash_view import hash_view
 
 log = logging.getLogger("sarnmt")
 
@@ -58,13 +64,20 @@ SCORE_TOLERANCE = 0.01
 
 @dataclass(frozen=True)
 class TableSettings:
-    """How a table is computed: the bootstrap's resamples and generator seed, and whether a cell may average runs
-    of different code (``allow_mixed_code``, never on by default; the footer states it where it was used)."""
+    """How a table is computed: the bootstrap's resamples and generator seed, whether a cell may average runs
+    of different code (``allow_mixed_code``, never on by default; the footer states it where it was used), and which
+    seed-aware test marks it (``seed_test``: None takes the scale's, :attr:`sarnmt.sweep.spec.Scale.seed_test`)."""
 
     resampling: seed_tests.Resampling = seed_tests.Resampling()
     allow_mixed_code: bool = False
+    seed_test: str | None = None  # shared or v_sent (seed_tests.SEED_TESTS); None: the scale's (shared but mini8)
 
     def __post_init__(self) -> None:
+        if self.seed_test is not None and self.seed_test not in seed_tests.SEED_TESTS:
+            raise InputError(
+                f"significance.seed_test={self.seed_test!r}: shared (the tables' test), v_sent (until issue 59) or "
+                "null (the scale's)"
+            )
         n = self.resampling.resamples
         if not isinstance(n, int) or isinstance(n, bool) or n < MIN_RESAMPLES:
             raise InputError(
@@ -216,16 +229,17 @@ def read_cells(table: Table, scale: Scale, results_dir: Path, settings: TableSet
     job_settings = JobSettings(runs_dir=Path("/nonexistent"), results_dir=results_dir)
     registry = row_registry([table])
     cells: dict[tuple[str, str], Cell] = {}
-    digests: dict[str, str] = {}
+    configs: dict[str, tuple[DictConfig, str]] = {}
     for row in table.rows:
         seeds = seeds_of(scale, registry[row.key])
         for column in table.columns:
             cell = Cell(row, column, len(seeds))
             for seed in seeds:
                 job = make_job(scale, column.pair, registry[row.key], seed)
-                if job.id not in digests:
-                    digests[job.id] = job_config(job, job_settings)[1]
-                _add_run(cell, read_record(job_settings.record_path(job), digests[job.id]), digests[job.id], scale)
+                if job.id not in configs:
+                    configs[job.id] = job_config(job, job_settings)
+                cfg, digest = configs[job.id]
+                _add_run(cell, read_record(job_settings.record_path(job), digest), digest, scale, cfg)
             if len({r.get("source_hash") or None for r in cell.records}) > 1:
                 if settings.allow_mixed_code:
                     cell.mixed_averaged = True
@@ -252,7 +266,7 @@ def compare(table: Table, read: dict[tuple[str, str], Cell], settings: TableSett
                 continue
             try:
                 cell.score.comparison = seed_tests.compare_cells(
-                    cell.stats, base.stats, column.metric, settings.resampling
+                    cell.stats, base.stats, column.metric, settings.resampling, settings.seed_test or "shared"
                 )
             except ValueError as err:  # runs on test sets of different sizes: the cell is shown without markers
                 log.warning("%s / %s: no significance test against the baseline: %s", row.key, column.key, err)
@@ -265,14 +279,42 @@ def cell_scores(cell: Cell) -> np.ndarray:
     return stats.corpus_scores(np.stack([s.sum(axis=0) for s in cell.stats]), cell.column.metric)
 
 
-def _add_run(cell: Cell, status: RecordStatus, digest: str, scale: Scale) -> None:
-    """Count one job's record in ``cell``: averaged, or stale, broken or corrupt with the reason."""
+def config_difference(record: dict, expected: DictConfig | None) -> str:
+    """What makes a record another config than the sweep's, in words: the hashed settings that differ, each with
+    both values (``trainer.precision bf16-mixed, the sweep's 32-true``; at most three, and how many more); empty
+    where the record keeps no config or none of them differs."""
+    if expected is None or not isinstance(record.get("config"), dict):
+        return ""
+    try:
+        theirs = _flat(hash_view(OmegaConf.create(record["config"])))
+    except Exception:  # a record is data from elsewhere: a config that does not parse says nothing
+        return ""
+    ours = _flat(hash_view(expected))
+    keys = [k for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]
+    shown = [f"{k} {record_text(str(theirs.get(k, 'unset')))}, the sweep's {ours.get(k, 'unset')}" for k in keys[:3]]
+    more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+    return "; it differs in " + "; ".join(shown) + more if shown else ""
+
+
+def _flat(node: object, prefix: str = "") -> dict[str, object]:
+    if not isinstance(node, dict):
+        return {prefix: node}
+    flat: dict[str, object] = {}
+    for key, value in node.items():
+        flat.update(_flat(value, f"{prefix}{key}."))
+    return {k.rstrip("."): v for k, v in flat.items()}
+
+
+def _add_run(cell: Cell, status: RecordStatus, digest: str, scale: Scale, expected: DictConfig | None = None) -> None:
+    """Count one job's record in ``cell``: averaged, or stale, broken or corrupt with the reason (a stale record's
+    names the settings in which it differs from the sweep's config, :func:`config_difference`: two precisions,
+    say)."""
     column = cell.column
     if status.state == "broken" and status.record is not None and not _sentences_path(status.path).is_file():
         if status.record.get("config_hash") != digest:  # another config's record: stale, whatever it lacks
             cell.stale.append(
                 f"record {status.path} has config hash {status.record.get('config_hash')}, the sweep's config gives "
-                f"{digest}"
+                f"{digest}" + config_difference(status.record, expected)
             )
             return
         cell.broken.append(
@@ -281,7 +323,7 @@ def _add_run(cell: Cell, status: RecordStatus, digest: str, scale: Scale) -> Non
         )
         return
     if status.state == "stale":
-        cell.stale.append(status.reason)
+        cell.stale.append(status.reason + config_difference(status.record or {}, expected))
     elif status.state == "broken":
         cell.broken.append(status.reason)
     elif status.state == "complete":

@@ -6,16 +6,18 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from sarnmt.sweep.render import markers
+from sarnmt.sweep.render import heading, markers
 from sarnmt.sweep.seed_tests import METHOD
 from sarnmt.sweep.spec import METRICS, Scale, Table
 
 AXIS_LABELS = {"ppl": "test perplexity (lower is better)"}
 
 
-def plot(table: Table, scale: Scale, cells: dict, path: Path) -> None:
+def plot(table: Table, scale: Scale, cells: dict, path: Path, method: str = METHOD) -> None:
     """One panel per column: every seed's score as a dot per row, the mean as a bar, the markers above, and the
-    seed-aware 95% interval of the difference drawn around the mean (or n/a)."""
+    seed-aware 95% interval of the difference drawn around the mean (or n/a); ``method`` names the seed-aware test
+    (:data:`sarnmt.sweep.seed_tests.SEED_TESTS`). A column is named by what ran where the scale says, the paper's
+    column in brackets."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -54,16 +56,18 @@ def plot(table: Table, scale: Scale, cells: dict, path: Path) -> None:
             low, high = min(values), max(values)
             pad = max(0.5, 0.15 * (high - low))
             ax.set_xlim(max(0.0, low - 3 * pad), high + pad)
-        ax.set_title(textwrap.fill(f"{column.label}: {scale.pairs[column.pair].label}", 38), fontsize=8)
+        ran = scale.ran(column.pair, column.test)
+        title = f"{ran} (paper: {column.label})" if ran else f"{column.label}: {scale.pairs[column.pair].label}"
+        ax.set_title(textwrap.fill(title, 38), fontsize=8)
         ax.set_xlabel(AXIS_LABELS.get(column.metric, METRICS[column.metric].split(" on ")[0]))
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(range(len(labels)), labels)
     axes[0][0].invert_yaxis()
     fig.suptitle(
-        f"{table.heading} — scale {scale.name}\n"
+        f"{heading(table, scale)} — scale {scale.name}\n"
         + textwrap.fill(
             "dots: seeds; bars: mean; whiskers: the baseline's mean + the 95% interval of the difference "
-            f"({METHOD}); † ‡ seed-aware test, * ** sentence-level t-test; one-sided",
+            f"({method}); † ‡ seed-aware test, * ** sentence-level t-test; one-sided",
             60 * len(table.columns) + (40 if len(table.columns) == 1 else 0),
             break_on_hyphens=False,
         ),

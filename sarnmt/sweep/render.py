@@ -16,9 +16,9 @@ gains (:mod:`sarnmt.sweep.footer`).
 
 from __future__ import annotations
 
-from sarnmt.sweep import formats, seed_tests
+from sarnmt.sweep import formats, power, seed_tests
 from sarnmt.sweep.cells import Cell, TableSettings
-from sarnmt.sweep.footer import DEFAULT, footer, is_lm, method_notes
+from sarnmt.sweep.footer import DEFAULT, footer, is_lm, method_notes, row_powers
 from sarnmt.sweep.formats import tex
 from sarnmt.sweep.spec import Scale, Table
 
@@ -145,13 +145,45 @@ def _paper(table: Table, row_key: str, column_key: str) -> str:
     return "–" if value is None else f"{value:.1f}" if value < 100 else str(value)
 
 
-def _head(table: Table, latex: bool = False) -> tuple[list[str], str]:
+def column_names(table: Table, scale: Scale, column) -> tuple[str, str]:
+    """A column's head and its paper column's: where the scale says what ran (a corpus standing in for the
+    paper's), the column is named by it, ``Multi30K En→De test2016``, and the paper's column by the paper's name,
+    ``paper: En-Zh``; else ``En-Zh (en_zh)`` and ``paper``."""
+    ran = scale.ran(column.pair, column.test)
+    return (ran, f"paper: {column.label}") if ran else (f"{column.label} ({column.pair})", "paper")
+
+
+def heading(table: Table, scale: Scale) -> str:
+    """The table's title, saying where columns are the same runs on other test sets (one experiment, not several):
+    ``...; Multi30K En→De test2016, test2017: the same runs on 2 test sets``."""
+    groups: dict[str, list] = {}
+    for column in table.columns:
+        groups.setdefault(scale.job_pair(column.pair), []).append(column)
+    notes = []
+    for pair, columns in groups.items():
+        if len(columns) < 2:
+            continue
+        splits = dict.fromkeys(scale.pairs[pair].tests[scale.job_test(c.pair, c.test)] for c in columns)
+        ran = scale.pairs[pair].ran
+        tests = [scale.pairs[pair].test_names.get(scale.job_test(c.pair, c.test)) for c in columns]
+        if ran and all(tests):  # Multi30K En→De test2016, test2017
+            names = f"{ran} " + ", ".join(dict.fromkeys(tests))
+        else:
+            names = ", ".join(dict.fromkeys(column_names(table, scale, c)[0].split(" (")[0] for c in columns))
+        sets = f"{len(splits)} test sets" if len(splits) > 1 else "one test set"
+        notes.append(f"{names}: the same runs on {sets}")
+    return table.heading + ("" if not notes else " (" + "; ".join(notes) + ")")
+
+
+def _head(table: Table, scale: Scale, latex: bool = False) -> tuple[list[str], str]:
     sized = (
         ([r"$|\Theta|$", "$d$"] if latex else ["|Θ|", "d"]) if is_lm(table) else ([r"$|\Theta|$"] if latex else ["|Θ|"])
     )
-    label = (lambda c: tex(c.label)) if latex else (lambda c: f"{c.label} ({c.pair})")
     delta = r"$\Delta$ [95\%]" if latex else "Δ [95%]"
-    head = ["Model" if latex else "model", *sized] + [h for c in table.columns for h in (label(c), delta, "paper")]
+    head = ["Model" if latex else "model", *sized]
+    for c in table.columns:
+        name, paper = column_names(table, scale, c)
+        head += [tex(name) if latex else name, delta, tex(paper) if latex else paper]
     return head, "l" + "r" * len(sized) + "lcr" * len(table.columns)
 
 
@@ -176,15 +208,15 @@ def _rows(table: Table, cells: dict, latex: bool = False) -> list[list[str]]:
 
 
 def markdown(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> str:
-    head, align = _head(table)
-    title = f"**{table.heading}** — scale `{scale.name}`"
+    head, align = _head(table, scale)
+    title = f"**{heading(table, scale)}** — scale `{scale.name}`"
     return formats.markdown(title, head, align, _rows(table, cells), footer(table, scale, cells, settings))
 
 
 def latex(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> str:
-    head, align = _head(table, latex=True)
-    notes = " ".join(tex(n) for n in method_notes(table, cells, settings))
-    caption = f"{tex(table.heading)} (sarnmt, scale {scale.name}). {_latex_markers(notes)}"
+    head, align = _head(table, scale, latex=True)
+    notes = " ".join(tex(n) for n in method_notes(table, cells, settings, scale))
+    caption = f"{tex(heading(table, scale))} (sarnmt, scale {scale.name}). {_latex_markers(notes)}"
     return formats.latex(align, head, _rows(table, cells, latex=True), caption)
 
 
@@ -226,6 +258,14 @@ CSV_HEADER = (
     "missing",
     "resamples",
     "generator_seed",
+    "ran",
+    "paper_column",
+    "p_seed_v_sent",
+    "power_detects",
+    "paper_delta",
+    "power_at_paper",
+    "p_at_paper",
+    "seeds_at_paper",
 )
 
 
@@ -234,12 +274,16 @@ def _number(value: float | None, digits: int = 4) -> str:
 
 
 def csv_text(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> str:
+    """One line per cell; the power columns (``power_detects`` ... ``seeds_at_paper``: :func:`footer.row_powers`)
+    are empty for a table rendered with the test until issue 59 (mini8), whose power line is the old one."""
     rows = []
+    powers = {} if (settings.seed_test or "shared") == "v_sent" else row_powers(table, cells)
     for row in table.rows:
         for column in table.columns:
             cell = cells[row.key, column.key]
             s = cell.score
             c = s.comparison if s else None
+            found = powers.get((row.key, column.key))
             rows.append(
                 [
                     table.number,
@@ -260,7 +304,7 @@ def csv_text(table: Table, scale: Scale, cells: dict, settings: TableSettings = 
                     _number(c.high if c else None),
                     _number(c.p_seed if c else None, 6),
                     _number(c.df if c else None, 2),
-                    "" if c is None else c.seed_test_note or seed_tests.METHOD,
+                    "" if c is None else c.seed_test_note or seed_tests.SEED_TESTS[settings.seed_test or "shared"],
                     _number(c.p_two_level if c else None, 6),
                     _number(c.p_t_test if c else None, 6),
                     _number(c.p_sentence if c else None, 6),
@@ -279,6 +323,14 @@ def csv_text(table: Table, scale: Scale, cells: dict, settings: TableSettings = 
                     cell.missing,
                     settings.resampling.resamples,
                     settings.resampling.seed,
+                    scale.ran(column.pair, column.test) or "",
+                    column.label,
+                    _number(c.p_v_sent if c else None, 6),
+                    _number(found.detects if found else None),
+                    _number(found.paper if found else None, 2),
+                    _number(found.power if found else None),
+                    _number(found.p if found else None, 6),
+                    "" if found is None or found.paper is None else found.seeds or f">{power.MAX_SEEDS}",
                 ]
             )
     return formats.csv_text(CSV_HEADER, rows)

@@ -109,7 +109,9 @@ class Table:
 class Pair:
     """A language pair at a scale: the corpus that stands for it and its test sets (logical test name, e.g.
     ``nt14`` → split of the corpus, e.g. ``test``). With ``same_as``, the pair's jobs are another pair's (trained
-    once for both) and ``tests`` maps its test names to that pair's test names instead."""
+    once for both) and ``tests`` maps its test names to that pair's test names instead. ``ran``: where a corpus
+    stands in for the paper's, what ran (corpus and direction, ``Multi30K En→De``), and ``test_names`` each test
+    set's own name (``nt14: test2016``): the tables name such a column by them, the paper's column apart."""
 
     key: str
     label: str
@@ -117,6 +119,8 @@ class Pair:
     tests: dict[str, str]
     note: str = ""
     same_as: str | None = None
+    ran: str = ""
+    test_names: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,8 @@ class Scale:
     hardware: str = ""
     lm_train: tuple[str, ...] | None = None
     lm_description: str = ""
+    data_order: str = "fixed"  # "per_seed": each translation job's batch order seeded by its seed (data.order_seed)
+    seed_test: str = "shared"  # the seed-aware test its tables are rendered with (superseded mini8: "v_sent")
 
     def describe(self, task: str) -> str:
         return self.lm_description if task == "lm" and self.lm_description else self.description
@@ -154,6 +160,14 @@ class Scale:
         if test not in p.tests:
             raise SpecError(f"{self.path}: pair {pair} has no test set {test!r}; its test sets: {sorted(p.tests)}")
         return p.tests[test] if p.same_as else test
+
+    def ran(self, pair: str, test: str) -> str | None:
+        """What ran for ``pair``'s test set ``test`` where a corpus stands in for the paper's: ``Multi30K En→De
+        test2016`` (the corpus and direction of the pair whose jobs serve it, and the test set's own name); None
+        where the scale does not say (its columns keep the paper's names)."""
+        runs = self.pairs[self.job_pair(pair)]
+        name = runs.test_names.get(self.job_test(pair, test))
+        return f"{runs.ran} {name}" if runs.ran and name else None
 
 
 def _load_yaml(path: Path, what: str, valid: list[str]) -> DictConfig:
@@ -288,11 +302,24 @@ def load_scale(name: str, scales_dir: Path = SCALES_DIR) -> Scale:
     pairs = {}
     for key, item in _get(node, "pairs", str(path)).items():
         where = f"{path}: pairs.{key}"
-        if not isinstance(item, dict) or set(item) - {"label", "train", "tests", "note", "same_as"}:
-            raise SpecError(f"{where}: expected the keys label, train, tests, note, same_as; got {item!r}")
+        if not isinstance(item, dict) or set(item) - {
+            "label",
+            "train",
+            "tests",
+            "note",
+            "same_as",
+            "ran",
+            "test_names",
+        }:
+            raise SpecError(
+                f"{where}: expected the keys label, train, tests, note, same_as, ran, test_names; got {item!r}"
+            )
         tests = item.get("tests")
         if not isinstance(tests, dict) or not tests:
             raise SpecError(f"{where}.tests: expected a mapping of test name to split")
+        names = item.get("test_names") or {}
+        if not isinstance(names, dict) or set(names) - set(tests):
+            raise SpecError(f"{where}.test_names: expected a mapping of the pair's test names to their own names")
         if item.get("same_as"):
             pairs[key] = Pair(
                 key,
@@ -309,7 +336,15 @@ def load_scale(name: str, scales_dir: Path = SCALES_DIR) -> Scale:
             _strings(item.get("train"), f"{where}.train"),
             {str(k): str(v) for k, v in tests.items()},
             str(item.get("note", "")),
+            ran=str(item.get("ran", "")),
+            test_names={str(k): str(v) for k, v in names.items()},
         )
+    data_order = str(node.get("data_order", "fixed"))
+    if data_order not in ("fixed", "per_seed"):
+        raise SpecError(f"{path}: data_order {data_order!r}: fixed (one batch order for every seed) or per_seed")
+    seed_test = str(node.get("seed_test", "shared"))
+    if seed_test not in ("shared", "v_sent"):
+        raise SpecError(f"{path}: seed_test {seed_test!r}: shared (the tables' test) or v_sent (until issue 59)")
     return Scale(
         name,
         str(node.get("description", "")),
@@ -320,4 +355,6 @@ def load_scale(name: str, scales_dir: Path = SCALES_DIR) -> Scale:
         str(node.get("hardware", "")),
         _strings(_get(node, "lm_train", str(path)), f"{path}: lm_train") if node.get("lm_train") is not None else None,
         str(node.get("lm_description", "")),
+        data_order,
+        seed_test,
     )
