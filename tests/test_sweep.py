@@ -31,7 +31,7 @@ from sarnmt.sweep import code as code_module
 from sarnmt.sweep import stats
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.launch import SweepError
-from sarnmt.sweep.plan import job_from_id, plan_jobs
+from sarnmt.sweep.plan import job_from_id, make_job, plan_jobs
 from sarnmt.sweep.records import config_hash, gzip_bytes, read_record, write_atomic, write_json
 from sarnmt.sweep.spec import SCALES_DIR, TABLES_DIR, SpecError, load_scale, load_table
 from sarnmt.utils.compose import compose, specs_dir
@@ -218,6 +218,38 @@ def test_the_committed_mini_records_keep_their_hashes(name):
         record = json.loads(path.read_text())
         job = dataclasses.replace(job_from_id(scale, record["job"]), train=tuple(record["overrides"]))
         assert job_config(job, JobSettings(Path("/a"), Path("/b")))[1] == record["config_hash"], path.name
+
+
+def test_data_order_per_seed_gives_each_seed_its_own_batch_order_and_fixed_one_for_all():
+    """A scale's ``data_order``: ``fixed`` (every scale's, so that the published columns stay one experiment): two
+    seeds of a job train on the same batches in the same order, and their configs hold no order seed (their hashes
+    are the records'); ``per_seed``: each job's ``data.order_seed`` is its seed, and two seeds' batch orders differ,
+    on the same corpus. A language model's job reads one stream in corpus order and is left as it is."""
+    from hydra.utils import instantiate
+
+    smoke, row = load_scale("smoke"), load_table(3).row("baseline")
+    settings = JobSettings(Path("/a"), Path("/b"))
+    orders = {}
+    for data_order in ("fixed", "per_seed"):
+        scale = dataclasses.replace(smoke, data_order=data_order)
+        batches = []
+        for seed in (1, 2):
+            job = make_job(scale, "en_de", row, seed, extra=("data.n_train=300", "data.n_dev=5", "data.n_test=5"))
+            cfg = job_config(job, settings)[0]
+            assert cfg.data.order_seed == (seed if data_order == "per_seed" else None)
+            module = instantiate(cfg.data)
+            module.setup("fit")
+            batches.append(([b.ids.tolist() for b in module.train_dataloader()], module.references("train")))
+        orders[data_order] = batches
+    (fixed_1, corpus), (fixed_2, corpus_2) = orders["fixed"]
+    (seeded_1, corpus_3), (seeded_2, _) = orders["per_seed"]
+    assert corpus == corpus_2 == corpus_3  # the toy corpus's own seed (data.seed) is left alone
+    assert fixed_1 == fixed_2 and seeded_1 != seeded_2
+    assert sorted(i for b in seeded_1 for i in b) == sorted(i for b in seeded_2 for i in b)  # the same examples
+    lm = load_table(6).rows[0]
+    assert not any(
+        "order_seed" in o for o in make_job(dataclasses.replace(smoke, data_order="per_seed"), "lm_text", lm, 2).train
+    )
 
 
 # --- the smoke sweep -----------------------------------------------------------------------------------------------

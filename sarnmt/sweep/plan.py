@@ -65,7 +65,9 @@ def make_job(
 ) -> Job:
     p = scale.pairs[scale.job_pair(pair)]
     sized = row.by_scale.get(scale.name, ())
-    train = (*scale.train_for(row.task), *p.train, *row.train, *sized, f"seed={seed}", *extra)
+    # data_order: per_seed gives each seed its own batch order (a language model reads one stream in corpus order)
+    order = (f"data.order_seed={seed}",) if scale.data_order == "per_seed" and row.task == "translation" else ()
+    train = (*scale.train_for(row.task), *p.train, *row.train, *sized, f"seed={seed}", *order, *extra)
     return Job(scale.name, p.key, row.key, seed, train, dict(p.tests), tuple(tables), row.task)
 
 

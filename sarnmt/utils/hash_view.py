@@ -37,7 +37,7 @@ HASHED = (
 )
 # keys added after records were first written, at the value that gives the behaviour from before they existed: left
 # out of the hash at that value, so the records written before them stay current (any other value is hashed)
-HASH_NEUTRAL = {("decoding", "min_len"): 0, ("decoding", "batch_tokens"): None}
+HASH_NEUTRAL = {("decoding", "min_len"): 0, ("decoding", "batch_tokens"): None, ("data", "order_seed"): None}
 # classes that moved to another module after records were first written: new dotted path -> the path the records were
 # hashed with. A moved class trains the same thing, so every ``_target_`` of the hash view is hashed under its first
 # path and the records written before the move stay current; so do the run identities stored in checkpoints

@@ -40,6 +40,7 @@ class ToyDataModule(TranslationDataModule):
         eval_batch_size: int,
         num_workers: int = 0,
         maxi_batch: int = 0,
+        order_seed: int | None = None,
     ) -> None:
         super().__init__(
             max_len=max_len,
@@ -49,6 +50,7 @@ class ToyDataModule(TranslationDataModule):
             maxi_batch=maxi_batch,
             seed=seed,
             max_sentences=max_sentences,
+            order_seed=order_seed,
         )
         if n_train < 1 or n_dev < 1 or n_test < 0:
             sizes = (n_train, n_dev, n_test)
@@ -95,6 +97,7 @@ class FilesDataModule(TranslationDataModule):
         num_workers: int = 0,
         seed: int = 1234,
         maxi_batch: int = 0,
+        order_seed: int | None = None,
     ) -> None:
         super().__init__(
             max_len=max_len,
@@ -104,6 +107,7 @@ class FilesDataModule(TranslationDataModule):
             maxi_batch=maxi_batch,
             seed=seed,
             max_sentences=max_sentences,
+            order_seed=order_seed,
         )
         if (test_src is None) != (test_tgt is None):
             raise ValueError(f"FilesDataModule: give both test files or neither: {test_src=} {test_tgt=}")

@@ -58,6 +58,7 @@ class CorpusDataModule(TranslationDataModule):
         num_workers: int = 0,
         seed: int = 1234,
         maxi_batch: int = 0,
+        order_seed: int | None = None,
     ) -> None:
         super().__init__(
             max_len=max_len,
@@ -67,6 +68,7 @@ class CorpusDataModule(TranslationDataModule):
             maxi_batch=maxi_batch,
             seed=seed,
             max_sentences=max_sentences,
+            order_seed=order_seed,
         )
         self.corpus = get_corpus(corpus)
         self.name = corpus

@@ -76,7 +76,10 @@ class TranslationDataModule(EpochPosition, L.LightningDataModule):
     :param eval_batch_size: sentences per validation/test batch.
     :param num_workers: DataLoader worker processes.
     :param maxi_batch: sorting window of the training sampler in batches (0: sort the whole split).
-    :param seed: seed of the training shuffles.
+    :param seed: seed of the training shuffles (and, for the toy corpus, of the corpus itself).
+    :param order_seed: seed of the training shuffles when given (``data.order_seed``; a sweep at a scale with
+        ``data_order: per_seed`` sets it to the job's seed, so that each seed trains on its own batch order);
+        None: ``seed``, one batch order for every run of a config.
     """
 
     name = "base"
@@ -91,6 +94,7 @@ class TranslationDataModule(EpochPosition, L.LightningDataModule):
         maxi_batch: int,
         seed: int,
         max_sentences: int | None = None,
+        order_seed: int | None = None,
     ) -> None:
         super().__init__()
         positive = {
@@ -109,6 +113,7 @@ class TranslationDataModule(EpochPosition, L.LightningDataModule):
         self.max_len, self.max_tokens, self.eval_batch_size = max_len, max_tokens, eval_batch_size
         self.max_sentences = max_sentences
         self.num_workers, self.maxi_batch, self.seed = num_workers, maxi_batch, seed
+        self.order_seed = order_seed
         self.src_codec: TextCodec | None = None
         self.tgt_codec: TextCodec | None = None
         self.joint = False
@@ -259,7 +264,7 @@ class TranslationDataModule(EpochPosition, L.LightningDataModule):
             [len(t) for t in data.tgt],
             max_tokens=self.max_tokens,
             shuffle=True,
-            seed=self.seed,
+            seed=self.seed if self.order_seed is None else self.order_seed,
             maxi_batch=self.maxi_batch,
             num_replicas=world,
             rank=rank,
