@@ -77,7 +77,7 @@ METRIC = "bleu_tok"
 LEVELS = (0.05, 0.01)
 SIZES = ((3, 3), (3, 5), (5, 5))
 REAL_SIZES = ((3, 3), (5, 5))
-REAL_CELLS = 10_000
+REAL_CELLS = 40_000
 BLOCK = 250  # model cells drawn at once: memory ~ BLOCK x runs x sentences x 8 bytes a side
 # the committed records of the real regimes: sweeps/results/mini/records of a checkout
 RECORDS = Path(__file__).resolve().parents[2] / "sweeps" / "results" / "mini" / "records"
