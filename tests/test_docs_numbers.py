@@ -1,5 +1,6 @@
-"""The numbers that ``docs/reproducing.md`` quotes are the committed tables' (``sweeps/results/*/tables/*.csv``),
-or, in a table of single runs, their records' (``sweeps/results/*/records/*.json``; the comment before ``RECORDS``).
+"""The numbers that ``docs/reproducing.md`` and the README quote are the committed tables' (``sweeps/results/*/tables/
+*.csv``), or, in a table of single runs, their records' (``sweeps/results/*/records/*.json``; the comment before
+``RECORDS``).
 
 A markdown table in the docs that quotes the tables is preceded by a comment naming its source::
 
@@ -13,6 +14,14 @@ difference with the baseline with its 95% interval (empty for the baseline; ``Δ
 the baseline has one run), or ``–`` and an empty cell where the table has no such cell. The text after such a
 table, up to the next heading or quoting table, may say "the smallest p_seed is X" and "No row is marked": both are
 checked against the same cells. A failing check prints the row as the tables give it.
+
+A table that quotes what the runs can detect (the footers' simulated power, the CSV's power columns) is preceded by
+
+    <!-- power from the tables: scale mini; rows mean_residual self_attentive_content; columns table1/en_zh -->
+
+and has, per row, the row's label, its runs against the baseline's (``5 v 5``), then per named column five cells:
+the true Δ detected with power 0.8, the paper's Δ, the power at it, the seeds a side for power 0.8 at it and p,
+the probability of the observed Δ under it (``–`` for the last four where the paper has no gain over the baseline).
 """
 
 from __future__ import annotations
@@ -27,21 +36,27 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "reproducing.md"
+README = ROOT / "README.md"
 SOURCE = re.compile(r"<!-- from the tables: scale (\w+); rows ([\w ]+); columns ([\w/ .-]+) -->")
+POWER = re.compile(r"<!-- power from the tables: scale (\w+); rows ([\w ]+); columns ([\w/ .-]+) -->")
 
 
-def quoted_tables() -> list[tuple[str, list[str], list[str], list[list[str]], str]]:
-    """Each quoting table of the page: (scale, row keys, columns, its body rows' cells, the text after it)."""
-    text = DOC.read_text(encoding="utf-8")
+def quoted_tables(
+    pattern: re.Pattern = SOURCE,
+) -> list[tuple[str, list[str], list[str], list[list[str]], str, Path]]:
+    """Each quoting table of the pages: (scale, row keys, columns, its body rows' cells, the text after it, the
+    page)."""
     found = []
-    for match in SOURCE.finditer(text):
-        scale, rows, columns = match.group(1), match.group(2).split(), match.group(3).split()
-        lines = text[match.end() :].lstrip("\n").splitlines()
-        table = list(itertools.takewhile(lambda line: line.startswith("|"), lines))
-        rest = "\n".join(lines[len(table) :])
-        after = re.split(r"\n#+ |<!-- from the tables", rest, maxsplit=1)[0]
-        body = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table[2:]]
-        found.append((scale, rows, columns, body, after))
+    for doc in (DOC, README):
+        text = doc.read_text(encoding="utf-8")
+        for match in pattern.finditer(text):
+            scale, rows, columns = match.group(1), match.group(2).split(), match.group(3).split()
+            lines = text[match.end() :].lstrip("\n").splitlines()
+            table = list(itertools.takewhile(lambda line: line.startswith("|"), lines))
+            rest = "\n".join(lines[len(table) :])
+            after = re.split(r"\n#+ |<!-- from the tables|<!-- power from the tables", rest, maxsplit=1)[0]
+            body = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table[2:]]
+            found.append((scale, rows, columns, body, after, doc))
     return found
 
 
@@ -78,16 +93,19 @@ def source_cells(scale: str, rows: list[str], columns: list[str]) -> dict[str, l
 
 
 QUOTED = quoted_tables()
+POWERS = quoted_tables(POWER)
 
 
-def test_the_page_quotes_the_tables():
-    assert QUOTED, f"{DOC}: no table says where its numbers come from (<!-- from the tables: ... -->)"
+def test_the_pages_quote_the_tables():
+    for doc in (DOC, README):
+        assert any(q[5] == doc for q in QUOTED), f"{doc}: no table says where its numbers come from"
+        assert any(q[5] == doc for q in POWERS), f"{doc}: no table quotes the simulated power (<!-- power ...)"
 
 
 @pytest.mark.parametrize("index", range(len(QUOTED)))
 def test_each_quoted_row_is_the_tables(index):
-    scale, rows, columns, body, _ = QUOTED[index]
-    assert len(body) == len(rows), f"{DOC}: table {index + 1} has {len(body)} rows, its comment names {len(rows)}"
+    scale, rows, columns, body, _, doc = QUOTED[index]
+    assert len(body) == len(rows), f"{doc}: table {index + 1} has {len(body)} rows, its comment names {len(rows)}"
     table = source_cells(scale, rows, columns)
     for row, cells in zip(rows, body, strict=True):
         sources = table[row]
@@ -95,12 +113,51 @@ def test_each_quoted_row_is_the_tables(index):
         expected = [cells[0], " / ".join(seeds) or "0"]  # "5 / 3" where the columns' cells have different seeds
         for cell in sources:
             expected += expected_cells(cell)
-        assert cells == expected, f"{DOC}: row {row} should read | " + " | ".join(expected) + " |"
+        assert cells == expected, f"{doc}: row {row} should read | " + " | ".join(expected) + " |"
+
+
+def _p(value: float) -> str:
+    """A p as the footers print it (:func:`sarnmt.sweep.footer._p`)."""
+    return "< 0.001" if value < 0.001 else f"{value:.3f}" if value < 0.01 else f"{value:.2f}"
+
+
+def power_cells(cell: dict[str, str]) -> list[str]:
+    """The five docs cells of one cell's simulated power."""
+    if not cell["paper_delta"]:
+        return [f"{float(cell['power_detects']):+.2f}", "–", "–", "–", "–"]
+    return [
+        f"{float(cell['power_detects']):+.2f}",
+        f"{float(cell['paper_delta']):+.1f}",
+        f"{float(cell['power_at_paper']):.2f}",
+        cell["seeds_at_paper"],
+        _p(float(cell["p_at_paper"])),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(POWERS)))
+def test_each_quoted_power_is_the_tables(index):
+    scale, rows, columns, body, _, doc = POWERS[index]
+    assert len(body) == len(rows), f"{doc}: power table {index + 1} has {len(body)} rows for {len(rows)}"
+    table = source_cells(scale, rows, columns)
+    for row, cells in zip(rows, body, strict=True):
+        sources = table[row]
+        assert all(cell is not None and cell["power_detects"] for cell in sources), f"{doc}: {row} has no power"
+        runs = {cell["n"] for cell in sources}
+        bases = {
+            tables_cell["n"]
+            for name, column in (c.split("/") for c in columns)
+            for key, tables_cell in table_cells(scale, name).items()
+            if key[1] == column and not tables_cell["diff"] and tables_cell["n"] not in ("", "0")
+        }
+        expected = [cells[0], " / ".join(f"{n} v {b}" for n in sorted(runs) for b in sorted(bases))]
+        for cell in sources:
+            expected += power_cells(cell)
+        assert cells == expected, f"{doc}: row {row} should read | " + " | ".join(expected) + " |"
 
 
 @pytest.mark.parametrize("index", range(len(QUOTED)))
 def test_the_text_after_a_table_states_its_markers(index):
-    scale, rows, columns, _, after = QUOTED[index]
+    scale, rows, columns, _, after, doc = QUOTED[index]
     p_values = [
         float(cell["p_seed"])
         for cells in source_cells(scale, rows, columns).values()
@@ -110,9 +167,9 @@ def test_the_text_after_a_table_states_its_markers(index):
     said = re.search(r"smallest p_seed is ([0-9.]+)", after)
     if said:
         smallest = f"{min(p_values):.2f}" if p_values else "none"
-        assert smallest == said.group(1), f"{DOC}: the smallest p_seed is {smallest}"
+        assert smallest == said.group(1), f"{doc}: the smallest p_seed is {smallest}"
     if "No row is marked" in after:
-        assert all(p >= 0.05 for p in p_values), f"{DOC}: a row is marked (p_seed {min(p_values):.3f})"
+        assert all(p >= 0.05 for p in p_values), f"{doc}: a row is marked (p_seed {min(p_values):.3f})"
 
 
 # A table of single runs quotes their records instead: its comment names each row's record as folder:job (the
