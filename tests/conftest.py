@@ -152,6 +152,8 @@ SLOW = {
             "test_the_tables_command_counts_a_nan_record_and_refuses_too_few_resamples_in_one_line",
             "test_baseline_compares_every_row_with_another_row_in_files_of_their_own",
             "test_a_recorded_score_within_a_hundredth_of_its_statistics_is_counted",
+            "test_a_run_of_another_precision_is_refused_in_one_line_naming_both",
+            "test_the_superseded_mini8_tables_render_as_published",
         )
     },
     "test_train.py": {

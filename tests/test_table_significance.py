@@ -586,3 +586,20 @@ def test_the_footers_links_are_headings_of_the_docs():
     }
     for link in (footer.CALIBRATION, footer.POWER_DOCS, footer.DEVIATIONS):
         assert link.startswith("docs/reproducing.md#") and link.split("#")[1] in slugs, link
+
+
+def test_the_superseded_mini8_tables_render_as_published(tmp_path):
+    """The superseded mini8 records stay where they are and render with the test they were published with (the
+    scale's ``seed_test: v_sent``): every cell of the committed CSV, p and interval included, comes out again."""
+    import csv
+    import shutil
+
+    root = Path(__file__).resolve().parents[1] / "sweeps" / "results" / "mini8"
+    shutil.copytree(root / "records", tmp_path / "records")
+    render_tables([6], "mini8", tmp_path, plot=False, out=open(os.devnull, "w"))
+    for name in ("table6.csv", "table6.vs-lm_4gram.csv"):
+        published = list(csv.DictReader((root / "tables" / name).open(encoding="utf-8")))
+        again = list(csv.DictReader((tmp_path / "tables" / name).open(encoding="utf-8")))
+        assert len(again) == len(published)
+        for new, old in zip(again, published, strict=True):
+            assert {k: new[k] for k in old if k != "commits"} == {k: v for k, v in old.items() if k != "commits"}
