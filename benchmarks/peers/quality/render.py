@@ -238,7 +238,7 @@ def figure(by_system: dict[str, list[dict[str, Any]]], path: Path, note: str = "
     title = "Multi30K En→De dev BLEU against wall time (circle: the selected checkpoint)"
     ax.set_title(title + (f"\n{note}" if note else ""), fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=9, title="one line per seed", title_fontsize=8)
+    ax.legend(loc="best", fontsize=9, title="one line per seed", title_fontsize=8)
     fig.text(
         0.01,
         0.01,

@@ -232,8 +232,11 @@ class Folder:
         return out
 
 
-def attempt_seconds(attempt: dict[str, Any]) -> float:
-    end = attempt.get("end") or attempt.get("last_seen") or attempt["start"]
+def attempt_seconds(attempt: dict[str, Any], events: list[dict[str, Any]] = ()) -> float:
+    """How long an attempt ran: to its end, or for a killed one to its last sign of life (the heartbeat, or a later
+    log line)."""
+    seen = [e["t"] for e in events if e.get("attempt") == attempt["n"]]
+    end = attempt.get("end") or max([attempt.get("last_seen") or attempt["start"], *seen])
     return max(0.0, end - attempt["start"])
 
 
@@ -244,7 +247,7 @@ def series(attempts: list[dict[str, Any]], events: list[dict[str, Any]]) -> list
     offsets, total = {}, 0.0
     for a in attempts:
         offsets[a["n"]] = (a["start"], total)
-        total += attempt_seconds(a)
+        total += attempt_seconds(a, events)
     resumed = {a["n"]: a.get("resumed_from") for a in attempts}
     for e in events:  # fairseq says its resume update in its log
         if e["kind"] == "resumed" and e.get("step") is not None:
@@ -270,7 +273,7 @@ def series(attempts: list[dict[str, Any]], events: list[dict[str, Any]]) -> list
 # --------------------------------------------------------------------------------------------------------- train
 
 
-def train(job: Job, folder: Folder, echo) -> dict[str, Any]:
+def train(job: Job, folder: Folder, echo, scorer: Scorer | None = None) -> dict[str, Any]:
     """Train to the end (resuming), then write and return ``fit.json``."""
     fit_path = folder.path / "fit.json"
     if fit_path.is_file():
@@ -300,7 +303,8 @@ def train(job: Job, folder: Folder, echo) -> dict[str, Any]:
     }
     attempts.append(attempt)
     folder.save_attempts(attempts)
-    echo(f"{job.id}: training, attempt {n}" + (f", resuming from update {resume[0]}" if resume else ""))
+    where = "" if not resume else f", resuming from update {resume[0]}" if resume[0] >= 0 else f", resuming {resume[1]}"
+    echo(f"{job.id}: training, attempt {n}{where}")
     done = threading.Event()
 
     def heartbeat() -> None:
@@ -332,15 +336,20 @@ def train(job: Job, folder: Folder, echo) -> dict[str, Any]:
     events = folder.events()
     if not any(e["kind"] == "end" and e["attempt"] == n for e in events):
         raise JobFailed(f"{job.id}: training exited 0 without saying it ended (log {log}):\n{tail(log)}")
-    fit = summarise(job, attempts, events)
+    fit = summarise(job, attempts, events, scorer)
     write_json(fit_path, fit)
     return fit
 
 
-def summarise(job: Job, attempts: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise(
+    job: Job, attempts: list[dict[str, Any]], events: list[dict[str, Any]], scorer: Scorer | None = None
+) -> dict[str, Any]:
     points = series(attempts, events)
     if not points:
         raise JobFailed(f"{job.id}: training ended without a validation")
+    for point in points:
+        if point["dev_bleu"] is None and scorer is not None:
+            point["dev_bleu"] = job.system.dev_bleu(job, point, scorer)
     valid = {p["update"]: p["dev_loss"] for p in points}
     step, checkpoint = job.system.selected(job, valid)
     at = next((p for p in points if p["update"] == step), None)
@@ -360,7 +369,7 @@ def summarise(job: Job, attempts: list[dict[str, Any]], events: list[dict[str, A
         "selected_update": step,
         "selected_checkpoint": str(checkpoint),
         "wall_to_selected_s": at["wall_s"],
-        "wall_total_s": round(sum(attempt_seconds(a) for a in attempts), 1),
+        "wall_total_s": round(sum(attempt_seconds(a, events) for a in attempts), 1),
         "stopped": "early stopping on dev"
         if early
         else ("update limit of the scale" if job.scale.max_updates else "epoch limit"),
@@ -494,7 +503,7 @@ def run_job(job: Job, manifest: dict[str, Any], results: Path, scorer: Scorer, e
         except BlockingIOError as err:
             raise JobFailed(f"{job.id}: another driver runs this job now ({lock_path} is locked)") from err
         folder.claim(ident, echo)
-        fit = train(job, folder, echo)
+        fit = train(job, folder, echo, scorer)
         echo(
             f"{job.id}: trained {fit['updates']} updates in {fit['wall_total_s']:.0f} s; selected update "
             f"{fit['selected_update']} at {fit['wall_to_selected_s']:.0f} s ({fit['stopped']})"

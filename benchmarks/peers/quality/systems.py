@@ -139,6 +139,10 @@ class System:
     def on_event(self, job: Job, event: Event) -> None:
         """Housekeeping after an event (pruning checkpoints the tool would otherwise keep)."""
 
+    def dev_bleu(self, job: Job, point: dict[str, Any], scorer: Any) -> float | None:
+        """Dev BLEU of a validation whose log line had none (from the tool's dev output), or None."""
+        return None
+
 
 def first_or_last_min(valid: dict[int, float], tie: str) -> int:
     best = min(valid.values())
@@ -462,6 +466,14 @@ class JoeyNMT(System):
         for path in folder.glob("*.ckpt"):
             if path.stem.isdigit() and int(path.stem) not in keep and not path.is_symlink():
                 path.unlink(missing_ok=True)
+
+    def dev_bleu(self, job: Job, point: dict[str, Any], scorer: Any) -> float | None:
+        """JoeyNMT's own dev BLEU is over BPE pieces (its text is words to it): tokenised BLEU of the validation's
+        ``<update>.hyps`` (greedy dev output) instead, BPE merged, against the tokenised references."""
+        hyps = self.model_dir(job, point["attempt"]) / f"{point['update']}.hyps"
+        if not hyps.is_file():
+            return None
+        return round(scorer.dev_bleu_tok(hyps.read_text(encoding="utf-8").split("\n")[:-1]), 2)
 
     def selected(self, job: Job, valid: dict[int, float]) -> tuple[int, Path]:
         step = first_or_last_min(valid, self.tie)
