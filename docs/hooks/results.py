@@ -272,6 +272,23 @@ def _pilot_page(folder: Path) -> None:
     _titles.append(("The mini scale's dropout pilot", uri))
 
 
+def _peers_page(folder: Path) -> None:
+    """The quality comparison beside JoeyNMT and fairseq (``python -m benchmarks.peers.quality render``): its README,
+    the figure shown from this site's copy."""
+    readme = folder / "README.md"
+    if not readme.exists():
+        return
+    figure = folder / "dev_bleu_vs_time.png"
+    text = _read(readme)
+    if figure.exists():  # the README shows it beside itself; the site, from its copy
+        shown = _image("results", figure, "dev BLEU against wall time").rstrip("\n")
+        text = text.replace(f"![dev BLEU against wall time]({figure.name})", shown)
+    first, _, rest = text.partition("\n")
+    uri = "results/peers-quality.md"
+    _pages[uri] = "\n".join([first, "", _source_note([folder]), rest])
+    _titles.append(("Beside JoeyNMT and fairseq", uri))
+
+
 def _index() -> None:
     lines = [
         "# Results\n",
@@ -299,6 +316,7 @@ def _build() -> None:
         if (RESULTS / "bench").is_dir():
             _bench_page(RESULTS / "bench")
         _pilot_page(RESULTS / "mini-pilot")
+        _peers_page(RESULTS / "peers-quality")
     _index()
 
 
