@@ -1,5 +1,5 @@
 """sarnmt's baseline beside JoeyNMT 2.3.0 and fairseq 0.12's LSTM on Multi30K En->De: BLEU and time to BLEU
-(issue 60; ``make peers-quality``, docs/peers-quality.md).
+(``make peers-quality``, docs/peers-quality.md).
 
 - :mod:`~benchmarks.peers.quality.data`: the text every system trains on, exported from sarnmt's own pipeline;
 - :mod:`~benchmarks.peers.quality.systems`: each system's config, commands and log reading;
