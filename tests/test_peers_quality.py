@@ -311,6 +311,9 @@ def test_a_complete_run_leaves_a_record_with_the_series_and_the_selected_update(
     assert [p["update"] for p in record["series"]] == [10, 20, 30, 40]
     walls = [p["wall_s"] for p in record["series"]]
     assert walls == sorted(walls) and record["training"]["wall_to_selected_s"] == walls[1]
+    cpus = [p["cpu_s"] for p in record["series"]]
+    assert all(c is not None for c in cpus) and cpus == sorted(cpus)  # the child's CPU seconds, from /proc
+    assert record["training"]["cpu_to_selected_s"] == cpus[1] <= record["training"]["cpu_total_s"]
     assert record["training"]["attempts"] == 1 and record["tests"]["test2016"]["bleu"]["score"] == 100.0
     assert record["machine"]["threads_per_job"] == 1 and "commit" in record["harness"]
     assert runner.run_job(job, manifest, results, scorer, echo=lambda m: None) == record  # complete: skipped
@@ -347,6 +350,34 @@ def test_a_killed_run_leaves_no_record_then_resumes_into_one_run(fake):
     walls = [p["wall_s"] for p in record["series"]]
     assert walls == sorted(walls)
     assert record["training"]["wall_total_s"] >= walls[-1]
+    cpus = [p["cpu_s"] for p in record["series"]]
+    assert cpus == sorted(cpus) and record["training"]["cpu_total_s"] >= cpus[-1]
+
+
+def test_cpu_time_runs_on_across_attempts_and_is_unknown_where_one_was_not_measured():
+    attempts = [
+        {"n": 1, "start": 100.0, "end": 200.0, "resumed_from": None, "cpu_last": 40.0},  # killed: last value seen
+        {"n": 2, "start": 1000.0, "end": 1100.0, "resumed_from": 20, "cpu_s": 90.0},
+    ]
+    events = [
+        {"attempt": 1, "t": 150.0, "cpu": 30.0, "kind": "valid", "step": 20, "dev_loss": 4.0},
+        {"attempt": 1, "t": 190.0, "cpu": 45.0, "kind": "valid", "step": 30, "dev_loss": 9.0},  # lost with the kill
+        {"attempt": 2, "t": 1050.0, "cpu": 50.0, "kind": "valid", "step": 30, "dev_loss": 3.0},
+    ]
+    points = runner.series(attempts, events)
+    # attempt 1 used 45 s (its last event's value is above the heartbeat's), so attempt 2's clock starts there
+    assert [(p["update"], p["cpu_s"]) for p in points] == [(20, 30.0), (30, 95.0)]
+    assert runner.cpu_total(attempts, events) == 135.0
+    del attempts[0]["cpu_last"], events[0]["cpu"], events[1]["cpu"]
+    assert [p["cpu_s"] for p in runner.series(attempts, events)] == [None, None]
+    assert runner.cpu_total(attempts, events) is None
+
+
+def test_systems_are_compared_by_cpu_time_where_every_run_measured_it():
+    with_cpu = {"training": {"wall_to_selected_s": 100.0, "cpu_to_selected_s": 50.0}}
+    without = {"training": {"wall_to_selected_s": 100.0}}
+    assert render.clock({"sarnmt_fp32": [with_cpu], "joeynmt": [with_cpu]}) == "cpu"
+    assert render.clock({"sarnmt_fp32": [with_cpu], "joeynmt": [without]}) == "wall"
 
 
 def test_validations_after_the_resumed_checkpoint_are_the_later_attempts():
@@ -448,8 +479,9 @@ def test_the_renderer_gives_the_table_tests_figure_and_not_run_rows(tmp_path):
     assert "not run: fairseq 0.12.2 not installed" in rows["fairseq 0.12.2 (LSTM)"]
     joey = rows["JoeyNMT 2.3.0 (GRU)"].split(" | ")
     assert joey[1] == "3" and " ± " in joey[2]  # three seeds: mean ± sd
-    assert joey[10] == "0.40" and joey[-1].rstrip(" |") == "2.00"  # sarnmt's time ÷ Joey's, sent/s ÷ Joey's
+    assert joey[10] == "2.50" and joey[-1].rstrip(" |") == "2.00"  # Joey's time ÷ sarnmt's, sent/s sarnmt ÷ Joey
     assert "peer not better" in text and "BLEU: **met**" in text and "2.50× as fast" in text
+    assert "(wall time)" in text  # the synthetic records have no CPU time: the wall clock compares them
     assert (results / render.FIGURE).stat().st_size > 10_000
 
 

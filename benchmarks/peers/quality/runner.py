@@ -24,6 +24,11 @@ driver dies (``PR_SET_PDEATHSIG``), so a killed driver leaves no training behind
 them) to the line announcing a validation; time to the selected checkpoint is that of the validation the tool's own
 rule selected. Total: every attempt's duration. Decoding is not included.
 
+**CPU time** beside it (the training process's user + system seconds, from ``/proc`` at each log line and ``wait4``
+at the end): every job runs on one thread, so on a quiet machine it is the wall time, and on a shared one it is what
+the job would have taken alone. The comparison of systems uses it, because the jobs of one comparison run at different
+moments under different load.
+
 The **record** (``<results>/records/<system>.s<seed>.json``, beside ``.sentences.json.gz`` with the per-sentence BLEU
 statistics and ``<results>/hypotheses/<job>/``) is written atomically, last, only when every test set is scored:
 a record present is a complete run; a job killed before that has none.
@@ -114,10 +119,23 @@ def child_env() -> dict[str, str]:
     }
 
 
-def run_process(cmd: list[str], log: Path, on_line=None) -> tuple[int, float, float]:
-    """Run ``cmd`` (cwd: the checkout) with its output in ``log``, calling ``on_line(line, t)`` for every line.
+def cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system, the process's and its waited-for children's) of a running process, from
+    ``/proc/<pid>/stat``; None where there is no such file (not Linux, or the process has gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": field 3 (state) is fields[0]
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
 
-    :returns: ``(exit status, wall seconds, peak RSS in MiB)`` (the peak from ``wait4``: the child's own)."""
+
+def run_process(cmd: list[str], log: Path, on_line=None) -> tuple[int, float, float, float]:
+    """Run ``cmd`` (cwd: the checkout) with its output in ``log``, calling ``on_line(line, t, cpu)`` for every line
+    (``t``: the wall clock, ``cpu``: the child's CPU seconds so far, or None where unknown).
+
+    :returns: ``(exit status, wall seconds, peak RSS in MiB, CPU seconds)`` (peak and CPU from ``wait4``: the
+        child's own and its children's)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.time()
     with open(log, "w", encoding="utf-8") as out:
@@ -140,13 +158,13 @@ def run_process(cmd: list[str], log: Path, on_line=None) -> tuple[int, float, fl
                 out.write(line)
                 out.flush()
                 if on_line is not None:
-                    on_line(line.rstrip("\n"), time.time())
+                    on_line(line.rstrip("\n"), time.time(), cpu_seconds(proc.pid))
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)
         finally:
             with _ACTIVE_LOCK:
                 ACTIVE.discard(proc)
-    return proc.returncode, time.time() - start, usage.ru_maxrss / 1024
+    return proc.returncode, time.time() - start, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def stop_children() -> None:
@@ -215,9 +233,12 @@ class Folder:
         with self._lock:
             write_json(self.attempts_file, attempts)
 
-    def add_event(self, attempt: int, t: float, event: Event) -> None:
+    def add_event(self, attempt: int, t: float, event: Event, cpu: float | None = None) -> None:
+        line = {"attempt": attempt, "t": round(t, 3), **event.as_dict()}
+        if cpu is not None:
+            line["cpu"] = round(cpu, 2)
         with self._lock, open(self.events_file, "a", encoding="utf-8") as out:
-            out.write(json.dumps({"attempt": attempt, "t": round(t, 3), **event.as_dict()}) + "\n")
+            out.write(json.dumps(line) + "\n")
             out.flush()
 
     def events(self) -> list[dict[str, Any]]:
@@ -240,14 +261,28 @@ def attempt_seconds(attempt: dict[str, Any], events: list[dict[str, Any]] = ()) 
     return max(0.0, end - attempt["start"])
 
 
+def attempt_cpu(attempt: dict[str, Any], events: list[dict[str, Any]] = ()) -> float | None:
+    """The CPU seconds an attempt used: at its end (``wait4``), or for a killed one the last value seen (the
+    heartbeat's, or a later log line's); None where none was measured."""
+    if attempt.get("cpu_s") is not None:
+        return attempt["cpu_s"]
+    seen = [e["cpu"] for e in events if e.get("attempt") == attempt["n"] and e.get("cpu") is not None]
+    values = [v for v in (attempt.get("cpu_last"), *seen) if v is not None]
+    return max(values) if values else None
+
+
 def series(attempts: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The dev series ``[{update, wall_s, dev_loss, dev_bleu, attempt}]`` in update order: each attempt's clock
-    starts where the previous attempts' time ended; for an update validated by two attempts, the later attempt's;
-    validations of an attempt beyond the update the next one resumed from are dropped."""
-    offsets, total = {}, 0.0
+    """The dev series ``[{update, wall_s, cpu_s, dev_loss, dev_bleu, attempt}]`` in update order: each attempt's
+    clocks (wall and CPU) start where the previous attempts' ended; for an update validated by two attempts, the
+    later attempt's; validations of an attempt beyond the update the next one resumed from are dropped. ``cpu_s`` is
+    None where an attempt's CPU time is unknown."""
+    offsets, total, cpu_offsets, cpu_total = {}, 0.0, {}, 0.0
     for a in attempts:
         offsets[a["n"]] = (a["start"], total)
         total += attempt_seconds(a, events)
+        cpu_offsets[a["n"]] = cpu_total
+        used = attempt_cpu(a, events)
+        cpu_total = None if cpu_total is None or used is None else cpu_total + used
     resumed = {a["n"]: a.get("resumed_from") for a in attempts}
     for e in events:  # fairseq says its resume update in its log
         if e["kind"] == "resumed" and e.get("step") is not None:
@@ -263,6 +298,9 @@ def series(attempts: list[dict[str, Any]], events: list[dict[str, Any]]) -> list
         by_step[e["step"]] = {
             "update": e["step"],
             "wall_s": round(offset + e["t"] - start, 1),
+            "cpu_s": None
+            if cpu_offsets[e["attempt"]] is None or e.get("cpu") is None
+            else round(cpu_offsets[e["attempt"]] + e["cpu"], 1),
             "dev_loss": e.get("dev_loss"),
             "dev_bleu": e.get("dev_bleu"),
             "attempt": e["attempt"],
@@ -312,9 +350,11 @@ def train(job: Job, folder: Folder, echo, scorer: Scorer | None = None) -> dict[
             attempt["last_seen"] = time.time()
             folder.save_attempts(attempts)
 
-    def on_line(line: str, t: float) -> None:
+    def on_line(line: str, t: float, cpu: float | None = None) -> None:
+        if cpu is not None:
+            attempt["cpu_last"] = round(cpu, 2)
         for event in system.parse(job, line):
-            folder.add_event(n, t, event)
+            folder.add_event(n, t, event, cpu)
             system.on_event(job, event)
             if event.kind == "valid":
                 bleu = "" if event.dev_bleu is None else f", dev BLEU {event.dev_bleu:.2f}"
@@ -326,10 +366,10 @@ def train(job: Job, folder: Folder, echo, scorer: Scorer | None = None) -> dict[
     beat.start()
     log = attempt_dir(job, n) / "train.log"
     try:
-        rc, _, rss = run_process(cmd, log, on_line)
+        rc, _, rss, cpu = run_process(cmd, log, on_line)
     finally:
         done.set()
-    attempt.update(end=time.time(), last_seen=time.time(), rc=rc, peak_rss_mib=round(rss, 1))
+    attempt.update(end=time.time(), last_seen=time.time(), rc=rc, peak_rss_mib=round(rss, 1), cpu_s=round(cpu, 2))
     folder.save_attempts(attempts)
     if rc != 0:
         raise JobFailed(f"{job.id}: training exited with status {rc} (log {log}):\n{tail(log)}")
@@ -370,6 +410,8 @@ def summarise(
         "selected_checkpoint": str(checkpoint),
         "wall_to_selected_s": at["wall_s"],
         "wall_total_s": round(sum(attempt_seconds(a, events) for a in attempts), 1),
+        "cpu_to_selected_s": at.get("cpu_s"),
+        "cpu_total_s": cpu_total(attempts, events),
         "stopped": "early stopping on dev"
         if early
         else ("update limit of the scale" if job.scale.max_updates else "epoch limit"),
@@ -381,6 +423,12 @@ def summarise(
     }
 
 
+def cpu_total(attempts: list[dict[str, Any]], events: list[dict[str, Any]]) -> float | None:
+    """Every attempt's CPU seconds, summed (None where one is unknown)."""
+    used = [attempt_cpu(a, events) for a in attempts]
+    return None if any(u is None for u in used) else round(sum(used), 1)
+
+
 # -------------------------------------------------------------------------------------------------------- decode
 
 
@@ -388,7 +436,7 @@ def decode(job: Job, checkpoint: Path, split: str, out: Path, scorer: Scorer) ->
     """The tool's own command on one test set, scored. :returns: the result (also ``out/result.json``)."""
     log = out / "decode.log"
     cmd = job.system.test_command(job, checkpoint, split, out)
-    rc, seconds, rss = run_process(cmd, log)
+    rc, seconds, rss, _ = run_process(cmd, log)
     text = log.read_text(encoding="utf-8", errors="replace")
     if rc != 0:
         raise JobFailed(f"{job.id}: decoding {split} exited with status {rc} (log {log}):\n{tail(log)}")
