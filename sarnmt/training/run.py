@@ -10,6 +10,7 @@ too (:mod:`sarnmt.lm.run`).
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -151,7 +152,10 @@ def fit(trainer: L.Trainer, module: L.LightningModule, datamodule, ckpt_path: st
     128 + the signal), after the checkpoint was written (:mod:`sarnmt.training.preemption`); SIGINT, after
     Lightning's graceful shutdown, a ``KeyboardInterrupt`` again (:func:`~sarnmt.errors.reported`: status 130)."""
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+        with warnings.catch_warnings():
+            if ckpt_path:  # a resumed run goes on in its own folder (hydra/resumable.yaml), checkpoints/ not empty
+                warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+            trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     except SIGTERMException:  # a SystemExit too: it must be matched before the clause below
         stops = [cb for cb in trainer.callbacks if isinstance(cb, Preemption) and cb.saved_at is not None]
         if not stops:

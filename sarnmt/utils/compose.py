@@ -144,11 +144,26 @@ def command_groups(config_name: str) -> str:
     return "\n".join(lines) or "(none: every setting is a key=value)"
 
 
+def resume_run_dir(ckpt_path: str | None, fresh: str) -> str:
+    """The run folder of a training command (the ``sarnmt_run_dir`` resolver of ``sarnmt/conf/hydra/resumable.yaml``,
+    ``hydra.run.dir`` of ``train`` and ``lm``): where ``ckpt_path`` names a checkpoint in a run's ``checkpoints/``
+    folder (``<run>/checkpoints/last.ckpt``), the resumed run goes on in ``<run>``, so that its checkpoints, logs
+    (``csv/version_<k>``, ``<command>.log``) and selected checkpoint stay the run's; otherwise ``fresh``, a new
+    folder. ``hydra.run.dir=`` on the command line still wins."""
+    if ckpt_path:
+        path = Path(str(ckpt_path))
+        if path.parent.name == "checkpoints":
+            return os.fspath(path.parent.parent)
+    return fresh
+
+
 def _register_resolvers() -> None:
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("sarnmt_groups"):
         OmegaConf.register_new_resolver("sarnmt_groups", command_groups)
+    if not OmegaConf.has_resolver("sarnmt_run_dir"):
+        OmegaConf.register_new_resolver("sarnmt_run_dir", resume_run_dir)
 
 
 _register_resolvers()
