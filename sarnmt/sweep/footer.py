@@ -46,8 +46,8 @@ def tests_notes(table: Table, settings: TableSettings = DEFAULT) -> list[str]:
         f"cell's seeds, paired with the baseline's): it takes the {items}, not the runs, as the sample. The CSV "
         f"also has the sentence-level paired bootstrap with seeds pooled (p_boot_sentence, the same {n:,} "
         "resamples), the seed-aware test's df (seed_df) and the two-level bootstrap's p (p_two_level: each "
-        "resample draws each cell's runs with replacement, then the test items; the seed-aware test until issue "
-        "42, too liberal at 3-5 runs where the seed noise dominates). (sarnmt.score's bootstrap and randomisation "
+        "resample draws each cell's runs with replacement, then the test items; the 8-epoch tables' seed-aware "
+        "test, too liberal at 3-5 runs where the seed noise dominates). (sarnmt.score's bootstrap and randomisation "
         "p are two-sided; no table uses them.)",
         f"Cells: mean ± sample sd of {'test perplexity' if lm else 'corpus BLEU'} over seeds "
         + (
