@@ -1,7 +1,7 @@
 """How a bad input reaches the user: one line on stderr naming the file, line or key and what to do, and exit status 2.
 
 Every error caused by what the user gave (a file, a line of it, a setting, a checkpoint) is a :class:`UserError`;
-the domain errors are too (:class:`~sarnmt.training.checkpoint.CheckpointError`,
+the domain errors are too (:class:`~sarnmt.checkpoints.reading.CheckpointError`,
 :class:`~sarnmt.models.factory.ModelConfigError`, :class:`~sarnmt.sweep.spec.SpecError`,
 :class:`~sarnmt.sweep.launch.SweepError`, :class:`~sarnmt.data.corpora.fetch.FetchError`,
 :class:`~sarnmt.training.identity.RunMismatch`, :class:`~sarnmt.training.run_lock.RunFolderLocked`, :class:`InputError`,

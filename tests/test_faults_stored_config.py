@@ -2,8 +2,8 @@
 under an interpolation), or reading the environment through an interpolation, is refused by ``translate``,
 ``evaluate``, ``average`` and a resumed ``train`` with one ``error:`` line naming the key, exit status 2, and nothing
 built or written; a decoder of one's own loads only with ``trust_targets=``; the sizes a checkpoint claims are
-compared with its tensors on the ``meta`` device before anything is allocated (:mod:`sarnmt.training.stored_config`,
-:mod:`sarnmt.training.checkpoint`)."""
+compared with its tensors on the ``meta`` device before anything is allocated (:mod:`sarnmt.checkpoints.stored_config`,
+:mod:`sarnmt.checkpoints.reading`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from sarnmt.training import checkpoint as checkpoint_module
-from sarnmt.training.checkpoint import CheckpointError, load_language_model, load_model
-from sarnmt.training.stored_config import (
+from sarnmt.checkpoints import reading as checkpoint_module
+from sarnmt.checkpoints.reading import CheckpointError, load_language_model, load_model
+from sarnmt.checkpoints.stored_config import (
     MODEL_GROUPS,
     StoredConfigError,
     allowed_targets,

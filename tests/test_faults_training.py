@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from sarnmt.checkpoints.reading import load_model
 from sarnmt.errors import TrainingStopped, WriteError
-from sarnmt.training.checkpoint import load_model
 from sarnmt.training.resume import AtomicCheckpointIO
 from sarnmt.training.run import train
 from tests.conftest import compose_train

@@ -13,14 +13,14 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from sarnmt.checkpoints.averaging import average_checkpoints
+from sarnmt.checkpoints.reading import CheckpointError, load_model, net_state_dict, read_checkpoint
 from sarnmt.cli.average import average
 from sarnmt.cli.evaluate import evaluate, summary
 from sarnmt.cli.translate import translate
 from sarnmt.data.text.codecs import UNK
 from sarnmt.decoding.beam import BeamSearch
 from sarnmt.errors import InputError
-from sarnmt.training.averaging import average_checkpoints
-from sarnmt.training.checkpoint import CheckpointError, load_model, net_state_dict, read_checkpoint
 from sarnmt.training.lit_module import TranslationModule
 from sarnmt.training.run import train
 from sarnmt.utils.precision import native_bf16

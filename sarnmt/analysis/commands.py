@@ -19,10 +19,10 @@ from sarnmt.analysis import AnalysisError, agreement, examples, heatmaps, positi
 from sarnmt.analysis.drawing import plot_trees
 from sarnmt.analysis.runs import Run, load_runs, names_of, read_input
 from sarnmt.analysis.trees import brackets
+from sarnmt.checkpoints.reading import load_model
+from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.data.corpora.toy import generate_toy_corpus, target_tree
 from sarnmt.data.corpora.toy_reading import parse_source
-from sarnmt.training.checkpoint import load_model
-from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.device import pick_device
 
 log = logging.getLogger("sarnmt")

@@ -28,6 +28,8 @@ import torch
 from hydra.utils import instantiate
 
 from sarnmt.analysis import AnalysisError
+from sarnmt.checkpoints.reading import LoadedModel, load_model
+from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.data.text.codecs import EOS_TOKEN, UNK
 from sarnmt.data.text.reading import read_lines
@@ -40,8 +42,6 @@ from sarnmt.decoding.attention_file import (
     write_attention,
 )
 from sarnmt.decoding.stream import decode_stream
-from sarnmt.training.checkpoint import LoadedModel, load_model
-from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.device import pick_device
 
 log = logging.getLogger("sarnmt")

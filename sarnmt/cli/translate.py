@@ -61,6 +61,8 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from sarnmt.checkpoints.reading import CheckpointError, LoadedModel, load_model
+from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.data.text.codecs import TextCodec
 from sarnmt.data.text.reading import Line, bounded_lines, check_file
 from sarnmt.decoding.attention_file import attention_record
@@ -70,8 +72,6 @@ from sarnmt.decoding.stream import Translation, decode_stream
 from sarnmt.decoding.unknown_share import UnknownShare
 from sarnmt.errors import InputError, check_flag, check_range, reported
 from sarnmt.kernels.choice import check_choice
-from sarnmt.training.checkpoint import CheckpointError, LoadedModel, load_model
-from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import AtomicFiles, atomic_files, check_output
 from sarnmt.utils.compose import hydra_main

@@ -21,17 +21,17 @@ from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
+from sarnmt.checkpoints.averaging import average_checkpoints, last_checkpoints
+from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.decoding.search import build_search, check_decoding
 from sarnmt.errors import InputError
 from sarnmt.kernels.choice import check_choice
 from sarnmt.models.factory import build_model, check_combination, count_parameters, net_config
-from sarnmt.training.averaging import average_checkpoints, last_checkpoints
 from sarnmt.training.identity import resume_point, run_identity
 from sarnmt.training.lit_module import TranslationModule
 from sarnmt.training.preemption import Preemption
 from sarnmt.training.run_lock import run_lock
 from sarnmt.training.settings import check_training
-from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
 from sarnmt.utils.threads import apply_threads
