@@ -45,7 +45,7 @@ IDENTITY_VERSION = 1
 # What a resumed run may change: when it stops (epochs, steps, time, patience), the final test's search and averaging
 # (after training), and the precision that comes with moving to other hardware. Every setting outside HASHED may
 # change too: paths, loggers, devices, accelerator, strategy and nodes, progress bars, log and checkpoint intervals,
-# preemption signals, kernels (the same equations), val_bleu, test, faults.
+# preemption signals, kernels (the same equations), val_bleu, test.
 MAY_CHANGE_ON_RESUME = (
     "trainer.max_epochs",
     "trainer.min_epochs",

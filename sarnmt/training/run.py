@@ -104,12 +104,10 @@ def check_settings(cfg: DictConfig) -> None:
 
 
 def make_trainer(cfg: DictConfig, parameters: int) -> L.Trainer:
-    """The Lightning trainer of ``cfg.trainer`` with the config's loggers and callbacks (and the fault tests'
-    injections, ``faults=``; off by default), the config and parameter count logged as hyperparameters."""
+    """The Lightning trainer of ``cfg.trainer`` with the config's loggers and callbacks, the config and parameter
+    count logged as hyperparameters."""
     loggers = instantiate_dict(cfg.get("logger"))
     callbacks = instantiate_dict(cfg.get("callbacks"))
-    if cfg.get("faults") is not None:  # the fault tests' injections (sarnmt/testing/faults.py); off by default
-        callbacks.append(instantiate(cfg.faults))
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     for logger in trainer.loggers:
         logger.log_hyperparams({"cfg": OmegaConf.to_container(cfg, resolve=True), "parameters": parameters})
