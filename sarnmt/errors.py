@@ -54,13 +54,19 @@ class TrainingStopped(UserError, RuntimeError):
         self.status = status
 
 
-def check_range(key: str, value: object, minimum: float, maximum: float | None = None, why: str = "") -> None:
-    """Validate a numeric setting where it is read.  :param key: its name on the command line (``batch_size``).
+def check_range(
+    key: str, value: object, minimum: float, maximum: float | None = None, why: str = "", whole: bool = False
+) -> None:
+    """Validate a numeric setting where it enters (the composed config, or a checkpoint's stored one): the one form of
+    a range check, whatever the command.  :param key: its name on the command line (``batch_size``).
     :param why: what the maximum protects (memory, time), said when it is exceeded.
+    :param whole: an integer is required (a size, a count): ``2.5`` is refused as a string is.
 
     :raises InputError: ``<key>=<value>: must be <minimum> or more`` (or at most ``maximum``; a finite number: nan
-        and inf are refused), one line.
+        and inf are refused; a number, or a whole number), one line.
     """
+    if whole and (isinstance(value, bool) or not isinstance(value, int)):
+        raise InputError(f"{key}={value!r}: must be a whole number, {minimum} or more")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{key}={value!r}: must be a number, {minimum} or more")
     if isinstance(value, float) and not math.isfinite(value):  # nan passes every comparison, inf every minimum

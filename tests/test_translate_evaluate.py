@@ -217,7 +217,7 @@ def test_translate_nbest_lists_k_hypotheses_per_line_best_first(trained, tmp_pat
         normalized = [float(e[3]) for e in entries]
         assert normalized == sorted(normalized, reverse=True)
         assert len({e[1] for e in entries}) == 3
-    with pytest.raises(ValueError, match="nbest=5 must be between 1 and the beam size"):
+    with pytest.raises(InputError, match=r"^nbest=5: must be at most the beam size, 4 \(decoding=beam"):
         translate(compose_tool("translate", [*beam, "nbest=5"]), io.StringIO(text), io.StringIO())
     # the search rule from the command line (docs/models.md §Decoding): the shipped one, named, decodes the same
     named = io.StringIO()

@@ -19,7 +19,7 @@ from sarnmt.bench.peer import Peer
 from sarnmt.bench.report import markdown, write
 from sarnmt.bench.run import System, bench
 from sarnmt.errors import InputError, UserError, reported
-from sarnmt.models.factory import check_combination
+from sarnmt.models.factory import check_model
 from sarnmt.utils.compose import SEARCHPATH_KEYS, check_user_configs, config_dir, group_options
 from sarnmt.utils.runtime import quiet_known_warnings
 
@@ -105,7 +105,7 @@ def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, System]]:
             composed = compose(config_name="train", overrides=[*searchpath, f"model={name}"])
             pairs[name] = (composed.model, composed.decoder)
     for model, decoder in pairs.values():
-        check_combination(model, decoder)
+        check_model(model, decoder)
     systems = {name: System(model, decoder, peers_of(cfg, model, decoder)) for name, (model, decoder) in pairs.items()}
     return cfg, systems
 

@@ -47,6 +47,7 @@ from sarnmt.bench.profile import profile_steps
 from sarnmt.bench.workload import TrainBatch, fixed_batch, make_workload, sorted_batches
 from sarnmt.decoding.beam import BeamSearch
 from sarnmt.decoding.penalties import LengthPenalty
+from sarnmt.decoding.search import check_decoding
 from sarnmt.kernels.choice import check_choice
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.factory import build_model, count_parameters
@@ -287,6 +288,7 @@ def bench(cfg: DictConfig, systems: dict[str, System]) -> dict[str, Any]:
     device = resolve_device(cfg.device)
     check_hardware(device, cfg.precision)
     check_choice(cfg.kernels)
+    check_decoding(cfg.decode, "decode")
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()
     record: dict[str, Any] = {

@@ -31,8 +31,8 @@ from sarnmt.checkpoints.stored_config import StoredConfigError, check_stored_con
 from sarnmt.checkpoints.writing import NET_PREFIX
 from sarnmt.data.text.codec_state import codecs_from_state
 from sarnmt.data.text.codecs import TextCodec
-from sarnmt.errors import UserError
-from sarnmt.models.factory import ModelConfigError, build_language_model, build_model
+from sarnmt.errors import InputError, UserError
+from sarnmt.models.factory import ModelConfigError, build_language_model, build_model, check_model
 
 log = logging.getLogger("sarnmt")
 
@@ -75,7 +75,8 @@ def read_checkpoint(
     :raises CheckpointError: "does not exist", "is a folder", "is a symlink loop", "is corrupt or truncated", "is not
         a PyTorch checkpoint file", "is not a sarnmt checkpoint" (with the reason), holds the other task's model, or
         its model config names a class outside the allow-list or holds an interpolation that could read the
-        environment or files (:mod:`.stored_config`, naming the key).
+        environment or files (:mod:`.stored_config`, naming the key), or a translation model's stored model and
+        decoder do not go together or hold a setting out of its range (:func:`check_stored_model`).
     """
     path = Path(path)
     try:
@@ -139,7 +140,21 @@ def read_checkpoint(
         raise CheckpointError(str(err)) from None
     if own:  # a warning: translate's stderr is its log, the record of what it trusted to run
         log.warning("checkpoint %s: built with classes of your own, trusted (trust_targets): %s", path, ", ".join(own))
+    if task == "translation":
+        check_stored_model(info["net_config"], path)
     return checkpoint
+
+
+def check_stored_model(net_config: dict[str, Any], path: str | Path) -> None:
+    """A stored model and decoder checked where they enter, as a command's composed ones are
+    (:func:`~sarnmt.models.factory.check_model`: the pair, the model's settings in their ranges).
+
+    :raises CheckpointError: ``checkpoint <path> holds model ... with decoder ..., which cannot be built: <why>``."""
+    try:
+        check_model(net_config["model"], net_config["decoder"])
+    except (ModelConfigError, InputError) as err:
+        held = f"model {net_config['model'].get('_target_')!r} with decoder {net_config['decoder'].get('_target_')!r}"
+        raise CheckpointError(f"checkpoint {path} holds {held}, which cannot be built: {err}") from err
 
 
 def saved_progress(path: str | Path) -> tuple[int, int]:
@@ -151,11 +166,11 @@ def saved_progress(path: str | Path) -> tuple[int, int]:
 
 
 def build_net(net_config: dict[str, Any], path: str | Path = "<checkpoint>", kernels: str = "auto") -> nn.Module:
-    """A freshly initialised model from a stored ``net_config`` (:func:`~sarnmt.models.factory.build_model`), on the
-    current default device (``torch.device("meta")`` allocates nothing).
+    """A freshly initialised model from a stored ``net_config`` that :func:`read_checkpoint` checked
+    (:func:`~sarnmt.models.factory.build_model`), on the current default device (``torch.device("meta")`` allocates
+    nothing).
 
-    :raises CheckpointError: naming the checkpoint and the model it holds, when this installation has no such model,
-        the stored model and decoder do not go together, or its settings cannot build one (a size that is no size)."""
+    :raises CheckpointError: naming the checkpoint, when its settings cannot build a model nonetheless."""
     try:
         return build_model(
             net_config["model"],
@@ -164,9 +179,6 @@ def build_net(net_config: dict[str, Any], path: str | Path = "<checkpoint>", ker
             net_config["tgt_vocab_size"],
             kernels,
         )
-    except ModelConfigError as err:
-        held = f"model {net_config['model'].get('_target_')!r} with decoder {net_config['decoder'].get('_target_')!r}"
-        raise CheckpointError(f"checkpoint {path} holds {held}, which cannot be built: {err}") from err
     except (HydraException, TypeError, ValueError, RuntimeError, OverflowError) as err:
         raise CheckpointError(
             f"checkpoint {path} is corrupt: its model config cannot build a model ({_first(err)})"

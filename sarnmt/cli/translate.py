@@ -214,8 +214,8 @@ def check_settings(
     search = build_search(cfg.decoding, max_source_tokens=cfg.max_input_tokens)
     if cfg.nbest > search.beam_size:
         raise InputError(
-            f"nbest={cfg.nbest} must be between 1 and the beam size ({search.beam_size}; "
-            f"decoding=beam decoding.beam_size=K for more)"
+            f"nbest={cfg.nbest}: must be at most the beam size, {search.beam_size} (decoding=beam "
+            "decoding.beam_size=K for more)"
         )
     device = pick_device(cfg.device)
     check_native_bf16(device, cfg.precision)
