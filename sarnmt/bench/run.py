@@ -10,7 +10,7 @@ checkout, ``make bench`` adds the *plain* implementation a competent user would 
 interleaved, with the optimizer step also timed on its own; matrix-product FLOPs per token and activation memory
 (what autograd saves for backward) and, on a GPU, peak allocated memory; decoding speed (:mod:`sarnmt.bench.decode`).
 A peer that does not implement a system (the peers write the paper's cGRU: not the LSTM systems) is left out for it.
-:func:`bench` is a pure function of the composed config; :mod:`sarnmt.bench.__main__` is the command.
+:func:`bench` is a pure function of the composed config; :mod:`sarnmt.cli.bench` is the command.
 """
 
 from __future__ import annotations

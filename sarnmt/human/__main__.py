@@ -1,7 +1,8 @@
-"""``python -m sarnmt.human COMMAND [key=value ...]``, an alias of ``sarnmt human``: see :mod:`sarnmt.human.cli`."""
-
-from sarnmt.human.cli import main
-from sarnmt.utils.hydra_app import run_as_module
+"""``python -m sarnmt.human``: an alias of ``sarnmt human`` (:mod:`sarnmt.cli.human`), kept for scripts. An entry
+point run as ``__main__``, never imported: it finds the dispatcher by name at run time, as the ``sarnmt`` script does,
+so that nothing in :mod:`sarnmt.human`, below the commands' floor, imports :mod:`sarnmt.cli`."""
 
 if __name__ == "__main__":
-    run_as_module("python -m sarnmt.human", main, hydra=False)
+    from importlib import import_module
+
+    import_module("sarnmt.cli").alias("human")

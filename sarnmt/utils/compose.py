@@ -34,8 +34,8 @@ def config_dir() -> Path:
     a real folder, which Hydra takes as an absolute ``config_path`` of ``@hydra.main`` (:func:`hydra_main`) and as
     ``initialize_config_dir``'s folder. Hydra 1.3 would also take ``pkg://sarnmt.conf`` there, but a file path keeps
     the files Hydra names in its messages and ``hydra.runtime.config_sources`` openable; a relative ``config_path``
-    would be relative to each decorated function's module, which differs between ``sarnmt/cli/train.py`` and
-    ``sarnmt/human/cli.py``.
+    would be relative to the module of each decorated function (``sarnmt/cli/train.py``, a user's script), not to
+    the package.
 
     Configs of one's own are added, not edited in here: ``--config-dir DIR`` or ``hydra.searchpath=[file://DIR]``.
     Hydra searches those folders after this one, so a packaged config of the same group and name wins
