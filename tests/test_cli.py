@@ -109,8 +109,9 @@ def test_every_command_has_its_entry_point_in_cli():
 def test_no_entry_point_or_command_table_outside_cli():
     """Hydra applications (``@hydra_main``), argument-list entry points (``def main``), command tables and usage texts
     are defined in sarnmt/cli only; the ``python -m`` aliases of other packages (``sarnmt.human``, ``sarnmt.bench``,
-    ...) call :func:`sarnmt.cli.alias` and hold nothing else. ``sarnmt/sweep/calibration.py`` is a simulation script
-    for the docs' calibration table (``python -m sarnmt.sweep.calibration``), not a command."""
+    ...) run the package's program by name (:func:`sarnmt.utils.hydra_app.run_alias`) and hold nothing else.
+    ``sarnmt/sweep/calibration.py`` is a simulation script for the docs' calibration table (``python -m
+    sarnmt.sweep.calibration``), not a command."""
     import re
 
     pattern = re.compile(r"^@hydra_main\(|^def main\(|^USAGE = |^COMMANDS\b", re.MULTILINE)
@@ -122,13 +123,14 @@ def test_no_entry_point_or_command_table_outside_cli():
     assert found == {"sarnmt/sweep/calibration.py"}
     for alias in ("human/__main__.py", "bench/__main__.py"):
         body = (ROOT / "sarnmt" / alias).read_text(encoding="utf-8").split('"""')[-1]
-        assert len(body.strip().splitlines()) <= 4 and 'import_module("sarnmt.cli").alias(' in body, alias
+        assert len(body.strip().splitlines()) <= 4 and "run_alias(" in body and "sarnmt.cli" not in body, alias
 
 
 @pytest.mark.parametrize(
     ("module", "usage"),
     [
         ("sarnmt.human", "usage: python -m sarnmt.human <command>"),
+        ("sarnmt.bench", "usage: python -m sarnmt.bench [key=value ...]"),
         ("sarnmt.bench.lm", "usage: sarnmt bench-lm [key=value ...]"),
         ("sarnmt.sweep.systems", "usage: sarnmt sweep-systems"),
     ],

@@ -1,8 +1,8 @@
-"""``python -m sarnmt.bench``: an alias of ``sarnmt bench`` (:mod:`sarnmt.cli.bench`), kept for scripts. An entry
-point run as ``__main__``, never imported: it finds the dispatcher by name at run time, as the ``sarnmt`` script does,
-so that nothing in :mod:`sarnmt.bench`, below the commands' floor, imports :mod:`sarnmt.cli`."""
+"""``python -m sarnmt.bench``: an alias of ``sarnmt bench`` (:mod:`sarnmt.cli.bench`), kept for scripts; it runs the
+command-line program by name (:func:`sarnmt.utils.hydra_app.run_alias`), as the ``sarnmt`` script does, so that
+nothing in :mod:`sarnmt.bench`, below the commands' floor, imports :mod:`sarnmt.cli`."""
 
 if __name__ == "__main__":
-    from importlib import import_module
+    from sarnmt.utils.hydra_app import run_alias
 
-    import_module("sarnmt.cli").alias("bench")
+    run_alias()

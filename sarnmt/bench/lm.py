@@ -86,9 +86,7 @@ def bench_lm(scale: str, threads: int | None = None, steps: int = 20, warmup: in
     return "\n".join(lines)
 
 
-# python -m sarnmt.bench.lm: an alias of sarnmt bench-lm, the dispatcher found by name
-# (sarnmt/bench/__main__.py says why)
-if __name__ == "__main__":
-    from importlib import import_module
+if __name__ == "__main__":  # python -m sarnmt.bench.lm: an alias of sarnmt bench-lm (run_alias says how)
+    from sarnmt.utils.hydra_app import run_alias
 
-    import_module("sarnmt.cli").alias("bench-lm")
+    run_alias()

@@ -254,10 +254,20 @@ def dispatch(group: Group, args: Sequence[str], prog: str) -> int:
 
 
 def alias(name: str, entry: Callable[..., Any] | None = None) -> NoReturn:
-    """``python -m <alias> args`` (:attr:`Command.alias`: ``python -m sarnmt.train``): ``sarnmt <name> args`` under
-    its own program name; exits with its status."""
+    """``python -m <alias> args`` (:attr:`Command.alias`): ``sarnmt <name> args`` under the alias's program name; exits
+    with its status. ``sarnmt/train.py`` calls it with its entry point; a package below this floor reaches it through
+    ``sarnmt/__main__.py`` (:func:`sarnmt.utils.hydra_app.run_alias`, :func:`aliased`)."""
     command = COMMANDS[name]
     sys.exit(run_command(command, sys.argv[1:], f"python -m {command.alias}", entry))
+
+
+def aliased() -> str | None:
+    """The command whose ``python -m`` alias (:attr:`Command.alias`) this process was started as: its main module's
+    (``python -m sarnmt.human``: ``sarnmt.human.__main__``, ``human``); None for ``python -m sarnmt`` and the
+    ``sarnmt`` script."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    module = spec.name.removesuffix(".__main__") if spec is not None else None
+    return next((name for name, command in COMMANDS.items() if module and command.alias == module), None)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "sarnmt") -> int:

@@ -57,9 +57,7 @@ def systems_table(results_dir: Path) -> str:
     return "\n".join(lines)
 
 
-# python -m sarnmt.sweep.systems: an alias of sarnmt sweep-systems, the dispatcher found by name
-# (sarnmt/bench/__main__.py says why)
-if __name__ == "__main__":
-    from importlib import import_module
+if __name__ == "__main__":  # python -m sarnmt.sweep.systems: an alias of sarnmt sweep-systems (run_alias says how)
+    from sarnmt.utils.hydra_app import run_alias
 
-    import_module("sarnmt.cli").alias("sweep-systems")
+    run_alias()
