@@ -113,6 +113,12 @@ peers:  ## sarnmt beside fairseq's LSTM and the plain loop: same batches, decodi
 	@test -x outputs/peers/fairseq/bin/fairseq-train || benchmarks/peers/install_fairseq.sh outputs/peers/fairseq
 	$(PY) benchmarks/peers/side_by_side.py $(ARGS)
 
+# make peers-quality ARGS="--scale smoke --seeds 1" sees it work in minutes; a peer whose installer fails is "not run"
+peers-quality:  ## hours: sarnmt's baseline beside JoeyNMT and fairseq to early stopping, 3 seeds: BLEU, time to BLEU
+	@test -x outputs/peers/joeynmt/bin/python || benchmarks/peers/install_joeynmt.sh outputs/peers/joeynmt || true
+	@test -x outputs/peers/fairseq/bin/fairseq-train || benchmarks/peers/install_fairseq.sh outputs/peers/fairseq || true
+	WANDB_MODE=disabled $(PY) -m benchmarks.peers.quality run $(ARGS)
+
 slurm-up:  ## a one-node SLURM cluster here (Debian, root) for launcher=slurm and the slurm tests: scripts/slurm-cluster.sh
 	scripts/slurm-cluster.sh up
 
@@ -151,5 +157,5 @@ human-eval-screenshot:  ## the picture of the ranking page (docs/human-eval.png)
 clean-logs:  ## remove training outputs
 	rm -rf outputs multirun logs
 
-.PHONY: help install browser test test-full test-isa faults lint hooks train params bench bench-full bench-commit gpu-wheels gpu-check gpu-prepare peers \
+.PHONY: help install browser test test-full test-isa faults lint hooks train params bench bench-full bench-commit gpu-wheels gpu-check gpu-prepare peers peers-quality \
 	reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 reproduce-table6 reproduce-tables systems-m30k tables human-eval-screenshot clean-logs

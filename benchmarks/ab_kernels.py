@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from sarnmt.bench.__main__ import compose_bench
+from sarnmt.bench.compose import compose_bench
 from sarnmt.bench.measure import sarnmt_nll, sources_of, train_step
 from sarnmt.bench.workload import make_workload, sorted_batches
 from sarnmt.data.loading.batching import pad_sequences

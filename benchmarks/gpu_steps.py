@@ -44,7 +44,7 @@ PACKAGES = [
     "PyYAML",
     "pytest",
 ]
-IMPORTS = ["hydra", "omegaconf", "sacremoses", "sarnmt.training.run", "sarnmt.bench.__main__"]
+IMPORTS = ["hydra", "omegaconf", "sacremoses", "sarnmt.training.run", "sarnmt.cli.bench"]
 WARM_BATCHES = 20  # training batches left out of the steady rate (compilation, cuDNN's and the allocator's warm-up)
 
 

@@ -1,7 +1,7 @@
 """How a bad input reaches the user: one line on stderr naming the file, line or key and what to do, and exit status 2.
 
 Every error caused by what the user gave (a file, a line of it, a setting, a checkpoint) is a :class:`UserError`;
-the domain errors are too (:class:`~sarnmt.training.checkpoint.CheckpointError`,
+the domain errors are too (:class:`~sarnmt.checkpoints.reading.CheckpointError`,
 :class:`~sarnmt.models.factory.ModelConfigError`, :class:`~sarnmt.sweep.spec.SpecError`,
 :class:`~sarnmt.sweep.launch.SweepError`, :class:`~sarnmt.data.corpora.fetch.FetchError`,
 :class:`~sarnmt.training.identity.RunMismatch`, :class:`~sarnmt.training.run_lock.RunFolderLocked`, :class:`InputError`,
@@ -54,13 +54,19 @@ class TrainingStopped(UserError, RuntimeError):
         self.status = status
 
 
-def check_range(key: str, value: object, minimum: float, maximum: float | None = None, why: str = "") -> None:
-    """Validate a numeric setting where it is read.  :param key: its name on the command line (``batch_size``).
+def check_range(
+    key: str, value: object, minimum: float, maximum: float | None = None, why: str = "", whole: bool = False
+) -> None:
+    """Validate a numeric setting where it enters (the composed config, or a checkpoint's stored one): the one form of
+    a range check, whatever the command.  :param key: its name on the command line (``batch_size``).
     :param why: what the maximum protects (memory, time), said when it is exceeded.
+    :param whole: an integer is required (a size, a count): ``2.5`` is refused as a string is.
 
     :raises InputError: ``<key>=<value>: must be <minimum> or more`` (or at most ``maximum``; a finite number: nan
-        and inf are refused), one line.
+        and inf are refused; a number, or a whole number), one line.
     """
+    if whole and (isinstance(value, bool) or not isinstance(value, int)):
+        raise InputError(f"{key}={value!r}: must be a whole number, {minimum} or more")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{key}={value!r}: must be a number, {minimum} or more")
     if isinstance(value, float) and not math.isfinite(value):  # nan passes every comparison, inf every minimum

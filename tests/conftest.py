@@ -114,6 +114,10 @@ SLOW = {
     "test_lm_models.py": {"test_overfits_a_small_text": "trains every head to convergence"},
     "test_new_variant.py": {"test_a_new_variant_trains_translates_and_is_benched": "trains, translates and benches"},
     "test_peers.py": {"test_driver_trains_and_decodes_on_the_same_batches": "trains and decodes twice"},
+    "test_peers_quality.py": {
+        "test_the_exported_text_is_sarnmts_mini_text": "exports Multi30K through sarnmt's pipeline",
+        "test_an_installer_that_cannot_install_says_so_in_one_line": "makes a venv per installer",
+    },
     "test_resume.py": {"test_mid_epoch_resume_trains_as_the_uninterrupted_run": "trains three times"},
     "test_slurm_launcher.py": {
         "test_two_sweeps_at_once_one_runs_each_job_the_other_reports_the_cells_it_skipped": "two smoke sweeps",

@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from sarnmt.bench import decode
-from sarnmt.bench.__main__ import compose_bench, main
+from sarnmt.bench.compose import compose_bench
 from sarnmt.bench.decode import evenly_spaced
 from sarnmt.bench.report import checks, markdown
 from sarnmt.bench.run import bench, bench_model
 from sarnmt.bench.workload import corpus_workload, hashed_ids, make_workload, sorted_batches, synthetic_workload
+from sarnmt.cli.bench import main
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.precision import native_bf16
 from tests.conftest import ROOT

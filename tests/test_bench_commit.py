@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from benchmarks.peers.commit import CommitPeer, materialize, retarget
-from sarnmt.bench.__main__ import compose_bench, main
+from sarnmt.bench.compose import compose_bench
 from sarnmt.bench.measure import sarnmt_nll
 from sarnmt.bench.report import markdown
 from sarnmt.bench.run import bench, bench_model
 from sarnmt.bench.workload import make_workload, sorted_batches
+from sarnmt.cli.bench import main
 from sarnmt.decoding.beam import BeamSearch
 from sarnmt.decoding.greedy import GreedySearch
 from sarnmt.decoding.penalties import LengthPenalty

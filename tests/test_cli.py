@@ -81,11 +81,69 @@ def test_params_prints_table1(capsys):
     assert all(figure in printed for figure in TABLE1)
 
 
-def test_every_command_names_an_entry_point():
+def _commands(table: dict[str, cli.Command], prefix: str = "") -> list[tuple[str, cli.Command]]:
+    """Every command of the table, a group's commands instead of the group (``human create``)."""
+    found = []
+    for name, command in table.items():
+        if command.group is not None:
+            found += _commands(command.group.commands, f"{prefix}{name} ")
+        else:
+            found.append((prefix + name, command))
+    return found
+
+
+def test_every_command_has_its_entry_point_in_cli():
+    """One command table: every command, and every command of a group, runs a function of a module of
+    sarnmt/cli/."""
     import importlib
 
-    for name, command in cli.COMMANDS.items():
-        assert callable(importlib.import_module(f"sarnmt.{command.module}").main), name
+    commands = _commands(cli.COMMANDS)
+    assert {"human create", "human serve", "human export", "human annotators", "bench", "bench-lm"} <= dict(
+        commands
+    ).keys()
+    for name, command in commands:
+        assert command.module.startswith("cli."), name
+        assert callable(getattr(importlib.import_module(f"sarnmt.{command.module}"), command.entry)), name
+
+
+def test_no_entry_point_or_command_table_outside_cli():
+    """Hydra applications (``@hydra_main``), argument-list entry points (``def main``), command tables and usage texts
+    are defined in sarnmt/cli only; the ``python -m`` aliases of other packages (``sarnmt.human``, ``sarnmt.bench``,
+    ...) run the package's program by name (:func:`sarnmt.utils.hydra_app.run_alias`) and hold nothing else.
+    ``sarnmt/sweep/calibration.py`` is a simulation script for the docs' calibration table (``python -m
+    sarnmt.sweep.calibration``), not a command."""
+    import re
+
+    pattern = re.compile(r"^@hydra_main\(|^def main\(|^USAGE = |^COMMANDS\b", re.MULTILINE)
+    found = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "sarnmt").rglob("*.py")
+        if path.parent.name != "cli" and pattern.search(path.read_text(encoding="utf-8"))
+    }
+    assert found == {"sarnmt/sweep/calibration.py"}
+    for alias in ("human/__main__.py", "bench/__main__.py"):
+        body = (ROOT / "sarnmt" / alias).read_text(encoding="utf-8").split('"""')[-1]
+        assert len(body.strip().splitlines()) <= 4 and "run_alias(" in body and "sarnmt.cli" not in body, alias
+
+
+@pytest.mark.parametrize(
+    ("module", "usage"),
+    [
+        ("sarnmt.human", "usage: python -m sarnmt.human <command>"),
+        ("sarnmt.bench", "usage: python -m sarnmt.bench [key=value ...]"),
+        ("sarnmt.bench.lm", "usage: sarnmt bench-lm [key=value ...]"),
+        ("sarnmt.sweep.systems", "usage: sarnmt sweep-systems"),
+    ],
+)
+def test_the_python_m_aliases_run_their_command(module, usage):
+    """``python -m sarnmt.human`` (and the other aliases kept for scripts) run the command of the one table, under
+    its own program name; a Hydra command's help is its config's."""
+    out = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith(usage), out.stdout[-2000:] + out.stderr[-2000:]
+    if module == "sarnmt.human":
+        assert "  create " in out.stdout and "python -m sarnmt.human serve db=human.sqlite" in out.stdout
+        missing = subprocess.run([sys.executable, "-m", module], cwd=ROOT, capture_output=True, text=True)
+        assert missing.returncode == 2 and missing.stderr.startswith(usage)
 
 
 def test_python_m_sarnmt_train_is_kept_as_an_alias_of_sarnmt_train():

@@ -1,6 +1,8 @@
 """The numbers that ``docs/reproducing.md`` and the README quote are the committed tables' (``sweeps/results/*/tables/
 *.csv``), or, in a table of single runs, their records' (``sweeps/results/*/records/*.json``; the comment before
 ``RECORDS``).
+So are those of the results folders' notes (``sweeps/results/*/README.md``, shown on the generated Results pages),
+where the per-run tables and the longer readings of the mini scales are.
 
 A markdown table in the docs that quotes the tables is preceded by a comment naming its source::
 
@@ -37,26 +39,25 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "reproducing.md"
 README = ROOT / "README.md"
+PAGES = [DOC, README, *sorted((ROOT / "sweeps" / "results").glob("*/README.md"))]  # every page that quotes them
 SOURCE = re.compile(r"<!-- from the tables: scale (\w+); rows ([\w ]+); columns ([\w/ .-]+) -->")
 POWER = re.compile(r"<!-- power from the tables: scale (\w+); rows ([\w ]+); columns ([\w/ .-]+) -->")
 
 
 def quoted_tables(
-    pattern: re.Pattern = SOURCE,
-) -> list[tuple[str, list[str], list[str], list[list[str]], str, Path]]:
-    """Each quoting table of the pages: (scale, row keys, columns, its body rows' cells, the text after it, the
-    page)."""
+    doc: Path, pattern: re.Pattern = SOURCE
+) -> list[tuple[str, list[str], list[str], list[list[str]], str]]:
+    """Each quoting table of the page: (scale, row keys, columns, its body rows' cells, the text after it)."""
+    text = doc.read_text(encoding="utf-8")
     found = []
-    for doc in (DOC, README):
-        text = doc.read_text(encoding="utf-8")
-        for match in pattern.finditer(text):
-            scale, rows, columns = match.group(1), match.group(2).split(), match.group(3).split()
-            lines = text[match.end() :].lstrip("\n").splitlines()
-            table = list(itertools.takewhile(lambda line: line.startswith("|"), lines))
-            rest = "\n".join(lines[len(table) :])
-            after = re.split(r"\n#+ |<!-- from the tables|<!-- power from the tables", rest, maxsplit=1)[0]
-            body = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table[2:]]
-            found.append((scale, rows, columns, body, after, doc))
+    for match in pattern.finditer(text):
+        scale, rows, columns = match.group(1), match.group(2).split(), match.group(3).split()
+        lines = text[match.end() :].lstrip("\n").splitlines()
+        table = list(itertools.takewhile(lambda line: line.startswith("|"), lines))
+        rest = "\n".join(lines[len(table) :])
+        after = re.split(r"\n#+ |<!-- from the tables|<!-- power from the tables", rest, maxsplit=1)[0]
+        body = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table[2:]]
+        found.append((scale, rows, columns, body, after))
     return found
 
 
@@ -86,26 +87,30 @@ def source_cells(scale: str, rows: list[str], columns: list[str]) -> dict[str, l
     tables = {name: table_cells(scale, name) for name in {column.split("/")[0] for column in columns}}
     keys = [tuple(column.split("/")) for column in columns]
     for name, column in keys:
-        assert any(key[1] == column for key in tables[name]), f"{DOC}: {name}.csv has no column {column}"
+        assert any(key[1] == column for key in tables[name]), f"{scale}: {name}.csv has no column {column}"
     for row in rows:
-        assert any((row, column) in tables[name] for name, column in keys), f"{DOC}: no quoted table has row {row}"
+        assert any((row, column) in tables[name] for name, column in keys), f"{scale}: no quoted table has row {row}"
     return {row: [tables[name].get((row, column)) for name, column in keys] for row in rows}
 
 
-QUOTED = quoted_tables()
-POWERS = quoted_tables(POWER)
+def _name(doc: Path) -> str:
+    return doc.relative_to(ROOT).as_posix()
+
+
+QUOTED = [(doc, index, table) for doc in PAGES for index, table in enumerate(quoted_tables(doc), 1)]
+POWERS = [(doc, index, table) for doc in PAGES for index, table in enumerate(quoted_tables(doc, POWER), 1)]
 
 
 def test_the_pages_quote_the_tables():
     for doc in (DOC, README):
-        assert any(q[5] == doc for q in QUOTED), f"{doc}: no table says where its numbers come from"
-        assert any(q[5] == doc for q in POWERS), f"{doc}: no table quotes the simulated power (<!-- power ...)"
+        assert quoted_tables(doc), f"{_name(doc)}: no table says where its numbers come from (<!-- from the tables)"
+        assert quoted_tables(doc, POWER), f"{_name(doc)}: no table quotes the simulated power (<!-- power ...)"
 
 
-@pytest.mark.parametrize("index", range(len(QUOTED)))
-def test_each_quoted_row_is_the_tables(index):
-    scale, rows, columns, body, _, doc = QUOTED[index]
-    assert len(body) == len(rows), f"{doc}: table {index + 1} has {len(body)} rows, its comment names {len(rows)}"
+@pytest.mark.parametrize(("doc", "index", "quoted"), QUOTED, ids=[f"{_name(d)}-{i}" for d, i, _ in QUOTED])
+def test_each_quoted_row_is_the_tables(doc, index, quoted):
+    scale, rows, columns, body, _ = quoted
+    assert len(body) == len(rows), f"{_name(doc)}: table {index} has {len(body)} rows, its comment names {len(rows)}"
     table = source_cells(scale, rows, columns)
     for row, cells in zip(rows, body, strict=True):
         sources = table[row]
@@ -113,7 +118,7 @@ def test_each_quoted_row_is_the_tables(index):
         expected = [cells[0], " / ".join(seeds) or "0"]  # "5 / 3" where the columns' cells have different seeds
         for cell in sources:
             expected += expected_cells(cell)
-        assert cells == expected, f"{doc}: row {row} should read | " + " | ".join(expected) + " |"
+        assert cells == expected, f"{_name(doc)}: row {row} should read | " + " | ".join(expected) + " |"
 
 
 def _p(value: float) -> str:
@@ -134,14 +139,14 @@ def power_cells(cell: dict[str, str]) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("index", range(len(POWERS)))
-def test_each_quoted_power_is_the_tables(index):
-    scale, rows, columns, body, _, doc = POWERS[index]
-    assert len(body) == len(rows), f"{doc}: power table {index + 1} has {len(body)} rows for {len(rows)}"
+@pytest.mark.parametrize(("doc", "index", "quoted"), POWERS, ids=[f"{_name(d)}-{i}" for d, i, _ in POWERS])
+def test_each_quoted_power_is_the_tables(doc, index, quoted):
+    scale, rows, columns, body, _ = quoted
+    assert len(body) == len(rows), f"{_name(doc)}: power table {index} has {len(body)} rows for {len(rows)}"
     table = source_cells(scale, rows, columns)
     for row, cells in zip(rows, body, strict=True):
         sources = table[row]
-        assert all(cell is not None and cell["power_detects"] for cell in sources), f"{doc}: {row} has no power"
+        assert all(cell is not None and cell["power_detects"] for cell in sources), f"{_name(doc)}: {row} has no power"
         runs = {cell["n"] for cell in sources}
         bases = {
             tables_cell["n"]
@@ -152,12 +157,12 @@ def test_each_quoted_power_is_the_tables(index):
         expected = [cells[0], " / ".join(f"{n} v {b}" for n in sorted(runs) for b in sorted(bases))]
         for cell in sources:
             expected += power_cells(cell)
-        assert cells == expected, f"{doc}: row {row} should read | " + " | ".join(expected) + " |"
+        assert cells == expected, f"{_name(doc)}: row {row} should read | " + " | ".join(expected) + " |"
 
 
-@pytest.mark.parametrize("index", range(len(QUOTED)))
-def test_the_text_after_a_table_states_its_markers(index):
-    scale, rows, columns, _, after, doc = QUOTED[index]
+@pytest.mark.parametrize(("doc", "index", "quoted"), QUOTED, ids=[f"{_name(d)}-{i}" for d, i, _ in QUOTED])
+def test_the_text_after_a_table_states_its_markers(doc, index, quoted):
+    scale, rows, columns, _, after = quoted
     p_values = [
         float(cell["p_seed"])
         for cells in source_cells(scale, rows, columns).values()
@@ -167,9 +172,9 @@ def test_the_text_after_a_table_states_its_markers(index):
     said = re.search(r"smallest p_seed is ([0-9.]+)", after)
     if said:
         smallest = f"{min(p_values):.2f}" if p_values else "none"
-        assert smallest == said.group(1), f"{doc}: the smallest p_seed is {smallest}"
+        assert smallest == said.group(1), f"{_name(doc)}: the smallest p_seed is {smallest}"
     if "No row is marked" in after:
-        assert all(p >= 0.05 for p in p_values), f"{doc}: a row is marked (p_seed {min(p_values):.3f})"
+        assert all(p >= 0.05 for p in p_values), f"{_name(doc)}: a row is marked (p_seed {min(p_values):.3f})"
 
 
 # A table of single runs quotes their records instead: its comment names each row's record as folder:job (the
@@ -179,9 +184,9 @@ def test_the_text_after_a_table_states_its_markers(index):
 RECORDS = re.compile(r"<!-- from the records: rows ([\w:. ]+); columns ([\w/ ]+) -->")
 
 
-def quoted_runs() -> list[tuple[list[str], list[str], list[list[str]]]]:
+def quoted_runs(doc: Path) -> list[tuple[list[str], list[str], list[list[str]]]]:
     """Each table of the page that quotes records: (its rows' folder:job, its columns, its body rows' cells)."""
-    text = DOC.read_text(encoding="utf-8")
+    text = doc.read_text(encoding="utf-8")
     found = []
     for match in RECORDS.finditer(text):
         lines = text[match.end() :].lstrip("\n").splitlines()
@@ -195,7 +200,7 @@ def record_cells(source: str, columns: list[str]) -> list[str]:
     """The cells a row quoting the record ``folder:job`` should hold in ``columns``."""
     folder, job = source.split(":")
     path = ROOT / "sweeps" / "results" / folder / "records" / f"{job}.json"
-    assert path.is_file(), f"{DOC}: no record {path.relative_to(ROOT)}"
+    assert path.is_file(), f"no record {path.relative_to(ROOT)}"
     record = json.loads(path.read_text(encoding="utf-8"))
     selected = record["selected_checkpoint"]
     cells = []
@@ -211,13 +216,13 @@ def record_cells(source: str, columns: list[str]) -> list[str]:
     return cells
 
 
-RUNS = quoted_runs()
+RUNS = [(doc, index, table) for doc in PAGES for index, table in enumerate(quoted_runs(doc), 1)]
 
 
-@pytest.mark.parametrize("index", range(len(RUNS)))
-def test_each_quoted_run_is_its_record(index):
-    sources, columns, body = RUNS[index]
-    assert len(body) == len(sources), f"{DOC}: run table {index + 1} has {len(body)} rows for {len(sources)} records"
+@pytest.mark.parametrize(("doc", "index", "quoted"), RUNS, ids=[f"{_name(d)}-{i}" for d, i, _ in RUNS])
+def test_each_quoted_run_is_its_record(doc, index, quoted):
+    sources, columns, body = quoted
+    assert len(body) == len(sources), f"{_name(doc)}: run table {index} has {len(body)} rows for {len(sources)} records"
     for source, cells in zip(sources, body, strict=True):
         expected = [cells[0], *record_cells(source, columns)]
-        assert cells == expected, f"{DOC}: the row of {source} should read | " + " | ".join(expected) + " |"
+        assert cells == expected, f"{_name(doc)}: the row of {source} should read | " + " | ".join(expected) + " |"

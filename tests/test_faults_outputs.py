@@ -299,8 +299,8 @@ def test_every_command_keeps_its_warnings_on_stderr(command):
         pytest.param(["decoding.max_len_b=-5"], "error: decoding.max_len_b=-5: must be 0 or more", id="max_len_b=-5"),
         pytest.param(
             ["decoding.max_len_a=0", "decoding.max_len_b=5", "decoding.min_len=50"],
-            "error: decoding.min_len=50: more than the longest output allows (max_len_a=0, max_len_b=5: 5 tokens, "
-            "EOS included), so no output could end; lower min_len or raise max_len_b",
+            "error: decoding.min_len=50: more than any output can have, so none could end: the longest is 5 tokens, "
+            "EOS included (decoding.max_len_a=0, decoding.max_len_b=5); lower min_len",
             id="min_len=50 with a maximum of 5",
         ),
         pytest.param(

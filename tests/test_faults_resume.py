@@ -3,8 +3,8 @@ at three points and stopped by SIGTERM, each resumed from its last checkpoint, g
 every step and its weights bit for bit; SIGTERM during a validation and a cluster's SIGUSR2 (with the handler a
 launcher such as submitit installed) are honoured at the next step boundary.
 
-The kill points come from the fault-injection hook (``faults=inject``, :mod:`sarnmt.testing.faults`), so they fall on
-exact updates: 13 batches an epoch, a resume checkpoint every 3 updates, a validation every 5.
+The kill points come from the fault injector (:mod:`tests.fault_injection`, added to the runs' callbacks), so they
+fall on exact updates: 13 batches an epoch, a resume checkpoint every 3 updates, a validation every 5.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import torch
 from sarnmt.errors import TrainingStopped
 from sarnmt.training.run import train
 from tests.conftest import ROOT, compose_train
+from tests.fault_injection import inject
 from tests.test_resume import RESUMABLE
 
 pytestmark = pytest.mark.faults
@@ -75,7 +76,7 @@ def test_resumed_run_keeps_writing_last_ckpt_after_a_signal_before_its_first_sav
     no resume-checkpoint path, and the resumed run still writes ``last.ckpt`` (not ``last-v1.ckpt`` beside a stale
     one, which the next resume would start from)."""
     out, last = tmp_path / "run", tmp_path / "run" / "checkpoints" / "last.ckpt"
-    code, err = _finish(_start(out, "faults=inject", "faults.signal_at_step=1"))
+    code, err = _finish(_start(out, *inject(signal_at_step=1)))
     assert code == 143 and _step(last) == 2, err[-2000:]
     code, err = _finish(_start(out, f"ckpt_path={last}"))
     assert code == 0, err[-2000:]
@@ -91,16 +92,16 @@ def test_sigkill_at_three_points_and_sigterm_resume_to_the_uninterrupted_losses_
     cut, last = tmp_path / "cut", tmp_path / "cut" / "checkpoints" / "last.ckpt"
     resumed_from = []
     for extra, kill_point in (
-        (["faults.kill_at_step=4"], None),  # first epoch: last checkpoint at update 3
-        (["faults.kill_at_step=17"], 3),  # mid second epoch (its 5th batch): checkpoint at 15
-        (["faults.kill_at_step=21"], 15),  # right after the checkpoint of update 21
+        (inject(kill_at_step=4), None),  # first epoch: last checkpoint at update 3
+        (inject(kill_at_step=17), 3),  # mid second epoch (its 5th batch): checkpoint at 15
+        (inject(kill_at_step=21), 15),  # right after the checkpoint of update 21
     ):
-        code, err = _finish(_start(cut, "faults=inject", *extra, *([f"ckpt_path={last}"] if kill_point else [])))
+        code, err = _finish(_start(cut, *extra, *([f"ckpt_path={last}"] if kill_point else [])))
         assert code == -signal.SIGKILL, err[-2000:]
         resumed_from.append(_step(last))
     assert resumed_from == [3, 15, 21]
     # SIGTERM during update 26, the second epoch's last: a checkpoint at that step boundary, status 128 + 15
-    code, err = _finish(_start(cut, "faults=inject", "faults.signal_at_step=25", f"ckpt_path={last}"))
+    code, err = _finish(_start(cut, *inject(signal_at_step=25), f"ckpt_path={last}"))
     assert code == 143, err[-2000:]
     assert f"stopped: SIGTERM received: stopped after update 26, checkpoint {last}; resume with ckpt_path={last}" in err
     assert "Traceback" not in err and _step(last) == 26
@@ -146,11 +147,7 @@ def test_sigterm_during_validation_lets_it_finish_then_stops_and_resumes_exactly
     with a checkpoint (exit status 143) and resumes to the uninterrupted run's weights."""
     overrides = [*RUN, "trainer.max_steps=22"]
     with pytest.raises(TrainingStopped, match="SIGTERM received: stopped after update 6") as stop:
-        train(
-            compose_train(
-                [*overrides, "faults=inject", "faults.signal_in_validation_after_step=5"], output_dir=tmp_path
-            )
-        )
+        train(compose_train([*overrides, *inject(signal_in_validation_after_step=5)], output_dir=tmp_path))
     assert stop.value.status == 143
     last = tmp_path / "checkpoints" / "last.ckpt"
     assert _step(last) == 6
@@ -175,9 +172,7 @@ def test_cluster_signal_checkpoints_then_hands_over_to_the_launchers_handler(uni
                     [
                         *RUN,
                         "trainer.max_steps=22",
-                        "faults=inject",
-                        "faults.signal_at_step=9",
-                        "faults.signal_name=SIGUSR2",
+                        *inject(signal_at_step=9, signal_name="SIGUSR2"),
                     ],
                     output_dir=tmp_path,
                 )
@@ -199,7 +194,7 @@ def test_sigterm_at_an_epochs_last_update_resumes_exactly_in_an_epoch_bounded_ru
     overrides = [*RUN, "trainer.max_epochs=2"]
     train(compose_train(overrides, output_dir=tmp_path / "whole"))
     with pytest.raises(TrainingStopped, match="SIGTERM received: stopped after update 13"):
-        train(compose_train([*overrides, "faults=inject", "faults.signal_at_step=12"], output_dir=tmp_path / "cut"))
+        train(compose_train([*overrides, *inject(signal_at_step=12)], output_dir=tmp_path / "cut"))
     last = tmp_path / "cut" / "checkpoints" / "last.ckpt"
     train(compose_train([*overrides, f"ckpt_path={last}"], output_dir=tmp_path / "cut"))
     reference = _weights(tmp_path / "whole" / "checkpoints" / "last.ckpt")

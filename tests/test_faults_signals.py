@@ -17,6 +17,7 @@ import pytest
 from sarnmt.errors import Terminated, _raise_terminated, reported
 from tests.cli_helpers import train_tiny
 from tests.conftest import ROOT
+from tests.fault_injection import inject
 
 pytestmark = pytest.mark.faults
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
@@ -161,8 +162,8 @@ def test_sigint_during_training_ends_with_status_130(tmp_path):
     line and status 130 (Lightning alone exits 1), no traceback."""
     from tests.cli_helpers import TINY
 
-    command = [sys.executable, "-m", "sarnmt", "train", *TINY, "trainer.max_steps=6", "faults=inject"]
-    command += ["faults.signal_at_step=2", "faults.signal_name=SIGINT", f"hydra.run.dir={tmp_path / 'run'}"]
+    command = [sys.executable, "-m", "sarnmt", "train", *TINY, "trainer.max_steps=6"]
+    command += [*inject(signal_at_step=2, signal_name="SIGINT"), f"hydra.run.dir={tmp_path / 'run'}"]
     done = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, timeout=600)
     err = done.stderr.decode()
     assert done.returncode == 130 and err.strip().splitlines()[-1] == "interrupted: stopped by SIGINT", err

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from sarnmt.checkpoints.reading import load_model
 from sarnmt.errors import TrainingStopped, WriteError
-from sarnmt.training.checkpoint import load_model
 from sarnmt.training.resume import AtomicCheckpointIO
 from sarnmt.training.run import train
 from tests.conftest import compose_train
+from tests.fault_injection import inject
 from tests.test_faults_resume import RUN
 
 pytestmark = pytest.mark.faults
@@ -37,7 +38,7 @@ def test_a_nan_update_is_skipped_counted_and_logged_with_its_sentence_ids(tmp_pa
     unchanged), counted in the checkpoint and the metrics, and logged with the batch's sentence ids; training goes
     on."""
     caplog.set_level(logging.WARNING, logger="sarnmt")
-    overrides = [*RUN, "trainer.max_steps=6", "faults=inject", "faults.nan_at_steps=[4]"]
+    overrides = [*RUN, "trainer.max_steps=6", *inject(nan_at_steps=[4])]
     result = train(compose_train(overrides, output_dir=tmp_path))
     messages = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
     assert len(messages) == 1 and messages[0].startswith("update 5 skipped: non-finite loss or gradients")
@@ -61,7 +62,7 @@ def test_k_nan_updates_in_a_row_stop_the_run_with_the_last_good_checkpoint_loada
     with pytest.raises(TrainingStopped) as stop:
         train(
             compose_train(
-                [*overrides, "trainer.max_steps=12", "faults=inject", "faults.nan_at_steps=[7,8,9]"],
+                [*overrides, "trainer.max_steps=12", *inject(nan_at_steps=[7, 8, 9])],
                 output_dir=tmp_path,
             )
         )

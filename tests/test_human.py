@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from sarnmt.cli import HOST_PORT, flags_to_overrides
 from sarnmt.human import store
 from sarnmt.human.agreement import agreement, cohen_kappa, fleiss_kappa
 from sarnmt.human.app import RankingServer, ServeError
-from sarnmt.human.cli import flags_to_overrides
 from sarnmt.human.errors import StoreError
 from sarnmt.human.export import export
 from sarnmt.human.task import TaskError, TaskSpec, create_task, shown_orders
@@ -353,7 +353,11 @@ def test_api_refuses_bad_requests_and_signs_in_only_by_token(tmp_path):
 def test_host_flag_and_every_acknowledged_judgement_survives_a_killed_server(tmp_path):
     db = tmp_path / "h.sqlite"
     tokens = make_task(db, tmp_path)
-    assert flags_to_overrides(["--host", "0.0.0.0", "--port=9", "db=x"]) == ["host=0.0.0.0", "port=9", "db=x"]
+    assert flags_to_overrides(["--host", "0.0.0.0", "--port=9", "db=x"], dict(HOST_PORT)) == [
+        "host=0.0.0.0",
+        "port=9",
+        "db=x",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
         [sys.executable, "-m", "sarnmt.human", "serve", f"db={db}", "--host", "127.0.0.2", "--port", "0"],

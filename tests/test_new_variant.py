@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sarnmt.bench.__main__ import main as bench
+from sarnmt.cli.bench import main as bench
 from sarnmt.models.factory import build_model
 from tests.cli_helpers import TINY, run_cli
 from tests.conftest import ROOT, compose_train

@@ -39,7 +39,7 @@ def test_a_translation_checkpoint_from_before_the_move_translates_as_it_did(caps
 
 
 def test_a_language_model_checkpoint_from_before_the_move_scores_as_it_did():
-    from sarnmt.training.checkpoint import load_language_model
+    from sarnmt.checkpoints.reading import load_language_model
 
     net, vocab = load_language_model(LM_CKPT)
     assert len(vocab) == EXPECTED["lm_vocab_size"]

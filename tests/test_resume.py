@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from sarnmt.data.loading.sampler import TokenBatchSampler
 from sarnmt.training.resume import AtomicCheckpointIO, ResumeCheckpoint
 from sarnmt.training.run import train
+from sarnmt.utils.compose import compose, resume_run_dir
+from tests.cli_helpers import run_cli
 from tests.conftest import compose_train
 from tests.test_train import SMALL_TOY
 
@@ -100,3 +104,63 @@ def test_atomic_checkpoint_io_never_leaves_a_partial_file(tmp_path, monkeypatch)
 def test_resume_checkpoint_needs_exactly_one_interval(tmp_path):
     with pytest.raises(ValueError, match="exactly one of train_time_interval and every_n_train_steps"):
         ResumeCheckpoint(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("ckpt_path", "expected"),
+    [
+        ("outputs/train/run1/checkpoints/last.ckpt", "outputs/train/run1"),
+        ("/abs/run/checkpoints/epoch003.ckpt", "/abs/run"),
+        ("checkpoints/last.ckpt", "."),  # from inside the run's folder
+        ("/models/last.ckpt", "fresh"),  # not in a run's checkpoints/ folder
+        (None, "fresh"),
+    ],
+)
+def test_the_run_folder_of_a_resumed_run_is_its_checkpoints_run(ckpt_path, expected):
+    assert resume_run_dir(ckpt_path, "fresh") == expected
+
+
+def test_train_and_lm_resolve_their_run_folder_from_ckpt_path():
+    """``hydra.run.dir`` of the training commands: the checkpoint's run, unless the command line names a folder;
+    translate's stays a fresh folder (it only reads the checkpoint)."""
+    last = "/runs/a/checkpoints/last.ckpt"
+
+    def run_dir(name: str, *overrides: str) -> str:
+        cfg = compose(name, [*overrides], return_hydra_config=True)
+        return OmegaConf.select(cfg, "hydra.run.dir")
+
+    assert run_dir("train", f"ckpt_path={last}") == "/runs/a"
+    assert run_dir("lm", f"ckpt_path={last}") == "/runs/a"
+    assert run_dir("train", f"ckpt_path={last}", "hydra.run.dir=/elsewhere") == "/elsewhere"
+    assert run_dir("train").startswith("outputs/train/")
+    assert run_dir("translate", f"ckpt_path={last}") != "/runs/a"
+
+
+# the run of the test below, with its progress bar: 13 batches an epoch, last.ckpt every 3 updates, validation every 5
+SHOWN = [
+    *(o for o in RESUMABLE if o not in ("trainer.enable_progress_bar=false", "~callbacks.progress_bar")),
+    "val_bleu=false",
+]
+
+
+def test_a_resumed_run_goes_on_in_its_own_folder(tmp_path, monkeypatch, capsys, recwarn):
+    """``sarnmt train ... ckpt_path=<run>/checkpoints/last.ckpt``, as the stop message says to resume, writes its
+    checkpoints and logs into ``<run>``, not a new folder; Lightning does not warn that the checkpoint folder
+    changed (which would drop the selected checkpoint's path), and the resumed epoch's progress bar has its total."""
+    monkeypatch.chdir(tmp_path)
+    first = run_cli(capsys, "train", [*SHOWN, "trainer.max_steps=8"])
+    assert first.code == 0, first.err[-2000:]
+    (run,) = (tmp_path / "outputs" / "train").iterdir()
+    last = run.relative_to(tmp_path) / "checkpoints" / "last.ckpt"
+    assert _weights(last)["global_step"] == 6  # mid-epoch: 6 of 13 batches
+    resumed = run_cli(capsys, "train", [*SHOWN, "trainer.max_steps=16", f"ckpt_path={last}"])
+    assert resumed.code == 0, resumed.err[-2000:]
+    assert list((tmp_path / "outputs" / "train").iterdir()) == [run]  # no second run folder
+    assert sorted(p.name for p in (run / "csv").iterdir()) == ["version_0", "version_1"]  # both starts' metrics
+    assert _weights(run / "checkpoints" / "last.ckpt")["global_step"] == 15
+    best = resumed.out.split("best checkpoint: ")[1].strip()
+    assert best.startswith(str(run)) and "step000015" in best, resumed.out[-500:]  # selected in this run's folder
+    assert (run / "curves.png").is_file()
+    said = [str(w.message) for w in recwarn] + [resumed.err]
+    assert not [text for text in said if "dirpath has changed" in text or "exists and is not empty" in text]
+    assert re.search(r"Epoch 0: +\d+%\|[^|]*\| *6/13", resumed.out), resumed.out[-1500:]  # the resumed epoch's bar

@@ -14,9 +14,9 @@ makes on this machine (Debian, root), as ``.ci/run`` does; another cluster names
 
 Skipped where there is none, saying why; under CI (``CI=true``) that is a failure.
 
-Jobs to interrupt wait at a known update (``faults.pause_at_step``, asleep, until a preemption signal comes), so
-that every interruption lands in the middle of training, whenever the scheduler delivers it; the pause changes
-nothing the job computes. The requeued, timed-out and cancelled jobs run side by side after the sweep, whose
+Jobs to interrupt wait at a known update (the fault injector's ``pause_at_step``, asleep, until a preemption signal
+comes), so that every interruption lands in the middle of training, whenever the scheduler delivers it; the pause
+changes nothing the job computes. The requeued, timed-out and cancelled jobs run side by side after the sweep, whose
 uninterrupted records they are compared with; the preempted job runs last, alone in ``batch``, and is the two-task DDP
 job, compared with an uninterrupted two-rank run.
 """
@@ -45,6 +45,8 @@ from sarnmt.sweep.launch import job_states, multirun_command
 from sarnmt.sweep.plan import job_from_id
 from sarnmt.sweep.spec import load_scale
 from tests.conftest import ROOT
+from tests.fault_injection import PREFIX as FAULTS
+from tests.fault_injection import inject
 from tests.test_sweep import DIRTY_OK, comparable, reproduce_cfg
 
 pytestmark = pytest.mark.slurm
@@ -106,7 +108,7 @@ def _settings(tmp: Path) -> JobSettings:
 
 def _start(tmp: Path, cell: str, slurm: dict | None = None, pause: bool = True) -> subprocess.Popen:
     """The multirun ``reproduce`` would start for one cell, on the CPU profile, in the background."""
-    train = ["faults=inject", f"faults.pause_at_step={PAUSE_AT}", f"faults.pause_s={PAUSE_S}"] if pause else []
+    train = inject(pause_at_step=PAUSE_AT, pause_s=PAUSE_S) if pause else []
     command = multirun_command(
         [job_from_id(load_scale("smoke"), cell)],
         "smoke",
@@ -201,7 +203,7 @@ class Scenario:
         assert f"received {received}: stopping after update {PAUSE_AT + 1}" in logs, logs[-3000:]
         assert f"{self.cell}: resuming from" in logs, logs[-3000:]
 
-    def same_record(self, reference: Path, differing: tuple[str, ...] = ("faults",)) -> None:
+    def same_record(self, reference: Path, differing: tuple[str, ...] = (FAULTS,)) -> None:
         """Record (but times, hardware, config paths, and the overrides starting with ``differing``: the pause, which
         changes nothing else), per-sentence statistics and hypotheses equal the reference's."""
         mine, theirs, cell = self.tmp / "results", reference / "results", self.cell
@@ -413,7 +415,7 @@ def test_preemption_by_the_urgent_partition_resumes_from_the_checkpoint(preempte
     scenario.resumed("SIGUSR2")  # the job's --signal, sent on preemption
     assert "this job is preempted" in _logs(scenario.tmp)  # submitit's handler, after the checkpoint, requeued it
     assert "REQUEUED" in _states(scenario.job) and _states(urgent) == ["COMPLETED"]
-    scenario.same_record(reference, differing=("faults", "trainer"))  # trainer=slurm, and ddp_sim for two ranks
+    scenario.same_record(reference, differing=(FAULTS, "trainer"))  # trainer=slurm, and ddp_sim for two ranks
 
 
 def test_two_task_ddp_job_under_srun_equals_an_uninterrupted_two_rank_run(cluster, two_ranks, preempted):
@@ -430,7 +432,7 @@ def test_two_task_ddp_job_under_srun_equals_an_uninterrupted_two_rank_run(cluste
     assert stopped == {"0", "1"}  # both ranks stopped after the same update
     record = json.loads((scenario.tmp / "results" / "records" / f"{scenario.cell}.json").read_text())
     assert record["config"]["trainer"]["devices"] == 2 and record["config"]["trainer"]["strategy"] == "ddp"
-    scenario.same_record(reference, differing=("faults", "trainer"))
+    scenario.same_record(reference, differing=(FAULTS, "trainer"))
 
 
 # --- bad input -----------------------------------------------------------------------------------------------------

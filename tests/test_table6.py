@@ -16,6 +16,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from sarnmt.checkpoints.reading import CheckpointError, load_language_model, load_model
 from sarnmt.cli.reproduce import reproduce
 from sarnmt.lm.run import train_lm
 from sarnmt.models.factory import build_language_model
@@ -25,7 +26,6 @@ from sarnmt.sweep.records import read_sentence_stats
 from sarnmt.sweep.seed_tests import compare
 from sarnmt.sweep.spec import load_scale, load_table
 from sarnmt.sweep.stats import corpus_score
-from sarnmt.training.checkpoint import CheckpointError, load_language_model, load_model
 from sarnmt.utils.compose import compose
 from tests.conftest import ROOT
 

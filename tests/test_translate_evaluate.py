@@ -13,14 +13,14 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from sarnmt.checkpoints.averaging import average_checkpoints
+from sarnmt.checkpoints.reading import CheckpointError, load_model, net_state_dict, read_checkpoint
 from sarnmt.cli.average import average
 from sarnmt.cli.evaluate import evaluate, summary
 from sarnmt.cli.translate import translate
 from sarnmt.data.text.codecs import UNK
 from sarnmt.decoding.beam import BeamSearch
 from sarnmt.errors import InputError
-from sarnmt.training.averaging import average_checkpoints
-from sarnmt.training.checkpoint import CheckpointError, load_model, net_state_dict, read_checkpoint
 from sarnmt.training.lit_module import TranslationModule
 from sarnmt.training.run import train
 from sarnmt.utils.precision import native_bf16
@@ -217,7 +217,7 @@ def test_translate_nbest_lists_k_hypotheses_per_line_best_first(trained, tmp_pat
         normalized = [float(e[3]) for e in entries]
         assert normalized == sorted(normalized, reverse=True)
         assert len({e[1] for e in entries}) == 3
-    with pytest.raises(ValueError, match="nbest=5 must be between 1 and the beam size"):
+    with pytest.raises(InputError, match=r"^nbest=5: must be at most the beam size, 4 \(decoding=beam"):
         translate(compose_tool("translate", [*beam, "nbest=5"]), io.StringIO(text), io.StringIO())
     # the search rule from the command line (docs/models.md §Decoding): the shipped one, named, decodes the same
     named = io.StringIO()

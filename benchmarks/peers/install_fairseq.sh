@@ -12,9 +12,15 @@
 #   4. torch.load defaults to weights_only=True since torch 2.6; fairseq checkpoints pickle an argparse.Namespace.
 # torch is installed first and fairseq with --no-deps, so nothing pulls a CUDA build of torch: on a CPU machine
 # PIP_TORCH=torch==2.13.0 takes the local CPU wheel (the default); set PIP_TORCH to what your machine uses.
+# When it cannot be installed (no network, a version conflict) it says so in one line, naming the step and the log,
+# and exits non-zero.
 set -euo pipefail
 VENV=$(realpath -m "${1:-outputs/peers/fairseq}")
 PIP_TORCH=${PIP_TORCH:-torch==2.13.0}
+log=$(mktemp)
+exec 3>&2 >>"$log" 2>&1
+trap 'echo "install_fairseq: fairseq 0.12.2 not installed in $VENV: \"$BASH_COMMAND\" failed ($(grep -m1 -iE \
+"error|conflict|no matching" "$log" | cut -c1-200); full log $log)" >&3' ERR
 python3 -m venv "$VENV"
 PIP="$VENV/bin/pip"
 "$PIP" install -q "$PIP_TORCH"
@@ -64,4 +70,5 @@ edit("checkpoint_utils.py", lambda t: t.replace(
 PY
 rm -rf "$src"
 "$VENV/bin/fairseq-train" --help > /dev/null
-echo "fairseq 0.12.2 installed in $VENV"
+rm -f "$log"
+echo "fairseq 0.12.2 installed in $VENV" >&3

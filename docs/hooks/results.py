@@ -17,6 +17,7 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "sweeps" / "results"
+NOTES = "README.md"  # a results folder's notes, shown on its page before its records
 
 _pages: dict[str, str] = {}  # src_uri -> Markdown
 _images: dict[str, Path] = {}  # src_uri -> file to copy
@@ -73,6 +74,16 @@ def _image(page_dir: str, png: Path, alt: str) -> str:
     return f"![{alt}]({uri.rsplit('/', 1)[-1]})\n"
 
 
+def _notes(folder: Path) -> list[str]:
+    """A results folder's own notes (``README.md``: how its records were made, dated measurements, what they show),
+    without the README's title (the page has its own): as parts of the page, or none."""
+    readme = folder / NOTES
+    if not readme.exists():
+        return []
+    first, _, rest = _read(readme).partition("\n")
+    return [rest.lstrip("\n") if first.startswith("# ") else f"{first}\n{rest}"]
+
+
 def _table_number(path: Path) -> tuple[int, str]:
     m = re.search(r"(\d+)", path.stem)
     return (int(m.group(1)) if m else 0, path.stem)
@@ -83,12 +94,16 @@ def _scale_page(scale: Path) -> None:
     if not tables:
         return
     uri = f"results/{scale.name}.md"
+    notes = _notes(scale)
     parts = [
         f"# The {scale.name} scale\n",
-        _source_note([scale / "tables"]),
+        _source_note([scale / "tables", *([scale / NOTES] if notes else [])]),
         f"The tables of the `{scale.name}` scale as `python -m sarnmt.tables table=all scale={scale.name}` "
         f"rendered them from the records in `{_rel(scale / 'records')}` (how: [Reproducing the "
-        "tables](../reproducing.md)), each with its figure of the per-seed scores.\n",
+        "tables](../reproducing.md)), each with its figure of the per-seed scores"
+        + (", after the notes on these runs" if notes else "")
+        + ".\n",
+        *notes,
     ]
     for md in tables:
         n, _ = _table_number(md)
@@ -159,6 +174,7 @@ def _gpu_page(folder: Path) -> None:
         "Every run of `make gpu-check` (`benchmarks/gpu_check.py`, described on [Performance](../performance.md"
         "#the-gpu-check-make-gpu-check)), newest first, from its records: the summary, the targets, the bench "
         "tables and the main job's figures.\n",
+        *_notes(folder),
     ]
     for run in reversed(runs):
         parts.append(f"## {run.name}\n")
@@ -223,15 +239,16 @@ def _gpu_page(folder: Path) -> None:
 
 
 def _bench_page(folder: Path) -> None:
-    reports = sorted(folder.glob("*.md"))
+    reports = sorted(path for path in folder.glob("*.md") if path.name != NOTES)
     if not reports:
         return
     parts = [
         "# Benchmarks\n",
         _source_note([folder]),
         "The reports of `make bench` (`python -m sarnmt.bench`) that were published, each as the bench wrote it, with "
-        "its plot where there is one (the JSON beside each has every figure). What they measure and how to read "
-        "them: [Performance](../performance.md).\n",
+        "its plot where there is one (the JSON beside each has every figure), after the measurements noted by hand "
+        "in the folder's README. What they measure and how to read them: [Performance](../performance.md).\n",
+        *_notes(folder),
     ]
     for md in reports:
         parts.append(f"## {md.stem}\n")
@@ -272,6 +289,23 @@ def _pilot_page(folder: Path) -> None:
     _titles.append(("The mini scale's dropout pilot", uri))
 
 
+def _peers_page(folder: Path) -> None:
+    """The quality comparison beside JoeyNMT and fairseq (``python -m benchmarks.peers.quality render``): its README,
+    the figure shown from this site's copy."""
+    readme = folder / "README.md"
+    if not readme.exists():
+        return
+    figure = folder / "dev_bleu_vs_time.png"
+    text = _read(readme)
+    if figure.exists():  # the README shows it beside itself; the site, from its copy
+        shown = _image("results", figure, "dev BLEU against wall time").rstrip("\n")
+        text = text.replace(f"![dev BLEU against wall time]({figure.name})", shown)
+    first, _, rest = text.partition("\n")
+    uri = "results/peers-quality.md"
+    _pages[uri] = "\n".join([first, "", _source_note([folder]), rest])
+    _titles.append(("Beside JoeyNMT and fairseq", uri))
+
+
 def _index() -> None:
     lines = [
         "# Results\n",
@@ -299,6 +333,7 @@ def _build() -> None:
         if (RESULTS / "bench").is_dir():
             _bench_page(RESULTS / "bench")
         _pilot_page(RESULTS / "mini-pilot")
+        _peers_page(RESULTS / "peers-quality")
     _index()
 
 

@@ -26,12 +26,12 @@ import torch
 
 from sarnmt.analysis import AnalysisError
 from sarnmt.analysis.figures import pyplot, save
+from sarnmt.checkpoints.reading import LoadedModel
 from sarnmt.data.corpora.toy import realize_target
 from sarnmt.data.corpora.toy_reading import parse_source, subject_agreement, verb_features, verb_forms
 from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.data.text.codecs import UNK
 from sarnmt.decoding.stream import decode_stream
-from sarnmt.training.checkpoint import LoadedModel
 
 MEASURES = {
     "forced": "forced choice among the verb's six forms (reference prefix)",

@@ -12,17 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from sarnmt.analysis import AnalysisError, agreement, examples, heatmaps, positions, tree_report
 from sarnmt.analysis.drawing import plot_trees
 from sarnmt.analysis.runs import Run, load_runs, names_of, read_input
 from sarnmt.analysis.trees import brackets
+from sarnmt.checkpoints.reading import load_model
+from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.data.corpora.toy import generate_toy_corpus, target_tree
 from sarnmt.data.corpora.toy_reading import parse_source
-from sarnmt.training.checkpoint import load_model
-from sarnmt.training.stored_config import run_trust
+from sarnmt.decoding.search import build_search
 from sarnmt.utils.device import pick_device
 
 log = logging.getLogger("sarnmt")
@@ -226,7 +226,7 @@ def agreement_probe(cfg: DictConfig) -> dict[str, Any]:
     edges, labels = list(cfg.bins), agreement.bin_labels(list(cfg.bins))
     paths = [str(p) for p in cfg.ckpts]
     names = names_of(paths, None if cfg.names is None else list(cfg.names))
-    search, device, out = instantiate(cfg.decoding), pick_device(cfg.device), _out(cfg)
+    search, device, out = build_search(cfg.decoding), pick_device(cfg.device), _out(cfg)
     table: dict[str, dict[str, list[tuple[int, float]]]] = {}
     overall: dict[str, dict[str, float]] = {}
     for name, path in zip(names, paths, strict=True):

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from hydra.utils import instantiate
 
 from sarnmt.analysis import AnalysisError
+from sarnmt.checkpoints.reading import LoadedModel, load_model
+from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.data.loading.batching import pad_sequences
 from sarnmt.data.text.codecs import EOS_TOKEN, UNK
 from sarnmt.data.text.reading import read_lines
@@ -39,9 +40,8 @@ from sarnmt.decoding.attention_file import (
     target_pieces,
     write_attention,
 )
+from sarnmt.decoding.search import build_search
 from sarnmt.decoding.stream import decode_stream
-from sarnmt.training.checkpoint import LoadedModel, load_model
-from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.device import pick_device
 
 log = logging.getLogger("sarnmt")
@@ -220,7 +220,7 @@ def load_runs(cfg, out_dir: Path, self_attention_only: bool = False) -> list[Run
     targets = read_input(cfg.target, "target") if cfg.target is not None else None
     if targets is not None and len(targets) != len(lines):
         raise AnalysisError(f"target {cfg.target} has {len(targets)} lines but source {cfg.source} has {len(lines)}")
-    device = pick_device(cfg.device)
+    device, search = pick_device(cfg.device), build_search(cfg.decoding)  # its settings checked once, here
     runs = []
     for k, (name, path) in enumerate(zip(names, paths, strict=True)):
         loaded = load_model(path, device, cfg.kernels, run_trust(cfg))
@@ -239,7 +239,7 @@ def load_runs(cfg, out_dir: Path, self_attention_only: bool = False) -> list[Run
                 pieces = [_labels(loaded.tgt_codec, i, line) for i, line in zip(ids, targets, strict=True)]
                 records = forced_records(loaded, lines, ids, cfg.batch_size, pieces)
             else:
-                records = decoded_records(loaded, lines, instantiate(cfg.decoding), cfg.batch_size)
+                records = decoded_records(loaded, lines, search, cfg.batch_size)
             write_attention(out_dir / f"{name}.attention.jsonl", records)
             log.info("%s: attention of %d lines written to %s", name, len(records), out_dir / f"{name}.attention.jsonl")
         runs.append(Run(name, path, records, self_attention, loaded))

@@ -1,6 +1,6 @@
-"""Training speed of Table 6's language models, in one run on the same batches:
-``sarnmt bench-lm [scale=mini|paper|smoke] [threads=N] [steps=K] [warmup=K] [repeats=R]``
-(``sarnmt/conf/bench_lm.yaml``).
+"""Training speed of Table 6's language models, in one run on the same batches (:func:`bench_lm`; the command
+``sarnmt bench-lm [scale=mini|paper|smoke] [threads=N] [steps=K] [warmup=K] [repeats=R]``, :mod:`sarnmt.cli.bench_lm`,
+``sarnmt/conf/bench_lm.yaml``).
 
 Each model of ``sweep/specs/tables/table6.yaml`` is built at the scale's sizes (``by_scale``; the paper's from its
 ``lm_model=`` config) with the scale's vocabulary size, and trained with Adam on the same random segments (B streams
@@ -16,13 +16,12 @@ import statistics
 import time
 
 import torch
-from omegaconf import DictConfig
 
-from sarnmt.errors import InputError, check_range, reported
+from sarnmt.errors import InputError, check_range
 from sarnmt.models.factory import build_language_model, count_parameters
 from sarnmt.sweep.plan import plan_jobs
 from sarnmt.sweep.spec import load_scale, load_table
-from sarnmt.utils.compose import compose, hydra_main
+from sarnmt.utils.compose import compose
 
 VOCAB = {"smoke": 231, "mini": 10_000, "paper": 77_000}  # the scales' vocabulary sizes (corpus reports, Daniluk)
 
@@ -87,13 +86,7 @@ def bench_lm(scale: str, threads: int | None = None, steps: int = 20, warmup: in
     return "\n".join(lines)
 
 
-@hydra_main("bench_lm")
-def main(cfg: DictConfig) -> None:
-    with reported():
-        print(bench_lm(cfg.scale, cfg.threads, cfg.steps, cfg.warmup, cfg.repeats), flush=True)
+if __name__ == "__main__":  # python -m sarnmt.bench.lm: an alias of sarnmt bench-lm (run_alias says how)
+    from sarnmt.utils.hydra_app import run_alias
 
-
-if __name__ == "__main__":  # python -m sarnmt.bench.lm: an alias of sarnmt bench-lm
-    from sarnmt.utils.hydra_app import run_as_module
-
-    run_as_module("python -m sarnmt.bench.lm", main, hydra=True)
+    run_alias()

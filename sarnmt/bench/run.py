@@ -10,7 +10,7 @@ checkout, ``make bench`` adds the *plain* implementation a competent user would 
 interleaved, with the optimizer step also timed on its own; matrix-product FLOPs per token and activation memory
 (what autograd saves for backward) and, on a GPU, peak allocated memory; decoding speed (:mod:`sarnmt.bench.decode`).
 A peer that does not implement a system (the peers write the paper's cGRU: not the LSTM systems) is left out for it.
-:func:`bench` is a pure function of the composed config; :mod:`sarnmt.bench.__main__` is the command.
+:func:`bench` is a pure function of the composed config; :mod:`sarnmt.cli.bench` is the command.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from sarnmt.bench.profile import profile_steps
 from sarnmt.bench.workload import TrainBatch, fixed_batch, make_workload, sorted_batches
 from sarnmt.decoding.beam import BeamSearch
 from sarnmt.decoding.penalties import LengthPenalty
+from sarnmt.decoding.search import check_decoding
 from sarnmt.kernels.choice import check_choice
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.factory import build_model, count_parameters
@@ -287,6 +288,7 @@ def bench(cfg: DictConfig, systems: dict[str, System]) -> dict[str, Any]:
     device = resolve_device(cfg.device)
     check_hardware(device, cfg.precision)
     check_choice(cfg.kernels)
+    check_decoding(cfg.decode, "decode")
     if cfg.keep_freed_memory and device.type == "cpu":
         keep_freed_memory()
     record: dict[str, Any] = {

@@ -2,7 +2,7 @@
 or ``python -m sarnmt average dir=outputs/train/<run>/checkpoints last=5 output=avg.ckpt``.
 
 The output is a sarnmt checkpoint holding the element-wise mean of the model weights; what it holds, how the inputs
-are read and checked, "last N" and how the output is written: :mod:`sarnmt.training.averaging`. This command
+are read and checked, "last N" and how the output is written: :mod:`sarnmt.checkpoints.averaging`. This command
 resolves the paths (relative to where it was run) and prints the output's path.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
+from sarnmt.checkpoints.averaging import average_checkpoints, last_checkpoints
+from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.errors import InputError, reported
-from sarnmt.training.averaging import average_checkpoints, last_checkpoints
-from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.compose import hydra_main
 
 log = logging.getLogger("sarnmt")

@@ -29,13 +29,13 @@ import torch
 from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
+from sarnmt.checkpoints.reading import LoadedModel, load_model
+from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.search import Search, build_search
 from sarnmt.decoding.split_translation import SplitOutput, translate_split
 from sarnmt.errors import InputError, check_flag, check_range, reported
 from sarnmt.kernels.choice import check_choice
-from sarnmt.training.checkpoint import LoadedModel, load_model
-from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import atomic_files, check_folder
 from sarnmt.utils.compose import hydra_main

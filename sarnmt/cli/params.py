@@ -64,11 +64,13 @@ def decoder_names() -> list[str]:
 
 
 def count(cfg: DictConfig) -> int:
-    """Trainable parameters of the model that ``cfg`` (``model``, ``decoder``, vocabulary sizes) describes."""
+    """Trainable parameters of the model that ``cfg`` (``model``, ``decoder``, vocabulary sizes) describes, its
+    pair and settings checked first (:func:`~sarnmt.models.factory.check_model`)."""
     import torch
 
-    from sarnmt.models.factory import build_model, count_parameters
+    from sarnmt.models.factory import build_model, check_model, count_parameters
 
+    check_model(cfg.model, cfg.decoder)
     with torch.device("meta"):
         return count_parameters(build_model(cfg.model, cfg.decoder, cfg.src_vocab_size, cfg.tgt_vocab_size))
 

@@ -6,7 +6,7 @@ significance tests and the formats are :mod:`sarnmt.sweep.cells`, :mod:`sarnmt.s
 :mod:`sarnmt.sweep.render`.
 
 The markers are the seed-aware test, Welch's t on the seed means with the test set's variance shared by a system's
-runs added (one-sided; :mod:`sarnmt.sweep.seed_tests`; ``significance.seed_test=v_sent`` the test until issue 59,
+runs added (one-sided; :mod:`sarnmt.sweep.seed_tests`; ``significance.seed_test=v_sent`` the earlier test,
 which the superseded mini8 scale keeps), and the paper's t-test, sentence-level with seeds pooled; the bootstrap
 columns of the CSV draw ``significance.resamples`` resamples (10,000 by default) from numpy's generator seeded
 ``significance.seed``. A cell never averages runs of

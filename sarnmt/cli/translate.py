@@ -61,6 +61,8 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from sarnmt.checkpoints.reading import CheckpointError, LoadedModel, load_model
+from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.data.text.codecs import TextCodec
 from sarnmt.data.text.reading import Line, bounded_lines, check_file
 from sarnmt.decoding.attention_file import attention_record
@@ -70,8 +72,6 @@ from sarnmt.decoding.stream import Translation, decode_stream
 from sarnmt.decoding.unknown_share import UnknownShare
 from sarnmt.errors import InputError, check_flag, check_range, reported
 from sarnmt.kernels.choice import check_choice
-from sarnmt.training.checkpoint import CheckpointError, LoadedModel, load_model
-from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.allocator import keep_freed_memory
 from sarnmt.utils.atomic import AtomicFiles, atomic_files, check_output
 from sarnmt.utils.compose import hydra_main
@@ -214,8 +214,8 @@ def check_settings(
     search = build_search(cfg.decoding, max_source_tokens=cfg.max_input_tokens)
     if cfg.nbest > search.beam_size:
         raise InputError(
-            f"nbest={cfg.nbest} must be between 1 and the beam size ({search.beam_size}; "
-            f"decoding=beam decoding.beam_size=K for more)"
+            f"nbest={cfg.nbest}: must be at most the beam size, {search.beam_size} (decoding=beam "
+            "decoding.beam_size=K for more)"
         )
     device = pick_device(cfg.device)
     check_native_bf16(device, cfg.precision)

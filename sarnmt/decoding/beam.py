@@ -54,7 +54,7 @@ from sarnmt.decoding.schedule import Schedule
 from sarnmt.decoding.search import Hypotheses
 from sarnmt.decoding.step import search_step
 from sarnmt.decoding.traceback import Records, trace_back
-from sarnmt.errors import InputError, check_range
+from sarnmt.errors import InputError
 
 
 @torch.no_grad()
@@ -80,7 +80,6 @@ def beam_decode(
     :param min_len: m >= 0: no EOS before a hypothesis has m tokens.
     :param schedule: how the loop meets the host (default: :meth:`Schedule.for_device` of ``src``).
     """
-    check_search(beam_size, nbest, min_len)
     rule = BeamRule(beam_size, length_penalty if length_penalty is not None else LengthPenalty(), min_len)
     return run_search(model, src, src_mask, rule, max_len_a, max_len_b, return_attention, nbest, schedule)
 
@@ -103,7 +102,6 @@ def run_search(
     :param src: shape (B, S).  :param src_mask: shape (B, S).  :param nbest: n, 1 <= n <= k.
     :param schedule: how the loop meets the host (default: :meth:`Schedule.for_device` of ``src``).
     """
-    check_search(rule.beam_size, nbest)  # the rule's own settings are its to check
     schedule = schedule if schedule is not None else Schedule.for_device(src.device)
     k, batch, device = rule.beam_size, src.size(0), src.device
     limits = max_lengths(src_mask, max_len_a, max_len_b)
@@ -173,37 +171,9 @@ def _may_capture(model: nn.Module) -> bool:
     return hasattr(model, "static_state") and getattr(getattr(model, "kernels", None), "capture", False)
 
 
-def check_search(beam_size: int, nbest: int, min_len: int = 0) -> None:
-    """:raises ValueError: unless beam_size >= 1, 1 <= nbest <= beam_size and min_len >= 0."""
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
-    if not 1 <= nbest <= beam_size:
-        raise ValueError(f"nbest must be between 1 and the beam size {beam_size}, got {nbest}")
-    if min_len < 0:
-        raise ValueError(f"min_len must be >= 0, got {min_len}")
-
-
-def check_settings(beam_size: int, max_len_a: float, max_len_b: int, min_len: int) -> None:
-    """Validate a search's settings where they are read (the keys of ``sarnmt/conf/decoding/*.yaml``).
-
-    :raises InputError: naming the key: ``beam_size`` < 1, ``max_len_a``, ``max_len_b`` or ``min_len`` < 0, or a
-        ``min_len`` above a maximum output length that does not grow with the source (``max_len_a=0``): no output
-        could end with EOS.
-    """
-    check_range("beam_size", beam_size, 1)
-    check_range("max_len_a", max_len_a, 0)
-    check_range("max_len_b", max_len_b, 0)
-    check_range("min_len", min_len, 0)
-    longest = max(1, max_len_b)  # tokens, EOS included (penalties.max_lengths)
-    if max_len_a == 0 and min_len >= longest:
-        raise InputError(
-            f"min_len={min_len}: more than the longest output allows (max_len_a=0, max_len_b={max_len_b}: "
-            f"{longest} tokens, EOS included), so no output could end; lower min_len or raise max_len_b"
-        )
-
-
 class BeamSearch:
-    """Beam search as a configured object (``sarnmt/conf/decoding/beam.yaml``).
+    """Beam search as a configured object (``sarnmt/conf/decoding/beam.yaml``), of settings checked where they entered
+    (:func:`~sarnmt.decoding.search.build_search`).
 
     :param beam_size: k.  :param length_penalty: how finished hypotheses are ranked (dl4mt: alpha=1, offset=0).
     :param max_len_a: output length limit ``a·|src| + b``.  :param max_len_b: see ``max_len_a``.
@@ -230,9 +200,6 @@ class BeamSearch:
         batch_tokens: int | None = None,
         rule: RuleFactory | None = None,
     ) -> None:
-        check_settings(beam_size, max_len_a, max_len_b, min_len)
-        if batch_tokens is not None:
-            check_range("batch_tokens", batch_tokens, 1)
         self.beam_size, self.max_len_a, self.max_len_b, self.min_len = beam_size, max_len_a, max_len_b, min_len
         self.batch_tokens = batch_tokens
         self.length_penalty = length_penalty if length_penalty is not None else LengthPenalty()

@@ -78,15 +78,17 @@ MAX_BATCH_TOKENS = 1_000_000  # batch_tokens: the batch's source memory and its 
 
 
 def check_decoding(node: Any, key: str = "decoding", max_source_tokens: int | None = None) -> None:
-    """Check a decoding config's settings before it is built, each with :func:`~sarnmt.errors.check_range`:
-    ``beam_size`` in 1..:data:`MAX_BEAM_SIZE`, ``max_len_a`` in 0..:data:`MAX_LEN_A`, ``max_len_b`` and ``min_len``
-    in 0..:data:`MAX_OUTPUT_TOKENS`, ``batch_tokens`` (when set) in 1..:data:`MAX_BATCH_TOKENS` (finite numbers; the
-    length penalty checks its own, :mod:`.penalties`).
+    """The one check of a decoding config's settings, where they enter (a command's composed config), before it is
+    built; the search objects trust what passed it. Each with :func:`~sarnmt.errors.check_range`: ``beam_size`` in
+    1..:data:`MAX_BEAM_SIZE`, ``max_len_a`` in 0..:data:`MAX_LEN_A`, ``max_len_b`` and ``min_len`` in
+    0..:data:`MAX_OUTPUT_TOKENS`, ``batch_tokens`` (when set) in 1..:data:`MAX_BATCH_TOKENS` (finite numbers; the
+    length penalty checks its own, :mod:`.penalties`); then a ``min_len`` that no output could reach, as every output
+    would be cut at its limit: with ``max_len_a=0`` the longest output is ``max_len_b`` tokens (at least 1, EOS
+    included), whatever the source.
 
     :param max_source_tokens: the longest source a command decodes (``max_input_tokens``, checked too:
-        :func:`~sarnmt.decoding.input_limit.check_max_input_tokens`), when it has one: then a
-        ``min_len`` that no output of any source could reach (``max_len_a·(max_source_tokens + 1) + max_len_b``
-        tokens, EOS included, is the longest) is refused too, as every output would be cut at its limit.
+        :func:`~sarnmt.decoding.input_limit.check_max_input_tokens`), when it has one: then the longest output of a
+        ``max_len_a`` above 0 is ``max_len_a·(max_source_tokens + 1) + max_len_b`` tokens, EOS included.
     :raises InputError: ``<key>.<setting>=<value>: must be ...``, naming the bound and what it protects.
     """
     from sarnmt.decoding.input_limit import check_max_input_tokens
@@ -105,15 +107,21 @@ def check_decoding(node: Any, key: str = "decoding", max_source_tokens: int | No
             check_range(f"{key}.{name}", get(name), low, high, why)
     if max_source_tokens is not None:
         check_max_input_tokens(max_source_tokens)
-    a, b = get("max_len_a", 0) or 0, get("max_len_b", 0) or 0
-    if max_source_tokens is not None and get("min_len") and a > 0:  # a = 0: the search's own check says so
-        longest = max(1, int(a * (max_source_tokens + 1) + b))  # penalties.max_lengths, the source's EOS counted
-        if get("min_len") >= longest:
-            raise InputError(
-                f"{key}.min_len={get('min_len'):,}: more than any output can have, so none could end: the longest is "
-                f"{longest:,} tokens, EOS included ({key}.max_len_a={a} × (max_input_tokens={max_source_tokens:,} + 1) "
-                f"+ {key}.max_len_b={b}); lower min_len"
-            )
+    a, b, least = get("max_len_a"), get("max_len_b"), get("min_len")
+    if not least or a is None or b is None:
+        return
+    if a == 0:  # penalties.max_lengths: b tokens, at least 1 (EOS), whatever the source
+        longest, how = max(1, b), f"{key}.max_len_a=0, {key}.max_len_b={b}"
+    elif max_source_tokens is not None:  # the source's EOS counted
+        longest = max(1, int(a * (max_source_tokens + 1) + b))
+        how = f"{key}.max_len_a={a} × (max_input_tokens={max_source_tokens:,} + 1) + {key}.max_len_b={b}"
+    else:
+        return
+    if least >= longest:
+        raise InputError(
+            f"{key}.min_len={least:,}: more than any output can have, so none could end: the longest is {longest:,} "
+            f"tokens, EOS included ({how}); lower min_len"
+        )
 
 
 def build_search(node: Any, key: str = "decoding", max_source_tokens: int | None = None) -> Search:

@@ -7,5 +7,5 @@
   what a request may hold;
 - :mod:`~sarnmt.human.export`: Table 5 beside the paper's numbers, raw judgements; :mod:`~sarnmt.human.agreement`:
   Cohen's / Fleiss' kappa;
-- :mod:`~sarnmt.human.cli`: ``python -m sarnmt.human create|serve|export|annotators``.
+- the commands, ``sarnmt human create|serve|export|annotators``, are :mod:`sarnmt.cli.human`'s.
 """

@@ -35,7 +35,7 @@ def tanh_(x: Tensor, by_sigmoid: bool) -> Tensor:
 def chunk_rows(device: torch.device, batch: int, beams: int, length: int, dim: int) -> int:
     """Sentences per piece of :func:`scores_in_chunks`: on a CPU as many as fill :data:`CACHE_CHUNK` numbers
     (B·g·S·2d in all); on any other device all B at once, one piece: a GPU has no cache of that size to fit, and a
-    piece per sentence there is a Python loop over the batch at every step (issue 40).
+    piece per sentence there is a Python loop over the batch at every step.
 
     :param device: where the energies are formed.  :param batch: B.  :param beams: g.  :param length: S.
     :param dim: 2d.  :returns: rows per piece, 1..B (B: one piece).

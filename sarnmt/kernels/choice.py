@@ -23,7 +23,7 @@ from torch import Tensor
 from sarnmt.errors import InputError
 from sarnmt.kernels.registry import CPU_ONLY, FUSED, PLAIN, Kernels, Spots, resolve
 
-__all__ = ["CHOICES", "CPU_ONLY", "FUSED", "PLAIN", "KernelChoice", "Kernels", "check_choice"]
+__all__ = ["CHOICES", "CPU_ONLY", "FUSED", "PLAIN", "KernelChoice", "Kernels", "captures", "check_choice"]
 
 CHOICES = ("auto", "fused", "plain")
 
@@ -34,6 +34,13 @@ def check_choice(choice: str) -> None:
     :raises InputError: naming the key, the value and the choices."""
     if choice not in CHOICES:
         raise InputError(f"kernels={choice!r} is not a choice: use one of {', '.join(CHOICES)} (sarnmt/kernels/)")
+
+
+def captures(choice: str) -> bool:
+    """Whether steps under the ``kernels=`` ``choice`` may run as captured graphs (the search's,
+    :mod:`sarnmt.decoding.captured`, and the training step's, :mod:`sarnmt.training.capture`): every choice but
+    ``plain``, which runs every step eagerly."""
+    return choice != "plain"
 
 
 class KernelChoice(Generic[Spots]):
@@ -97,9 +104,8 @@ class KernelChoice(Generic[Spots]):
 
     @property
     def capture(self) -> bool:
-        """Whether a step under this choice may run as a captured graph (the search's,
-        :mod:`sarnmt.decoding.captured`): every choice but ``plain``, which runs every step eagerly."""
-        return self.choice != "plain"
+        """Whether a step under this choice may run as a captured graph (:func:`captures`)."""
+        return captures(self.choice)
 
     def rules(self, device: torch.device, grad: bool = False) -> Kernels:
         """The flags a call on ``device`` runs under, with autograd on or off (``grad``): the rules of a device,

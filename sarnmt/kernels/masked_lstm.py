@@ -1,4 +1,4 @@
-"""The ``lstm_encoder`` hot spot without a host read (``static_shapes``: the captured training step, issue 40).
+"""The ``lstm_encoder`` hot spot without a host read (``static_shapes``: the captured training step).
 
 The LSTM systems' own form (:func:`sarnmt.models.hot_spots.packed_lstm`) runs PyTorch's LSTM over packed sequences,
 whose lengths are read on the host: a sync that a CUDA graph cannot hold. :func:`masked_lstm` computes the same as

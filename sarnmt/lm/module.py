@@ -20,6 +20,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from sarnmt.checkpoints.writing import language_model_entry
 from sarnmt.lm.model import LMState, RecurrentLM
 from sarnmt.models.factory import count_parameters
 from sarnmt.training.lit_module import step_seed
@@ -113,14 +114,10 @@ class LanguageModelModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         trainer = self._trainer
         datamodule = getattr(trainer, "datamodule", None) if trainer is not None else None
-        checkpoint["sarnmt"] = {
-            "task": "lm",
-            "net_config": self.hparams.net_config,
-            "vocab": list(datamodule.vocab) if datamodule is not None else None,
-            "parameters": count_parameters(self.net),
-        }
-        if self.identity is not None:
-            checkpoint["sarnmt"]["identity"] = self.identity
+        vocab = list(datamodule.vocab) if datamodule is not None else None
+        checkpoint["sarnmt"] = language_model_entry(
+            self.hparams.net_config, vocab, count_parameters(self.net), self.identity
+        )
         carried = self._carried["train"]
         if carried is not None:
             checkpoint[STATE_KEY] = {"hidden": carried.hidden, "cell": carried.cell, "memory": carried.memory}

@@ -7,6 +7,10 @@ A model declares the decoder-variant hooks it offers and those a variant must fi
 offer and need ``readout``; the tutorial's input-feeding LSTM neither); a variant declares the hooks it uses. A pair
 is valid when ``required_hooks ⊆ variant.hooks ⊆ hooks``. :func:`check_combination` says so before any data is read,
 naming the ``decoder=`` options that do fit the model.
+
+A pair and its settings are checked once, where they enter (:func:`check_model`): a command's composed config
+(``train``, ``params``, ``bench``) or a checkpoint's stored one (:func:`sarnmt.checkpoints.reading.read_checkpoint`);
+:func:`build_model` builds what passed.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from sarnmt.errors import UserError
+from sarnmt.errors import UserError, check_range
 from sarnmt.utils.compose import config_dir
 
 PAPER_MODEL = "sarnmt.models.seq2seq.Seq2Seq"  # the paper's cGRU: counted by Table 1, reimplemented by the bench
@@ -50,20 +54,19 @@ def _class(node: Mapping[str, Any], group: str) -> type:
     return cls
 
 
-def check_settings(model: Mapping[str, Any]) -> None:
-    """The ranges of a model node's own settings, the same for a config composed on the command line and one stored
-    in a checkpoint: every ``dropout*`` a number in [0, 1] (NaN passed ``nn.Dropout`` and failed at the first
-    forward step), every ``*_dim`` a whole number >= 1.
+def check_model(model: Mapping[str, Any] | DictConfig, decoder: Mapping[str, Any] | DictConfig) -> None:
+    """The one check of a ``model=`` / ``decoder=`` pair and of the model's own settings, where they enter (see the
+    module docstring): the pair (:func:`check_combination`), then every ``dropout*`` a number in [0, 1] (NaN passed
+    ``nn.Dropout`` and failed at the first forward step) and every ``*_dim`` a whole number >= 1.
 
-    :raises ModelConfigError: ``model.<key>=<value>: must be ...``."""
-    for key, value in model.items():
-        if not isinstance(key, str):
-            continue
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if key.startswith("dropout") and not (number and 0 <= value <= 1):
-            raise ModelConfigError(f"model.{key}={value!r}: must be a number from 0 to 1 (a dropout rate)")
-        if key.endswith("_dim") and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-            raise ModelConfigError(f"model.{key}={value!r}: must be a whole number of at least 1 (a size)")
+    :raises ModelConfigError: for a pair that does not go together, or a node that names no sarnmt model or variant.
+    :raises InputError: ``model.<key>=<value>: must be ...`` (:func:`~sarnmt.errors.check_range`)."""
+    check_combination(model, decoder)
+    for key, value in _plain(model).items():
+        if isinstance(key, str) and key.startswith("dropout"):
+            check_range(f"model.{key}", value, 0, 1, "a dropout rate")
+        elif isinstance(key, str) and key.endswith("_dim"):
+            check_range(f"model.{key}", value, 1, whole=True)
 
 
 def decoder_options() -> dict[str, str]:
@@ -106,7 +109,8 @@ def build_model(
     tgt_vocab_size: int,
     kernels: str = "auto",
 ) -> nn.Module:
-    """A freshly initialised model (on the current default device: ``torch.device("meta")`` counts parameters).
+    """A freshly initialised model (on the current default device: ``torch.device("meta")`` counts parameters), of a
+    pair that passed :func:`check_model` where it entered.
 
     :param model: a ``model=`` node.  :param decoder: a ``decoder=`` node; always built as a partial that the model
         completes with its own sizes (early checkpoints stored it without ``_partial_`` and with e and d).
@@ -114,8 +118,6 @@ def build_model(
         model's config (the same weights compute the same function either way).
     """
     model, decoder = _plain(model), _plain(decoder)
-    check_combination(model, decoder)
-    check_settings(model)
     decoder = {key: value for key, value in decoder.items() if key not in LEGACY_DECODER_KEYS}
     variant = instantiate({**decoder, "_partial_": True})
     return instantiate(

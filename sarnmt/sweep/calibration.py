@@ -3,7 +3,7 @@ that is no better than its baseline.
 
 Three tests are scored on every null cell (:mod:`sarnmt.sweep.seed_tests`): the tables' test (Welch's test on the
 seed means with v_shared, the test set's variance shared by a system's runs, df by Welch's 1947 form), the test
-until issue 59 (with v_sent, the paired sentence bootstrap's variance, df by Welch-Satterthwaite: ``seed_test=
+the earlier test (with v_sent, the paired sentence bootstrap's variance, df by Welch-Satterthwaite: ``seed_test=
 "v_sent"``) and the two-level bootstrap before it; a rejection is a one-sided p below the nominal level.
 
 **Synthetic regimes** (:data:`REGIMES`). A null cell is two systems with no true difference, each run ``n_r`` /
@@ -168,7 +168,7 @@ def null_cell(
 def cell_p_values(
     system: Sequence[np.ndarray], baseline: Sequence[np.ndarray], resampling: seed_tests.Resampling
 ) -> tuple[float, float, float]:
-    """``(p_shared, p_v_sent, p_two_level)``: the tables' seed-aware test, the one until issue 59 and the two-level
+    """``(p_shared, p_v_sent, p_two_level)``: the tables' seed-aware test, the earlier one (v_sent) and the two-level
     bootstrap of one cell (the old two from one bootstrap pass)."""
     two_level, pooled = seed_tests.both_bootstraps(system, baseline, METRIC, resampling)
     scores = seed_tests.run_scores(system, METRIC), seed_tests.run_scores(baseline, METRIC)
@@ -181,7 +181,7 @@ def cell_p_values(
 @dataclass(frozen=True)
 class Rates:
     """Rejection rates of one regime and run count over ``cells`` null cells (or splits): ``shared[alpha]`` the
-    tables' test, ``v_sent[alpha]`` the test until issue 59, ``two_level[alpha]`` the two-level bootstrap (None
+    tables' test, ``v_sent[alpha]`` the earlier test (v_sent), ``two_level[alpha]`` the two-level bootstrap (None
     where it cannot run), ``bands[alpha]`` where a calibrated test's rate lies."""
 
     regime: str

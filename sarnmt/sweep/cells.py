@@ -75,7 +75,7 @@ class TableSettings:
     def __post_init__(self) -> None:
         if self.seed_test is not None and self.seed_test not in seed_tests.SEED_TESTS:
             raise InputError(
-                f"significance.seed_test={self.seed_test!r}: shared (the tables' test), v_sent (until issue 59) or "
+                f"significance.seed_test={self.seed_test!r}: shared (the tables' test), v_sent (the earlier test) or "
                 "null (the scale's)"
             )
         n = self.resampling.resamples

@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
+from sarnmt.checkpoints.reading import load_model, saved_progress
+from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.decoding.split_translation import translate_split
 from sarnmt.lm.run import train_lm
 from sarnmt.sweep import stats as sentence_stats
@@ -52,9 +53,7 @@ from sarnmt.sweep.records import (
     write_json,
     write_lines_gz,
 )
-from sarnmt.training.checkpoint import load_model
 from sarnmt.training.run import train
-from sarnmt.training.stored_config import run_trust
 from sarnmt.utils import json_bounds
 from sarnmt.utils.compose import compose
 from sarnmt.utils.device import pick_device
@@ -194,8 +193,7 @@ def fit_summary(trainer: L.Trainer, result: dict[str, Any], last: Path) -> dict[
     best = callback.best_model_path if callback is not None else ""
     steps, epochs = trainer.global_step, trainer.current_epoch
     if (steps == 0 or not best) and last.is_file():  # ddp_spawn leaves the parent's trainer at step 0
-        checkpoint = torch.load(last, map_location="cpu", weights_only=True)
-        steps, epochs = checkpoint["global_step"], checkpoint["epoch"] + 1
+        steps, epochs = saved_progress(last)
     if not best:
         log.warning("no validation selected a checkpoint; evaluating the last one, %s", last)
         best = str(last)

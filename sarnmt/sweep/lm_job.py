@@ -17,12 +17,12 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
+from sarnmt.checkpoints.reading import CheckpointError, load_language_model
+from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.data.text.codecs import EOS
 from sarnmt.sweep.plan import Job
 from sarnmt.sweep.publish import publish_record
 from sarnmt.sweep.stats import corpus_score
-from sarnmt.training.checkpoint import CheckpointError, load_language_model
-from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.device import pick_device
 
 

@@ -275,7 +275,7 @@ def _number(value: float | None, digits: int = 4) -> str:
 
 def csv_text(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> str:
     """One line per cell; the power columns (``power_detects`` ... ``seeds_at_paper``: :func:`footer.row_powers`)
-    are empty for a table rendered with the test until issue 59 (mini8), whose power line is the old one."""
+    are empty for a table rendered with the earlier test (mini8), whose power line is the old one."""
     rows = []
     powers = {} if (settings.seed_test or "shared") == "v_sent" else row_powers(table, cells)
     for row in table.rows:

@@ -49,12 +49,12 @@ the convention of the paper's Table 1.
   :mod:`sarnmt.sweep.calibration`, in the regime of the real runs too (an additive model fitted to them, and
   random splits of them). A cell with one run, or a baseline with one, gets no seed-aware test (``n/a (1
   run)``): its run-to-run spread is unknown.
-- **The seed-aware test until issue 59** (``seed_test="v_sent"``, kept by name for the calibration and for the
+- **The earlier seed-aware test** (``seed_test="v_sent"``, kept by name for the calibration and for the
   superseded ``mini8`` tables, published with it): the same Welch test with v_sent, the variance of Δ over
   Koehn's paired bootstrap over sentences with every run kept once, in place of v_shared. v_sent holds each run's
   own sentence noise a second time (it is in s² already), so where that noise is most of the seed variance, as in
   the mini runs, the test is conservative (measured: about 3% rejections at nominal 5%).
-- **The two-level bootstrap** (the seed-aware test of the 8-epoch tables until issue 42, kept by name for the
+- **The two-level bootstrap** (the seed-aware test of the 8-epoch tables before that, kept by name for the
   calibration and as the CSV's ``p_two_level``: :func:`two_level_test`): each resample draws each cell's runs
   with replacement, independently for the row and the baseline, then one draw of test sentences common to both,
   recomputes every drawn run's corpus score and takes the difference of the two means over the drawn runs
@@ -94,8 +94,8 @@ from sarnmt.evaluation.significance import paired_t_test
 from sarnmt.sweep.stats import METRIC_SCORERS, corpus_score, corpus_scores
 
 METHOD = "Welch + shared test-set variance"  # the seed-aware test's name in the CSV's seed_test column
-# the seed-aware test's variance of the test set: "shared" (v_shared, the tables' since issue 59) or "v_sent" (the
-# paired sentence bootstrap's, the tables' from issue 42 to 59: the superseded mini8 tables were published with it)
+# the seed-aware test's variance of the test set: "shared" (v_shared, the tables' test) or "v_sent" (the
+# paired sentence bootstrap's, the tables' earlier test: the superseded mini8 tables were published with it)
 SEED_TESTS = {"shared": METHOD, "v_sent": "Welch + test-set variance"}
 DF_FORMS = ("welch1947", "satterthwaite")  # the seed-aware test's degrees of freedom, and the old test's
 # the exponent by which the seed terms' df grow with the share of the known v_shared, df = ν_1947 (Var / seeds)^1.5:
@@ -127,7 +127,7 @@ class Comparison:
     """A cell against the baseline of its column. ``difference``: mean(row) - mean(baseline) over their runs, in the
     metric's units (negative is better for perplexity); ``p_seed``, ``low``/``high``, ``df``: the seed-aware test's
     one-sided p, 95% interval and degrees of freedom (:func:`welch_test`), ``v_test`` the test-set variance it
-    added (v_shared, or v_sent for the old test) and ``se`` = sqrt(Var); ``p_v_sent`` the test until issue 59's
+    added (v_shared, or v_sent for the old test) and ``se`` = sqrt(Var); ``p_v_sent`` the earlier test's
     p (:data:`SEED_TESTS`); ``p_two_level``: the old two-level bootstrap's p
     (:func:`two_level_test`); all None with fewer than two runs on either side (``runs``).
     ``p_t_test`` and ``p_sentence``: the sentence-level tests, seeds pooled."""
@@ -401,7 +401,7 @@ def compare_cells(
     """A row's runs against the baseline's: the seed-aware test (:func:`welch_test` with v_shared,
     :func:`variance_parts`: p, the 95% interval of the difference, df; none with one run on either side), the
     old two-level bootstrap's p, and the sentence-level tests with seeds pooled. ``seed_test="v_sent"``: the
-    seed-aware test until issue 59, v_sent from the sentence-level bootstrap's resamples in place of v_shared."""
+    earlier seed-aware test, v_sent from the sentence-level bootstrap's resamples in place of v_shared."""
     if seed_test not in SEED_TESTS:
         raise ValueError(f"seed_test={seed_test!r}: one of {sorted(SEED_TESTS)}")
     sys_scores, base_scores = run_scores(system, metric), run_scores(baseline, metric)

@@ -344,7 +344,7 @@ def load_scale(name: str, scales_dir: Path = SCALES_DIR) -> Scale:
         raise SpecError(f"{path}: data_order {data_order!r}: fixed (one batch order for every seed) or per_seed")
     seed_test = str(node.get("seed_test", "shared"))
     if seed_test not in ("shared", "v_sent"):
-        raise SpecError(f"{path}: seed_test {seed_test!r}: shared (the tables' test) or v_sent (until issue 59)")
+        raise SpecError(f"{path}: seed_test {seed_test!r}: shared (the tables' test) or v_sent (the earlier test)")
     return Scale(
         name,
         str(node.get("description", "")),

@@ -2,8 +2,8 @@
 one Markdown row per system, read from its ``sarnmt.evaluate`` records ``<results>/<system>/{beam5,greedy}/
 eval.test.json``. A system whose records are not both there is listed as not finished, never left out.
 
-``sarnmt sweep-systems [results_dir=DIR]`` prints the table (default ``sweeps/results/systems-m30k``;
-``sarnmt/conf/sweep_systems.yaml``).
+``sarnmt sweep-systems [results_dir=DIR]`` (:mod:`sarnmt.cli.sweep_systems`) prints the table (default
+``sweeps/results/systems-m30k``; ``sarnmt/conf/sweep_systems.yaml``).
 """
 
 from __future__ import annotations
@@ -11,11 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import to_absolute_path
-from omegaconf import DictConfig
-
-from sarnmt.errors import InputError, reported
-from sarnmt.utils.compose import hydra_main
+from sarnmt.errors import InputError
 from sarnmt.utils.json_bounds import JsonError, load_file
 
 SEARCHES = ("beam5", "greedy")
@@ -61,13 +57,7 @@ def systems_table(results_dir: Path) -> str:
     return "\n".join(lines)
 
 
-@hydra_main("sweep_systems")
-def main(cfg: DictConfig) -> None:
-    with reported():
-        print(systems_table(Path(to_absolute_path(cfg.results_dir))), flush=True)
+if __name__ == "__main__":  # python -m sarnmt.sweep.systems: an alias of sarnmt sweep-systems (run_alias says how)
+    from sarnmt.utils.hydra_app import run_alias
 
-
-if __name__ == "__main__":  # python -m sarnmt.sweep.systems: an alias of sarnmt sweep-systems
-    from sarnmt.utils.hydra_app import run_as_module
-
-    run_as_module("python -m sarnmt.sweep.systems", main, hydra=True)
+    run_alias()

@@ -42,6 +42,7 @@ from torch import Tensor
 
 from sarnmt.data.loading.batching import Batch
 from sarnmt.errors import InputError
+from sarnmt.kernels.choice import captures
 from sarnmt.training.loss import translation_loss
 from sarnmt.utils.graphs import BucketedGraphs, Buckets, CudaGraphs, Eager, GraphBackend, Key  # noqa: F401
 
@@ -111,7 +112,7 @@ class CaptureStrategy(SingleDeviceStrategy):
     (validation, test, the eager fallback) is :class:`~lightning.pytorch.strategies.SingleDeviceStrategy`'s.
 
     :param device: the device (``cuda``: the current CUDA device).  :param buckets: :class:`Buckets` or its config.
-    :param kernels: the run's ``kernels=`` choice; ``plain`` turns the capture off.
+    :param kernels: the run's ``kernels=`` choice; the capture runs where it :func:`~sarnmt.kernels.choice.captures`.
     :param max_graphs: at most this many captured buckets.  :param backend: :class:`CudaGraphs` by default.
     """
 
@@ -125,7 +126,7 @@ class CaptureStrategy(SingleDeviceStrategy):
         **kwargs: Any,
     ) -> None:
         super().__init__(device=device, **kwargs)
-        self.enabled = kernels != "plain"
+        self.enabled = captures(kernels)
         self.buckets = Buckets.from_config(buckets) if self.enabled or buckets is not None else None
         if max_graphs < 1:
             raise InputError(f"trainer.strategy.max_graphs={max_graphs}: must be 1 or more")

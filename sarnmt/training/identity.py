@@ -35,8 +35,9 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from sarnmt.training.checkpoint import CheckpointError, read_checkpoint
-from sarnmt.training.stored_config import run_trust
+from sarnmt.checkpoints.reading import CheckpointError, read_checkpoint
+from sarnmt.checkpoints.stored_config import run_trust
+from sarnmt.checkpoints.writing import TRAINING_STATE, sha256
 from sarnmt.utils.hash_view import hash_view
 
 log = logging.getLogger("sarnmt")
@@ -44,7 +45,7 @@ IDENTITY_VERSION = 1
 # What a resumed run may change: when it stops (epochs, steps, time, patience), the final test's search and averaging
 # (after training), and the precision that comes with moving to other hardware. Every setting outside HASHED may
 # change too: paths, loggers, devices, accelerator, strategy and nodes, progress bars, log and checkpoint intervals,
-# preemption signals, kernels (the same equations), val_bleu, test, faults.
+# preemption signals, kernels (the same equations), val_bleu, test.
 MAY_CHANGE_ON_RESUME = (
     "trainer.max_epochs",
     "trainer.min_epochs",
@@ -58,8 +59,6 @@ MAY_CHANGE_ON_RESUME = (
 )
 # data settings naming text files or folders: where the text is, not what it is (its content is hashed instead)
 DATA_PATHS = ("train_src", "train_tgt", "dev_src", "dev_tgt", "test_src", "test_tgt", "path")
-# what a checkpoint holds beyond the weights when a run can go on from it (averaged checkpoints have none of these)
-TRAINING_STATE = ("optimizer_states", "loops")
 
 
 class RunMismatch(CheckpointError):
@@ -89,17 +88,6 @@ def config_identity(cfg: DictConfig) -> dict[str, Any]:
         for key, value in sorted(flat.items())
         if not _resumable(key) and not (key.startswith("data.") and key[5:] in DATA_PATHS)
     }
-
-
-def sha256(obj: Any) -> str:
-    """``sha256:<hex>`` of ``obj`` as canonical JSON (bytes and numpy arrays: of their bytes)."""
-    if hasattr(obj, "tobytes"):
-        data = obj.tobytes()
-    elif isinstance(obj, bytes):
-        data = obj
-    else:
-        data = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def _lines_hash(sides: Iterable[list[str]]) -> str:

@@ -17,6 +17,7 @@ import torch
 from sacrebleu.metrics import BLEU
 from torch import nn
 
+from sarnmt.checkpoints.writing import translation_entry
 from sarnmt.data.loading.batching import Batch
 from sarnmt.decoding.greedy import GreedySearch
 from sarnmt.decoding.search import Search
@@ -151,10 +152,7 @@ class TranslationModule(L.LightningModule):
     # --- checkpoints carry what is needed to rebuild the model and its text codecs ---
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         datamodule = self._datamodule()
-        checkpoint["sarnmt"] = {
-            "net_config": self.hparams.net_config,
-            "codecs": datamodule.codec_state() if datamodule is not None else None,
-            "parameters": count_parameters(self.net),
-        }
-        if self.identity is not None:
-            checkpoint["sarnmt"]["identity"] = self.identity
+        codecs = datamodule.codec_state() if datamodule is not None else None
+        checkpoint["sarnmt"] = translation_entry(
+            self.hparams.net_config, codecs, count_parameters(self.net), self.identity
+        )

@@ -21,23 +21,22 @@ import os
 from typing import Any
 
 import lightning as L
-import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from sarnmt.utils.atomic import atomic_open
+from sarnmt.checkpoints.writing import write_checkpoint
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """``torch.save`` into ``.<name>.tmp-<pid>`` beside the target, flushed to disk, then ``os.replace``
-    (:func:`sarnmt.utils.atomic.atomic_open`). A write the device refuses (a full disk) raises
+    """Lightning's checkpoint writer, writing as every sarnmt checkpoint is written
+    (:func:`sarnmt.checkpoints.writing.write_checkpoint`): ``torch.save`` into ``.<name>.tmp-<pid>`` beside the
+    target, flushed to disk, then ``os.replace``. A write the device refuses (a full disk) raises
     :class:`~sarnmt.errors.WriteError` naming the file and leaves the previous checkpoint as it was."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike, storage_options: Any = None) -> None:
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options, got {storage_options!r}")
-        with atomic_open(path, "wb") as handle:
-            torch.save(checkpoint, handle)
+        write_checkpoint(checkpoint, path)
 
 
 class ResumeCheckpoint(ModelCheckpoint):

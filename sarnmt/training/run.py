@@ -10,6 +10,7 @@ too (:mod:`sarnmt.lm.run`).
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,17 +21,17 @@ from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from sarnmt.decoding.search import build_search, check_decoding
+from sarnmt.checkpoints.averaging import average_checkpoints, last_checkpoints
+from sarnmt.checkpoints.stored_config import run_trust
+from sarnmt.decoding.search import Search, build_search
 from sarnmt.errors import InputError
 from sarnmt.kernels.choice import check_choice
-from sarnmt.models.factory import build_model, check_combination, count_parameters, net_config
-from sarnmt.training.averaging import average_checkpoints, last_checkpoints
+from sarnmt.models.factory import build_model, check_model, count_parameters, net_config
 from sarnmt.training.identity import resume_point, run_identity
 from sarnmt.training.lit_module import TranslationModule
 from sarnmt.training.preemption import Preemption
 from sarnmt.training.run_lock import run_lock
 from sarnmt.training.settings import check_training
-from sarnmt.training.stored_config import run_trust
 from sarnmt.utils.instantiate import instantiate_dict
 from sarnmt.utils.runtime import finish_wandb, quiet_known_warnings
 from sarnmt.utils.threads import apply_threads
@@ -39,16 +40,19 @@ log = logging.getLogger("sarnmt")
 AfterFit = Callable[[L.Trainer, dict[str, Any]], dict[str, Any]]
 
 
-def build_module(cfg: DictConfig, src_vocab_size: int, tgt_vocab_size: int) -> TranslationModule:
-    """The model (``model=`` + ``decoder=``) wrapped in its LightningModule."""
+def build_module(
+    cfg: DictConfig, src_vocab_size: int, tgt_vocab_size: int, searches: tuple[Search, Search]
+) -> TranslationModule:
+    """The model (``model=`` + ``decoder=``) wrapped in its LightningModule.  :param searches: validation's and the
+    final test's (:func:`check_settings`)."""
     return TranslationModule(
         net=build_model(cfg.model, cfg.decoder, src_vocab_size, tgt_vocab_size, cfg.kernels),
         optimizer=instantiate(cfg.optim),
         loss_normalization=cfg.loss,
-        val_search=build_search(cfg.val_decoding, "val_decoding"),
+        val_search=searches[0],
         bleu=cfg.val_bleu,
         net_config=net_config(cfg.model, cfg.decoder, src_vocab_size, tgt_vocab_size),
-        test_search=build_search(cfg.decoding, "decoding"),
+        test_search=searches[1],
         train_seed=cfg.seed,
     )
 
@@ -65,14 +69,14 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
     """
     quiet_known_warnings()
     with finish_wandb(), run_lock(output_dir(cfg), cfg):  # one run at a time in a run folder
-        check_settings(cfg)
+        searches = check_settings(cfg)
         apply_threads(cfg.get("threads"))
         resumed = resume_point(cfg.ckpt_path, cfg) if cfg.ckpt_path else None  # the same run's checkpoint?
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         datamodule = instantiate(cfg.data)
         datamodule.prepare_data()
         datamodule.setup("fit")
-        module = build_module(cfg, datamodule.src_vocab_size, datamodule.tgt_vocab_size)
+        module = build_module(cfg, datamodule.src_vocab_size, datamodule.tgt_vocab_size, searches)
         module.identity = run_identity(cfg, datamodule)
         if resumed is not None:  # the same vocabularies and corpus? Refused before the trainer touches anything
             resumed.check_data(module.identity, module.hparams.net_config)
@@ -91,24 +95,26 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
     return result
 
 
-def check_settings(cfg: DictConfig) -> None:
-    """Every setting that can be checked before any data is read: averaging, the model= / decoder= pair, seeds and
-    learning rate, both searches and the kernels.  :raises InputError: naming the key."""
+def check_settings(cfg: DictConfig) -> tuple[Search, Search]:
+    """Every setting of the composed config checked once, before any data is read: averaging, the model= / decoder=
+    pair and the model's settings, seeds and learning rate, both searches (built here, from their checked settings)
+    and the kernels.
+
+    :returns: the validation and final-test searches.  :raises InputError: naming the key (a
+        :class:`~sarnmt.models.factory.ModelConfigError` for a pair that does not go together)."""
     check_averaging(cfg)
-    check_combination(cfg.model, cfg.decoder)
+    check_model(cfg.model, cfg.decoder)
     check_training(cfg)  # seeds and learning rate
-    check_decoding(cfg.val_decoding, "val_decoding")
-    check_decoding(cfg.decoding, "decoding")
+    searches = build_search(cfg.val_decoding, "val_decoding"), build_search(cfg.decoding, "decoding")
     check_choice(cfg.kernels)
+    return searches
 
 
 def make_trainer(cfg: DictConfig, parameters: int) -> L.Trainer:
-    """The Lightning trainer of ``cfg.trainer`` with the config's loggers and callbacks (and the fault tests'
-    injections, ``faults=``; off by default), the config and parameter count logged as hyperparameters."""
+    """The Lightning trainer of ``cfg.trainer`` with the config's loggers and callbacks, the config and parameter
+    count logged as hyperparameters."""
     loggers = instantiate_dict(cfg.get("logger"))
     callbacks = instantiate_dict(cfg.get("callbacks"))
-    if cfg.get("faults") is not None:  # the fault tests' injections (sarnmt/testing/faults.py); off by default
-        callbacks.append(instantiate(cfg.faults))
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     for logger in trainer.loggers:
         logger.log_hyperparams({"cfg": OmegaConf.to_container(cfg, resolve=True), "parameters": parameters})
@@ -151,7 +157,10 @@ def fit(trainer: L.Trainer, module: L.LightningModule, datamodule, ckpt_path: st
     128 + the signal), after the checkpoint was written (:mod:`sarnmt.training.preemption`); SIGINT, after
     Lightning's graceful shutdown, a ``KeyboardInterrupt`` again (:func:`~sarnmt.errors.reported`: status 130)."""
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+        with warnings.catch_warnings():
+            if ckpt_path:  # a resumed run goes on in its own folder (hydra/resumable.yaml), checkpoints/ not empty
+                warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+            trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     except SIGTERMException:  # a SystemExit too: it must be matched before the clause below
         stops = [cb for cb in trainer.callbacks if isinstance(cb, Preemption) and cb.saved_at is not None]
         if not stops:

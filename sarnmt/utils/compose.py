@@ -34,8 +34,8 @@ def config_dir() -> Path:
     a real folder, which Hydra takes as an absolute ``config_path`` of ``@hydra.main`` (:func:`hydra_main`) and as
     ``initialize_config_dir``'s folder. Hydra 1.3 would also take ``pkg://sarnmt.conf`` there, but a file path keeps
     the files Hydra names in its messages and ``hydra.runtime.config_sources`` openable; a relative ``config_path``
-    would be relative to each decorated function's module, which differs between ``sarnmt/cli/train.py`` and
-    ``sarnmt/human/cli.py``.
+    would be relative to the module of each decorated function (``sarnmt/cli/train.py``, a user's script), not to
+    the package.
 
     Configs of one's own are added, not edited in here: ``--config-dir DIR`` or ``hydra.searchpath=[file://DIR]``.
     Hydra searches those folders after this one, so a packaged config of the same group and name wins
@@ -144,11 +144,26 @@ def command_groups(config_name: str) -> str:
     return "\n".join(lines) or "(none: every setting is a key=value)"
 
 
+def resume_run_dir(ckpt_path: str | None, fresh: str) -> str:
+    """The run folder of a training command (the ``sarnmt_run_dir`` resolver of ``sarnmt/conf/hydra/resumable.yaml``,
+    ``hydra.run.dir`` of ``train`` and ``lm``): where ``ckpt_path`` names a checkpoint in a run's ``checkpoints/``
+    folder (``<run>/checkpoints/last.ckpt``), the resumed run goes on in ``<run>``, so that its checkpoints, logs
+    (``csv/version_<k>``, ``<command>.log``) and selected checkpoint stay the run's; otherwise ``fresh``, a new
+    folder. ``hydra.run.dir=`` on the command line still wins."""
+    if ckpt_path:
+        path = Path(str(ckpt_path))
+        if path.parent.name == "checkpoints":
+            return os.fspath(path.parent.parent)
+    return fresh
+
+
 def _register_resolvers() -> None:
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("sarnmt_groups"):
         OmegaConf.register_new_resolver("sarnmt_groups", command_groups)
+    if not OmegaConf.has_resolver("sarnmt_run_dir"):
+        OmegaConf.register_new_resolver("sarnmt_run_dir", resume_run_dir)
 
 
 _register_resolvers()

@@ -1,7 +1,7 @@
 """What decides a run's result, as a view of its config: the settings a sweep record's hash and a run's stored identity
 are computed from (:func:`hash_view`), and the classes that moved since records and checkpoints were first written
-(:data:`MOVED_TARGETS`). Below the training side and the sweeps, which both read it (:mod:`sarnmt.training.identity`,
-:mod:`sarnmt.training.checkpoint`, :mod:`sarnmt.sweep.records`)."""
+(:data:`MOVED_TARGETS`). Below the checkpoints, the training side and the sweeps, which read it
+(:mod:`sarnmt.checkpoints.migration`, :mod:`sarnmt.training.identity`, :mod:`sarnmt.sweep.records`)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ HASH_NEUTRAL = {("decoding", "min_len"): 0, ("decoding", "batch_tokens"): None, 
 # hashed with. A moved class trains the same thing, so every ``_target_`` of the hash view is hashed under its first
 # path and the records written before the move stay current; so do the run identities stored in checkpoints
 # (sarnmt/training/identity.py), and checkpoints whose stored model config names a moved class are read with its new
-# path (sarnmt/training/checkpoint.py). Add a row (never change one) whenever a class that a config names moves again.
+# path (sarnmt/checkpoints/migration.py). Add a row (never change one) whenever a class that a config names moves again.
 MOVED_TARGETS = {
     # sarnmt.data split into text/, corpora/ and loading/ (issue 17)
     "sarnmt.data.loading.prepared_corpus.CorpusDataModule": "sarnmt.data.corpus_datamodule.CorpusDataModule",

@@ -1,11 +1,12 @@
-"""Running a Hydra application under a program name: :func:`run_hydra` (``sarnmt train``, ``sarnmt human serve``) and
-:func:`run_as_module` (``python -m sarnmt.train``, ``python -m sarnmt.human``: a module run as a command's alias).
+"""Running a command under a program name: :func:`run_hydra` runs a Hydra application (``sarnmt train``, ``sarnmt
+human serve``); :func:`run_alias` makes a package's ``python -m`` alias (``python -m sarnmt.human``) the command it
+stands for.
 
 Hydra reads the command line from ``sys.argv``, so running a Hydra application on arguments of one's own means
 setting ``sys.argv`` to ``[program, *args]`` for the call; this module and the dispatcher (:func:`sarnmt.cli.main`)
 are the only code that reads or sets ``sys.argv`` (tests/test_cli.py checks it). It lies below every command, so that
-the commands of the packages above the floors of the library (``sarnmt human``'s subcommands) run through it as
-``sarnmt <command>`` does, without importing :mod:`sarnmt.cli`.
+a package below the commands' floor (``sarnmt.human``, ``sarnmt.bench``) can run its alias through it without
+importing :mod:`sarnmt.cli`.
 """
 
 from __future__ import annotations
@@ -62,8 +63,13 @@ def _hydra_command_line(prog: str, args: Sequence[str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def run_as_module(prog: str, entry: Callable[..., Any], hydra: bool) -> NoReturn:
-    """``python -m <module> args``: ``entry`` on the process's arguments under the program name ``prog``, as a Hydra
-    application (``hydra``) or as ``entry(args, prog=prog)`` returning the exit status; exits with that status."""
-    args = sys.argv[1:]
-    sys.exit(run_hydra(prog, args, entry) if hydra else entry(args, prog=prog))
+def run_alias() -> NoReturn:
+    """``python -m <package> args``, an alias of a command that a package below the commands' floor keeps for scripts
+    (``sarnmt/human/__main__.py``, ``python -m sarnmt.human``): the package's own command-line program
+    (``sarnmt/__main__.py``, above every floor) run in this process, by name, as ``python -m`` runs it; the command
+    table says which command the alias is (:attr:`sarnmt.cli.Command.alias`). The alias so names the program, never the
+    commands' package: nothing below :mod:`sarnmt.cli` imports it."""
+    import runpy
+
+    runpy.run_module("sarnmt", run_name="__main__")  # alter_sys=False: the alias stays the process's __main__
+    raise AssertionError("sarnmt/__main__.py ends in sys.exit")

@@ -1,14 +1,15 @@
-"""``python -m sarnmt.human COMMAND [key=value ...]``: one Hydra entry point per command
-(``sarnmt/conf/human_<command>.yaml``) over the pure functions of the package; a user's mistake ends in one
-``error: ...`` line and exit status 2, through :func:`sarnmt.errors.reported` (every error of the package's own is a
-:class:`~sarnmt.errors.UserError`).
+"""``sarnmt human <command> [key=value ...]``: the human evaluation's commands (Table 5), each a Hydra application
+(``sarnmt/conf/human_<command>.yaml``) over the pure functions of :mod:`sarnmt.human`: :func:`create`,
+:func:`serve`, :func:`export_command` and :func:`annotators`. :data:`sarnmt.cli.HUMAN` lists them in the one command
+table, which gives ``sarnmt human --help`` its text and turns ``--host H`` / ``--port P`` into ``host=H`` / ``port=P``.
+A user's mistake ends in one ``error: ...`` line and exit status 2, through :func:`sarnmt.errors.reported` (every
+error of the package's own is a :class:`~sarnmt.errors.UserError`).
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -20,26 +21,7 @@ from sarnmt.human.export import export
 from sarnmt.human.names import lookalike_warnings, printable_name
 from sarnmt.human.task import FIXED_SEED_WARNING, TaskError, TaskSpec, create_task, new_token
 from sarnmt.utils.compose import hydra_main
-from sarnmt.utils.hydra_app import run_hydra
 
-USAGE = """\
-usage: sarnmt human COMMAND [key=value ...]      (sarnmt human COMMAND --help: its keys)
-
-A blind ranking of system outputs by human annotators, stored in SQLite, exported as the paper's Table 5.
-
-commands:
-  create      sample sentences of a source file and 2+ system outputs into a task (one per language pair)
-  serve       the ranking page for the annotators (http://127.0.0.1:8000/; --host 0.0.0.0 to listen elsewhere)
-  export      Table 5 (Markdown, LaTeX, CSV) beside the paper's numbers, the raw judgements, the agreement
-  annotators  a task's annotators and their sign-in tokens; add=[name,...] adds annotators
-
-Examples (python -m sarnmt.human is the same command):
-  sarnmt human create db=human.sqlite pair=en_de source=test.en ref=test.de \\
-      hyps=[baseline.de,mean.de,attentive.de] names=[baseline,mean_residual,self_attentive_content] \\
-      annotators=[ana,ben]
-  sarnmt human serve db=human.sqlite
-  sarnmt human export db=human.sqlite output_dir=human-eval
-"""
 KNOWN_SEED_WARNING = (
     "warning: task {task} was created with seed 1234, the former default: anyone who has its system outputs can "
     "recompute every item's hidden order; create it again (without seed=) before annotating, if you can"
@@ -69,6 +51,7 @@ def _list(value) -> list:
     return [] if value is None else [value] if isinstance(value, str | int) else list(value)
 
 
+@hydra_main("human_create")
 def create(cfg: DictConfig) -> None:
     with reported():
         _require(cfg, "create")
@@ -116,6 +99,7 @@ def _print_tokens(tokens: dict[str, str], host: str, port: int) -> None:
         print(f"  {printable_name(name)}\t{token}\thttp://{host}:{port}/#token={token}")
 
 
+@hydra_main("human_annotators")
 def annotators(cfg: DictConfig) -> None:
     with reported():
         conn = store.connect(cfg.db, write=bool(_list(cfg.add)))
@@ -139,6 +123,7 @@ def annotators(cfg: DictConfig) -> None:
             conn.close()
 
 
+@hydra_main("human_serve")
 def serve(cfg: DictConfig) -> None:
     with reported():
         server = RankingServer(cfg.db, str(cfg.host), _int(cfg.port, "port"), str(cfg.signin))
@@ -166,52 +151,10 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+@hydra_main("human_export")
 def export_command(cfg: DictConfig) -> None:
     with reported():
         files = export(cfg.db, cfg.output_dir)
     print(files["table5.md"])
     if cfg.output_dir is not None:
         print(f"written: {cfg.output_dir}/{{{','.join(files)}}}")
-
-
-COMMANDS: dict[str, Callable[[DictConfig], None]] = {
-    "create": create,
-    "serve": serve,
-    "export": export_command,
-    "annotators": annotators,
-}
-FLAGS = {"--host": "host", "--port": "port"}
-
-
-def flags_to_overrides(args: list[str]) -> list[str]:
-    """``--host H`` / ``--host=H`` / ``--port P`` → Hydra's ``host=H`` / ``port=P``; everything else unchanged."""
-    out, k = [], 0
-    while k < len(args):
-        flag, eq, value = args[k].partition("=")
-        if flag in FLAGS:
-            if not eq:
-                if k + 1 >= len(args):
-                    raise TaskError(f"{flag} needs a value")
-                value, k = args[k + 1], k + 1
-            out.append(f"{FLAGS[flag]}={value}")
-        else:
-            out.append(args[k])
-        k += 1
-    return out
-
-
-def main(argv: list[str], prog: str = "sarnmt human") -> int:
-    """``sarnmt human COMMAND args`` (``prog``: how it was run): the command's Hydra application on ``args``."""
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE, end="", file=sys.stdout if argv else sys.stderr)
-        return 0 if argv else 2
-    command, rest = argv[0], argv[1:]
-    if command not in COMMANDS:
-        print(f"error: unknown command {command!r}; commands: {', '.join(COMMANDS)}", file=sys.stderr)
-        return 2
-    try:
-        rest = flags_to_overrides(rest)
-    except TaskError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return run_hydra(f"{prog} {command}", rest, hydra_main(f"human_{command}")(COMMANDS[command]))

@@ -1,10 +1,10 @@
 """Checkpoint averaging: the element-wise mean of several checkpoints' weights, written as a sarnmt checkpoint
-(loadable by :func:`sarnmt.training.checkpoint.load_model`, ``translate`` and ``evaluate``).
+(loadable by :func:`sarnmt.checkpoints.reading.load_model`, ``translate`` and ``evaluate``).
 
 Its other entries come from the newest input, without optimizer, scheduler and loop states (it is for decoding, not
 for resuming), and ``checkpoint["sarnmt"]["averaged_from"]`` lists the inputs. "Last N" is by the stored
 ``global_step`` (``last.ckpt`` is skipped, as it duplicates a numbered checkpoint). Inputs are read as every checkpoint
-is (:func:`sarnmt.training.checkpoint.read_checkpoint`: truncated files, other projects' checkpoints and pickles that
+is (:func:`sarnmt.checkpoints.reading.read_checkpoint`: truncated files, other projects' checkpoints and pickles that
 would run code are refused by name), and checkpoints with different vocabularies are refused, naming both; the output
 is written atomically, so a failed write leaves the previous file, and never over a checkpoint a run resumes from
 (``last.ckpt``, or any checkpoint holding an optimizer state). ``sarnmt average`` (:mod:`sarnmt.cli.average`) and
@@ -20,10 +20,9 @@ from typing import Any
 
 import torch
 
+from sarnmt.checkpoints.reading import CheckpointError, read_checkpoint
+from sarnmt.checkpoints.writing import TRAINING_STATE, sha256, write_checkpoint
 from sarnmt.errors import InputError
-from sarnmt.training.checkpoint import CheckpointError, read_checkpoint
-from sarnmt.training.identity import TRAINING_STATE, sha256
-from sarnmt.utils.atomic import atomic_open
 
 DROPPED = ("optimizer_states", "lr_schedulers", "callbacks", "loops")
 
@@ -69,8 +68,7 @@ def average_checkpoints(paths: list[str | Path], output: str | Path, trust: Sequ
         for name, value in newest["state_dict"].items()
     }
     averaged["sarnmt"] = {**newest["sarnmt"], "averaged_from": [str(p) for p in paths]}
-    with atomic_open(output, "wb") as handle:  # complete or not at all: a failed write leaves the old file
-        torch.save(averaged, handle)
+    write_checkpoint(averaged, output)  # complete or not at all: a failed write leaves the old file
     return averaged
 
 

@@ -1,21 +1,13 @@
-"""Loading sarnmt checkpoints without unpickling arbitrary objects (``torch.load(weights_only=True)``).
+"""Reading sarnmt checkpoints without unpickling arbitrary objects (``torch.load(weights_only=True)``), and
+rebuilding their models.
 
-A sarnmt checkpoint is a Lightning checkpoint whose ``"sarnmt"`` entry (written by
-:meth:`sarnmt.training.lit_module.TranslationModule.on_save_checkpoint`) holds what is needed to rebuild the model and
-its text codecs::
-
-    checkpoint["sarnmt"] = {"net_config": {"model": {...}, "decoder": {...}, "src_vocab_size": int,
-                                           "tgt_vocab_size": int},
-                            "codecs": {"src": ..., "tgt": ..., "joint": bool} | None,
-                            "parameters": int}
-    checkpoint["state_dict"] = {"net.<parameter name>": tensor, ...}
-
-The model is rebuilt from the stored ``model`` and ``decoder`` configs by the model factory
+What a checkpoint holds is :mod:`.writing`'s to say (the ``"sarnmt"`` entry, the ``net.`` weights). The model is
+rebuilt from the stored ``model`` and ``decoder`` configs by the model factory
 (:func:`sarnmt.models.factory.build_model`; ``_target_`` is the registry), so loading never needs to know the model
-or the decoder variant. A checkpoint is data: its stored config is checked against an allow-list of classes and for
-interpolations that read the environment or files before anything of it is built
-(:mod:`sarnmt.training.stored_config`), and the model is first built on the ``meta`` device, so that the sizes it
-claims are compared with its tensors' shapes before any memory is allocated for them.
+or the decoder variant. A checkpoint is data: its stored config is read as today's (:mod:`.migration`), checked
+against an allow-list of classes and for interpolations that read the environment or files before anything of it is
+built (:mod:`.stored_config`), and the model is first built on the ``meta`` device, so that the sizes it claims are
+compared with its tensors' shapes before any memory is allocated for them.
 """
 
 from __future__ import annotations
@@ -34,17 +26,15 @@ import torch
 from hydra.errors import HydraException
 from torch import nn
 
+from sarnmt.checkpoints.migration import current_targets
+from sarnmt.checkpoints.stored_config import StoredConfigError, check_stored_config, plain_config
+from sarnmt.checkpoints.writing import NET_PREFIX
 from sarnmt.data.text.codec_state import codecs_from_state
 from sarnmt.data.text.codecs import TextCodec
-from sarnmt.errors import UserError
-from sarnmt.models.factory import ModelConfigError, build_language_model, build_model
-from sarnmt.training.stored_config import StoredConfigError, check_stored_config, plain_config
-from sarnmt.utils.hash_view import MOVED_TARGETS, rename_targets
+from sarnmt.errors import InputError, UserError
+from sarnmt.models.factory import ModelConfigError, build_language_model, build_model, check_model
 
 log = logging.getLogger("sarnmt")
-NET_PREFIX = "net."
-# a class's path before it moved -> its path now (the rows of MOVED_TARGETS): a stored model config may name either
-CURRENT_TARGETS = {first: now for now, first in MOVED_TARGETS.items()}
 
 
 class CheckpointError(UserError, ValueError):
@@ -85,7 +75,8 @@ def read_checkpoint(
     :raises CheckpointError: "does not exist", "is a folder", "is a symlink loop", "is corrupt or truncated", "is not
         a PyTorch checkpoint file", "is not a sarnmt checkpoint" (with the reason), holds the other task's model, or
         its model config names a class outside the allow-list or holds an interpolation that could read the
-        environment or files (:mod:`sarnmt.training.stored_config`, naming the key).
+        environment or files (:mod:`.stored_config`, naming the key), or a translation model's stored model and
+        decoder do not go together or hold a setting out of its range (:func:`check_stored_model`).
     """
     path = Path(path)
     try:
@@ -149,22 +140,37 @@ def read_checkpoint(
         raise CheckpointError(str(err)) from None
     if own:  # a warning: translate's stderr is its log, the record of what it trusted to run
         log.warning("checkpoint %s: built with classes of your own, trusted (trust_targets): %s", path, ", ".join(own))
+    if task == "translation":
+        check_stored_model(info["net_config"], path)
     return checkpoint
 
 
-def current_targets(node: Any) -> Any:
-    """``node`` with every ``_target_`` that names a class by the path it had before it moved
-    (:data:`~sarnmt.utils.hash_view.MOVED_TARGETS`, e.g. a language model of a checkpoint written when it lived in
-    ``sarnmt.models.lm``) set to the class's path now."""
-    return rename_targets(node, CURRENT_TARGETS)
+def check_stored_model(net_config: dict[str, Any], path: str | Path) -> None:
+    """A stored model and decoder checked where they enter, as a command's composed ones are
+    (:func:`~sarnmt.models.factory.check_model`: the pair, the model's settings in their ranges).
+
+    :raises CheckpointError: ``checkpoint <path> holds model ... with decoder ..., which cannot be built: <why>``."""
+    try:
+        check_model(net_config["model"], net_config["decoder"])
+    except (ModelConfigError, InputError) as err:
+        held = f"model {net_config['model'].get('_target_')!r} with decoder {net_config['decoder'].get('_target_')!r}"
+        raise CheckpointError(f"checkpoint {path} holds {held}, which cannot be built: {err}") from err
+
+
+def saved_progress(path: str | Path) -> tuple[int, int]:
+    """How far the run that wrote a checkpoint had come: its ``global_step`` and the number of epochs begun
+    (``epoch`` + 1), read with ``torch.load(weights_only=True)`` and not checked further (the caller's own run's
+    ``last.ckpt``)."""
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    return checkpoint["global_step"], checkpoint["epoch"] + 1
 
 
 def build_net(net_config: dict[str, Any], path: str | Path = "<checkpoint>", kernels: str = "auto") -> nn.Module:
-    """A freshly initialised model from a stored ``net_config`` (:func:`~sarnmt.models.factory.build_model`), on the
-    current default device (``torch.device("meta")`` allocates nothing).
+    """A freshly initialised model from a stored ``net_config`` that :func:`read_checkpoint` checked
+    (:func:`~sarnmt.models.factory.build_model`), on the current default device (``torch.device("meta")`` allocates
+    nothing).
 
-    :raises CheckpointError: naming the checkpoint and the model it holds, when this installation has no such model,
-        the stored model and decoder do not go together, or its settings cannot build one (a size that is no size)."""
+    :raises CheckpointError: naming the checkpoint, when its settings cannot build a model nonetheless."""
     try:
         return build_model(
             net_config["model"],
@@ -173,9 +179,6 @@ def build_net(net_config: dict[str, Any], path: str | Path = "<checkpoint>", ker
             net_config["tgt_vocab_size"],
             kernels,
         )
-    except ModelConfigError as err:
-        held = f"model {net_config['model'].get('_target_')!r} with decoder {net_config['decoder'].get('_target_')!r}"
-        raise CheckpointError(f"checkpoint {path} holds {held}, which cannot be built: {err}") from err
     except (HydraException, TypeError, ValueError, RuntimeError, OverflowError) as err:
         raise CheckpointError(
             f"checkpoint {path} is corrupt: its model config cannot build a model ({_first(err)})"

@@ -1,8 +1,9 @@
-"""Test-only: fault injection for the fault tests (``make faults``), never part of a user's run. A training run
-that kills itself, signals itself or meets a NaN at a chosen update, so the tests can interrupt it at exact points.
+"""Fault injection for the fault tests (``make faults``): a training run that kills itself, signals itself or meets a
+NaN at a chosen update, so the tests can interrupt it at exact points. It lives with the tests, not in the package: a
+test adds it to a run's callbacks with :func:`inject`'s overrides (``+callbacks.faults._target_=...``), which the
+run instantiates as it does every callback, so nothing in ``sarnmt`` knows of it. A run started in another process
+imports it as ``tests.fault_injection``: from the checkout's root (the fault tests run their commands there).
 
-Off unless selected: ``python -m sarnmt.train faults=inject faults.kill_at_step=7``
-(``sarnmt/conf/faults/inject.yaml``).
 Steps count updates: "at step k" means after k updates, when update k + 1 is about to start.
 
 - ``kill_at_step``: SIGKILL the process itself (nothing is saved, as when the machine dies). With ``k`` a multiple
@@ -30,6 +31,18 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from sarnmt.training.preemption import Preemption
+
+PREFIX = "+callbacks.faults"  # the run's callbacks get one more entry; every override that sets it starts so
+
+
+def inject(**settings: Any) -> list[str]:
+    """The overrides that add a :class:`FaultInjection` with ``settings`` to a training run's callbacks, e.g.
+    ``inject(kill_at_step=4)`` or ``inject(nan_at_steps=[7, 8, 9])``; ``inject()``: injected, every fault off."""
+    overrides = [f"{PREFIX}._target_={__name__}.{FaultInjection.__name__}"]
+    for key, value in settings.items():
+        shown = "[" + ",".join(map(str, value)) + "]" if isinstance(value, list | tuple) else value
+        overrides.append(f"{PREFIX}.{key}={shown}")
+    return overrides
 
 
 class FaultInjection(Callback):

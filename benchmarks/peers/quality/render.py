@@ -1,0 +1,315 @@
+"""The quality comparison's table, tests and figure, from the records (``README.md`` and ``dev_bleu_vs_time.png`` in
+the results folder).
+
+- **BLEU**: mean ± sample sd over the seeds of each system, per test set (sacrebleu 13a on detokenised output v. the
+  raw references; the tokenised form below it), from complete records only (:func:`benchmarks.peers.quality.runner.
+  complete_record`: a killed run has no record, and a half-written file is not one).
+- **Time**: wall and CPU time to the selected checkpoint, wall time in all (mean over seeds), and each system's time
+  to its selected checkpoint ÷ sarnmt's (above 1: sarnmt is faster), by CPU time where every run measured it (one
+  thread per job: robust to the machine's other load), else by wall time; fp32 and, where it ran, bf16.
+- **Translation**: beam-5 sentences/s on test2016 from ``speed.json`` (one system at a time), and sarnmt's ÷ each
+  system's (above 1: sarnmt is faster).
+- **The seed-aware test** (:func:`sarnmt.sweep.seed_tests.compare_cells`, the tables' test: Welch's test on the seed
+  means with the test set's resampling variance), one-sided, H1 "the peer's BLEU is higher than sarnmt fp32's".
+- A system without records is a row that says so: "not run" with the reason (not installed, CPU lacks bf16).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.peers.quality.data import TESTS
+from benchmarks.peers.quality.runner import complete_record
+from sarnmt.sweep.seed_tests import compare_cells
+from sarnmt.utils.atomic import write_text
+
+ORDER = ("sarnmt_fp32", "sarnmt_bf16", "joeynmt", "fairseq")
+BASE = "sarnmt_fp32"
+LABELS = {
+    "sarnmt_fp32": "sarnmt baseline (fp32)",
+    "sarnmt_bf16": "sarnmt baseline (bf16)",
+    "joeynmt": "JoeyNMT 2.3.0 (GRU)",
+    "fairseq": "fairseq 0.12.2 (LSTM)",
+}
+FIGURE = "dev_bleu_vs_time.png"
+SPEED_GOAL = 2.0  # sarnmt at least 2x faster to its selected checkpoint than the fastest peer
+
+
+def load(results: Path) -> dict[str, list[dict[str, Any]]]:
+    """Complete records by system, seed order; each with its per-sentence statistics under ``_stats``."""
+    by_system: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted((results / "records").glob("*.json")):
+        record = complete_record(path)
+        if record is None:
+            continue
+        stats_path = path.with_name(f"{record['job']}.sentences.json.gz")
+        try:
+            with gzip.open(stats_path, "rt") as handle:
+                record["_stats"] = json.load(handle)
+        except (OSError, ValueError):
+            continue  # a record without its statistics is not complete either
+        by_system.setdefault(record["system"], []).append(record)
+    for records in by_system.values():
+        records.sort(key=lambda r: r["seed"])
+    return by_system
+
+
+def mean_sd(values: list[float], digits: int = 2) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.fmean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.2f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.0f} s"
+
+
+def wall(records: list[dict[str, Any]], key: str) -> float | None:
+    values = [r["training"][key] for r in records if r["training"].get(key) is not None]
+    return statistics.fmean(values) if values else None
+
+
+def clock(by_system: dict[str, list[dict[str, Any]]]) -> str:
+    """The clock the systems are compared by: ``"cpu"`` (one thread each: robust to the machine's other load) where
+    every run of every system measured its CPU time, else ``"wall"``."""
+    runs = [r for rs in by_system.values() for r in rs]
+    return "cpu" if runs and all(r["training"].get("cpu_to_selected_s") is not None for r in runs) else "wall"
+
+
+def runs(records: list[dict[str, Any]], test: str, metric: str) -> list[np.ndarray]:
+    return [np.asarray(r["_stats"][test][metric], dtype=np.float64) for r in records]
+
+
+def seed_tests(by_system: dict[str, list[dict[str, Any]]], metric: str = "bleu") -> dict[tuple[str, str], Any]:
+    """``{(peer, test): Comparison}``: each peer against sarnmt fp32, H1 "the peer is better"."""
+    base = by_system.get(BASE, [])
+    out = {}
+    for name, records in by_system.items():
+        if name == BASE or not base:
+            continue
+        for test in TESTS:
+            out[name, test] = compare_cells(runs(records, test, metric), runs(base, test, metric), metric)
+    return out
+
+
+def status_of(systems: dict[str, Any], name: str, by_system: dict[str, list]) -> str:
+    if by_system.get(name):
+        return "run"
+    given = systems.get(name, {}).get("status")
+    if given and given != "run":
+        return given
+    return "not run: no records yet"
+
+
+def table(by_system: dict[str, list[dict[str, Any]]], systems: dict[str, Any], speed: dict[str, Any]) -> str:
+    """The markdown of the BLEU and time table."""
+    names = [*ORDER, *(n for n in [*systems, *by_system] if n not in ORDER)]
+    names = list(dict.fromkeys(names))
+    header = (
+        "| system | seeds | test2016 | test2017 | test2018 | test2016 (tok) | updates: selected / all | "
+        "time to selected (wall; CPU) | time in all (wall) | peak RSS | this ÷ sarnmt fp32 time | "
+        "this ÷ sarnmt bf16 time | test2016 sent/s | sarnmt sent/s ÷ this |"
+    )
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    key = f"{clock(by_system)}_to_selected_s"
+    base_time = {p: wall(by_system.get(f"sarnmt_{p}", []), key) for p in ("fp32", "bf16")}
+    base_speed = speed.get(BASE, {}).get("sentences_per_s")
+    for name in names:
+        records = by_system.get(name, [])
+        label = LABELS.get(name, name)
+        if not records:
+            lines.append(f"| {label} | – | {status_of(systems, name, by_system)} |" + " |" * 11)
+            continue
+        bleu = {t: [r["tests"][t]["bleu"]["score"] for r in records] for t in TESTS}
+        tok = [r["tests"]["test2016"]["bleu_tok"]["score"] for r in records]
+        selected = [r["training"]["selected_update"] for r in records]
+        updates = [r["training"]["updates"] for r in records]
+        to_selected = wall(records, "wall_to_selected_s")
+        cpu_to_selected = wall(records, "cpu_to_selected_s")
+        mine = wall(records, key)
+        ratios = []
+        for p in ("fp32", "bf16"):
+            ok = base_time[p] and mine is not None
+            ratios.append(f"{mine / base_time[p]:.2f}" if ok else "–")
+        sps = speed.get(name, {}).get("sentences_per_s")
+        rss = max(r["training"]["peak_rss_mib"] for r in records)
+        lines.append(
+            f"| {label} | {len(records)} | {mean_sd(bleu['test2016'])} | {mean_sd(bleu['test2017'])} | "
+            f"{mean_sd(bleu['test2018'])} | {mean_sd(tok)} | {mean_sd(selected, 0)} / {mean_sd(updates, 0)} | "
+            f"{duration(to_selected)}; {duration(cpu_to_selected)} | {duration(wall(records, 'wall_total_s'))} | "
+            f"{rss:,.0f} MiB | "
+            f"{ratios[0]} | {ratios[1]} | {'–' if sps is None else f'{sps:.1f}'} | "
+            f"{f'{base_speed / sps:.2f}' if base_speed and sps else '–'} |"
+        )
+    return "\n".join(lines)
+
+
+def tests_table(by_system: dict[str, list[dict[str, Any]]]) -> str:
+    comparisons = seed_tests(by_system)
+    if not comparisons:
+        return "No seed-aware test yet: it needs records of sarnmt fp32 and of a peer."
+    lines = [
+        "| peer | test set | Δ BLEU (peer − sarnmt fp32) | 95% interval | one-sided p (peer better) | runs | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (name, test), c in comparisons.items():
+        if c.p_seed is None:
+            lines.append(
+                f"| {LABELS.get(name, name)} | {test} | {c.difference:+.2f} | – | {c.seed_test_note} | "
+                f"{c.runs[0]} v {c.runs[1]} | – |"
+            )
+            continue
+        verdict = "peer better" if c.p_seed < 0.05 else "peer not better"
+        lines.append(
+            f"| {LABELS.get(name, name)} | {test} | {c.difference:+.2f} | [{c.low:+.2f}, {c.high:+.2f}] | "
+            f"{c.p_seed:.3f} | {c.runs[0]} v {c.runs[1]} | {verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def goals(by_system: dict[str, list[dict[str, Any]]]) -> str:
+    """The two goals, checked (or why not yet)."""
+    peers = [n for n in by_system if not n.startswith("sarnmt_")]
+    if BASE not in by_system or not peers:
+        return "- Not checked yet: the goals need records of sarnmt and of at least one peer."
+    out = []
+    comparisons = seed_tests(by_system)
+    tested = [c for c in comparisons.values() if c.p_seed is not None]
+    better = [
+        f"{LABELS.get(n, n)} on {t}" for (n, t), c in comparisons.items() if c.p_seed is not None and c.p_seed < 0.05
+    ]
+    if not tested:
+        out.append("- BLEU: not testable yet (the seed-aware test needs two runs a side).")
+    elif better:
+        out.append(f"- BLEU: **not met**: better than sarnmt's baseline by the seed-aware test: {', '.join(better)}.")
+    else:
+        out.append("- BLEU: **met**: no peer is better than sarnmt's baseline by the seed-aware test (p < 0.05).")
+    precision = "bf16" if by_system.get("sarnmt_bf16") else "fp32"
+    key = f"{clock(by_system)}_to_selected_s"
+    mine = wall(by_system[f"sarnmt_{precision}"], key)
+    times = {n: wall(by_system[n], key) for n in peers}
+    fastest = min(times, key=lambda n: times[n])
+    factor = times[fastest] / mine
+    verdict = "met" if factor >= SPEED_GOAL else "**not met**"
+    out.append(
+        f"- Time to the selected checkpoint ({clock(by_system)} time): sarnmt {precision} {duration(mine)}, the "
+        f"fastest peer "
+        f"({LABELS.get(fastest, fastest)}) {duration(times[fastest])}: sarnmt is {factor:.2f}× as fast; the goal "
+        f"(≥ {SPEED_GOAL:.0f}×) is {verdict}."
+    )
+    return "\n".join(out)
+
+
+def figure(by_system: dict[str, list[dict[str, Any]]], path: Path, note: str = "") -> bool:
+    """Dev BLEU against wall time, one line per run, one colour per system, the selected checkpoint marked."""
+    if not by_system:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = {"sarnmt_fp32": "tab:blue", "sarnmt_bf16": "tab:cyan", "joeynmt": "tab:orange", "fairseq": "tab:green"}
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    longest = max(p["wall_s"] for rs in by_system.values() for r in rs for p in r["series"]) or 1.0
+    hours = longest >= 3 * 3600
+    scale, unit = (3600.0, "h") if hours else (60.0, "min")
+    for name in [n for n in ORDER if n in by_system] + [n for n in by_system if n not in ORDER]:
+        for k, record in enumerate(by_system[name]):
+            points = [p for p in record["series"] if p.get("dev_bleu") is not None]
+            if not points:
+                continue
+            x = [p["wall_s"] / scale for p in points]
+            y = [p["dev_bleu"] for p in points]
+            label = f"{LABELS.get(name, name)}" if k == 0 else None
+            ax.plot(x, y, color=colours.get(name), alpha=0.85, lw=1.4, label=label)
+            chosen = [p for p in points if p["update"] == record["training"]["selected_update"]]
+            if chosen:
+                ax.plot(
+                    chosen[0]["wall_s"] / scale,
+                    chosen[0]["dev_bleu"],
+                    "o",
+                    color=colours.get(name),
+                    ms=7,
+                    markeredgecolor="black",
+                )
+    ax.set_xlabel(f"wall time since the start of training ({unit}), one thread, two jobs at a time")
+    ax.set_ylabel("dev BLEU (greedy; each tool's, see the legend's note)")
+    title = "Multi30K En→De dev BLEU against wall time (circle: the selected checkpoint)"
+    ax.set_title(title + (f"\n{note}" if note else ""), fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=9, title="one line per seed", title_fontsize=8)
+    fig.text(
+        0.01,
+        0.01,
+        "sarnmt: sacrebleu 13a on detokenised output v. raw references; JoeyNMT, fairseq: tokenised BLEU v. "
+        "tokenised references",
+        fontsize=7,
+        color="0.35",
+    )
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def read_optional(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def render(results: Path, figure_note: str = "", echo=print) -> str:
+    """Write ``README.md`` (and the figure) into ``results``. :returns: the markdown."""
+    by_system = load(results)
+    info = read_optional(results / "systems.json")
+    systems = info.get("systems", {})
+    speed = read_optional(results / "speed.json").get("systems", {})
+    has_figure = figure(by_system, results / FIGURE, figure_note)
+    machine = info.get("machine") or next((r["machine"] for rs in by_system.values() for r in rs), {})
+    flags = machine.get("flags", {})
+    parts = [
+        "# sarnmt beside JoeyNMT and fairseq: BLEU and time to BLEU (Multi30K En→De)",
+        "",
+        "Written by `python -m benchmarks.peers.quality render` from `records/` (docs/peers-quality.md says how the "
+        "runs are made). BLEU: sacrebleu 13a on detokenised output against the raw references, mean ± sd over the "
+        "seeds; `(tok)`: tokenised BLEU against the tokenised, truecased references (the form of sarnmt's tables).",
+        "",
+    ]
+    if info.get("scale"):
+        parts += [f"Scale: `{info['scale']}`. {figure_note}", ""]
+    if not by_system:
+        parts += ["**The runs are pending**: no complete record yet.", ""]
+    parts += [table(by_system, systems, speed), "", "## The seed-aware test", "", tests_table(by_system), ""]
+    parts += ["## The goals", "", goals(by_system), ""]
+    if has_figure:
+        parts += ["## Dev BLEU against wall time", "", f"![dev BLEU against wall time]({FIGURE})", ""]
+    if machine:
+        parts += [
+            "## Machine",
+            "",
+            f"{machine.get('cpu')}, {machine.get('cores')} logical cores, {machine.get('memory_gib')} GiB; "
+            + ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in flags.items())
+            + "; one thread per job, two jobs at a time.",
+            "",
+        ]
+    text = "\n".join(parts)
+    write_text(results / "README.md", text)
+    echo(f"wrote {results / 'README.md'}" + (f" and {results / FIGURE}" if has_figure else ""))
+    return text

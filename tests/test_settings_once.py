@@ -1,0 +1,102 @@
+"""Each setting is checked once, where it enters (the command's composed config, or a checkpoint's stored one), by one
+check with one error type (:class:`~sarnmt.errors.InputError`, from :func:`~sarnmt.errors.check_range`): so every
+command that takes a setting refuses it out of range with the same ``error:`` line, naming the key and its range,
+exit status 2, before any data or checkpoint is read; and a training run checks its model pair and its two searches
+once, not again where it builds them."""
+
+from __future__ import annotations
+
+import pytest
+
+from sarnmt.decoding import search as search_module
+from sarnmt.errors import InputError
+from sarnmt.models import factory
+from sarnmt.training import run as run_module
+from sarnmt.training.run import train
+from tests.cli_helpers import TINY, one_error, run_cli
+from tests.conftest import compose_train
+
+
+def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) -> dict[str, str]:
+    """The ``error:`` line of each command given ``setting`` (each asserted to be the only line, exit status 2);
+    each command would otherwise start work: read a checkpoint that is not there, or data."""
+    base = {
+        "train": [*TINY, f"hydra.run.dir={tmp_path / 'train'}"],
+        "translate": ["ckpt_path=none.ckpt", "progress=false"],
+        "evaluate": ["ckpt_path=none.ckpt", "progress=false", f"hydra.run.dir={tmp_path / 'evaluate'}"],
+        "params": [],
+        "bench": ["decoders=[baseline]", "systems=[]", "workloads=[multi30k]", "plot=false"],
+    }
+    return {name: one_error(run_cli(capsys, name, [*base[name], *setting], b"ta\n")) for name in commands}
+
+
+@pytest.mark.parametrize(
+    "setting,commands,says",
+    [
+        pytest.param(
+            ["decoding=beam", "decoding.beam_size=0"],
+            ("train", "translate", "evaluate"),
+            "decoding.beam_size=0: must be 1 or more",
+            id="beam_size=0",
+        ),
+        pytest.param(
+            ["decoding.max_len_a=nan"],
+            ("train", "translate", "evaluate"),
+            "decoding.max_len_a=nan: must be a finite number, between 0 and 10.0",
+            id="max_len_a=nan",
+        ),
+        pytest.param(
+            ["decoding=beam", "decoding.max_len_a=0", "decoding.max_len_b=3", "decoding.min_len=3"],
+            ("train", "translate", "evaluate"),
+            "decoding.min_len=3: more than any output can have, so none could end: the longest is 3 tokens, EOS "
+            "included (decoding.max_len_a=0, decoding.max_len_b=3); lower min_len",
+            id="min_len beyond every output",
+        ),
+        pytest.param(
+            ["model.dropout_readout=1.5"],
+            ("train", "params", "bench"),
+            "model.dropout_readout=1.5: must be at most 1 (a dropout rate)",
+            id="dropout=1.5",
+        ),
+        pytest.param(
+            ["model.hidden_dim=2.5"],
+            ("train", "params", "bench"),
+            "model.hidden_dim=2.5: must be a whole number, 1 or more",
+            id="hidden_dim=2.5",
+        ),
+        pytest.param(
+            ["kernels=fast"],
+            ("train", "translate", "evaluate", "bench"),
+            "kernels='fast' is not a choice: use one of auto, fused, plain (sarnmt/kernels/)",
+            id="kernels=fast",
+        ),
+    ],
+)
+def test_every_command_refuses_a_setting_out_of_range_with_the_same_line(capsys, tmp_path, setting, commands, says):
+    lines = refusals(capsys, tmp_path, commands, setting)
+    assert lines == dict.fromkeys(commands, f"error: {says}")
+    assert not list(tmp_path.rglob("*.ckpt"))  # refused before any training
+
+
+def test_a_setting_out_of_range_is_an_input_error_in_the_library_too(tmp_path):
+    """The error behind the line is the one type, where the setting enters a training run in-process (the sweeps and
+    the tests call :func:`~sarnmt.training.run.train`)."""
+    for setting in (["decoding=beam", "decoding.beam_size=0"], ["model.dropout_embeddings=-0.1"]):
+        with pytest.raises(InputError):
+            train(compose_train([*TINY, *setting], output_dir=tmp_path))
+
+
+def test_a_training_run_checks_its_pair_and_searches_once(monkeypatch, tmp_path):
+    """One update of a training run: the model pair (:func:`~sarnmt.models.factory.check_model`) and each search's
+    settings (:func:`~sarnmt.decoding.search.check_decoding`) are checked once, before the data is read; building the
+    model and the LightningModule checks nothing again."""
+    calls: dict[str, list] = {"pair": [], "decoding": []}
+    pair, decoding = factory.check_combination, search_module.check_decoding
+    monkeypatch.setattr(factory, "check_combination", lambda *a: calls["pair"].append(a) or pair(*a))
+    monkeypatch.setattr(search_module, "check_decoding", lambda *a: calls["decoding"].append(a[1]) or decoding(*a))
+    built = []
+    real_build = run_module.build_module
+    monkeypatch.setattr(run_module, "build_module", lambda *a: built.append(len(calls["pair"])) or real_build(*a))
+    train(compose_train([*TINY, "trainer.max_steps=1", "decoding=beam"], output_dir=tmp_path))
+    assert len(calls["pair"]) == 1 and built == [1]  # checked before the module was built, not while
+    assert calls["decoding"] == ["val_decoding", "decoding"]
