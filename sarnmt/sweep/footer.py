@@ -77,8 +77,21 @@ def tests_notes(table: Table, settings: TableSettings = DEFAULT, scale: Scale | 
         "* p < 0.05, ** p < 0.01: the paper's paired t-test, sentence-level with seeds pooled (over test "
         f"{items}, each {item}'s {'mean log-likelihood per word' if lm else 'sentence BLEU'} averaged over the "
         f"cell's seeds, paired with the baseline's): it takes the {items}, not the runs, as the sample. The CSV "
-        f"also has the sentence-level paired bootstrap with seeds pooled (p_boot_sentence, the same {n:,} "
-        "resamples), the seed-aware test's df (seed_df) and the two-level bootstrap's p (p_two_level: each "
+        "also has the sentence-level paired bootstrap with seeds pooled (p_boot_sentence, "
+        + (
+            f"the same {n:,} resamples"
+            if old
+            else f"{n:,} resamples, numpy PCG64, generator seed {settings.resampling.seed}"
+        )
+        + "), the seed-aware test's df (seed_df)"
+        + (
+            ""
+            if old
+            else ", the earlier seed-aware test (p_seed_v_sent: v_sent, the paired bootstrap's variance of Δ "
+            "over the same resamples, in place of v_shared, df by Welch-Satterthwaite; it counts each run's own "
+            "sentence noise twice, and is conservative where that noise is much of the seed variance)"
+        )
+        + " and the two-level bootstrap's p (p_two_level: each "
         "resample draws each cell's runs with replacement, then the test items; the 8-epoch tables' seed-aware "
         "test, too liberal at 3-5 runs where the seed noise dominates). (sarnmt.score's bootstrap and randomisation "
         "p are two-sided; no table uses them.)",
