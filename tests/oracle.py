@@ -267,7 +267,8 @@ def textbook_step(
     s = decoder_cell(dec.cell2, context, intermediate)  # s_t, (B, d)
 
     if kind is None:
-        r_t, history.hooks, _ = variant.readout_step(y_prev, s_prev, s, history.hooks, len(words) - 1)
+        steps = torch.tensor(len(words) - 1)  # t − 1, a long tensor of shape () as the decoder passes it
+        r_t, history.hooks, _ = variant.readout_step(y_prev, s_prev, s, history.hooks, steps)
     elif kind == "mean_residual":  # d_t = Σ_{i<t} ȳ_i / (t or t - 1), ȳ_0 = 0
         offset = 0 if switch(decoder, "first_step") == "zero_slot" else 1
         r_t = linear(sum(words) / max(len(words) - offset, 1), variant.prev_proj)

@@ -59,12 +59,12 @@ def test_the_fixed_shape_state_steps_as_the_growing_one(system):
 
 
 def test_a_history_refuses_more_items_than_its_capacity():
-    attention = HistoryAttention(4, None, key_bias=True).double()
-    history = attention.empty(torch.zeros(2, 4, dtype=torch.float64), "y_")
+    attention = HistoryAttention(4, None, key_bias=True, prefix="y_").double()
+    history = attention.empty(torch.zeros(2, 4, dtype=torch.float64))
     for _ in range(3):
-        history = attention.append(history, torch.randn(2, 4, dtype=torch.float64), "y_")
+        history = attention.append(history, torch.randn(2, 4, dtype=torch.float64))
     with pytest.raises(ValueError, match="3 items does not fit a capacity of 2"):
-        attention.with_capacity(history, "y_", 2)
+        attention.with_capacity(history, 2)
 
 
 def test_a_bucket_is_captured_once_and_replayed_for_every_batch_that_fits():

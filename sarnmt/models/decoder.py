@@ -114,7 +114,7 @@ class ConditionalGRUDecoder(RecurrentDecoder):
 
     def init_state(self, initial_hidden: Tensor) -> DecoderState:
         """:param initial_hidden: s_0, shape (B, d)."""
-        return DecoderState(hidden=initial_hidden, variant=self.variant.init_state(initial_hidden), steps=0)
+        return DecoderState.first(initial_hidden, self.variant.init_state(initial_hidden))
 
     def step_maps(self, memory: SourceMemory, spots: HotSpots) -> StepMaps:
         """The maps of stages 2-4 over ``memory`` (see :class:`StepMaps`), from the call's hot spots."""

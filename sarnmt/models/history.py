@@ -18,7 +18,9 @@ reorders two vectors per hypothesis instead of its whole history; only the score
 kept, for the attention weights. With a query the history is kept and rescored at every step (its projected keys
 cached). A captured search step needs shapes that never change: :meth:`HistoryAttention.with_capacity` gives the
 step-mode history room for every step (a count of the filled places; the places past it take no weight), and
-:meth:`~HistoryAttention.append` and :meth:`~HistoryAttention.attend` compute the same from it.
+:meth:`~HistoryAttention.append` and :meth:`~HistoryAttention.attend` compute the same from it. A history names its
+own entries of the variant's state (``prefix``), so a variant's fixed-shape form is derived from its histories
+(:meth:`~sarnmt.models.variants.base.DecoderVariant.with_capacity`).
 :meth:`HistoryAttention.attend_all` computes every step of a teacher-forced sequence at once with a causal mask:
 query t sees items 0 .. t; the tests check that both modes agree. :meth:`HistoryAttention.attend_window` is
 the language models' form (Table 6): a segment of a continuous stream, items carried over from the previous
@@ -36,10 +38,13 @@ from sarnmt.models.init import init_linear_, normal_
 
 class HistoryAttention(nn.Module):
     """:param item_dim: size of a history item (e or d).  :param query_dim: size of the query, or None for
-    content-only scoring.  :param key_bias: whether W_k has a bias (the released code's ``b_prev``)."""
+    content-only scoring.  :param key_bias: whether W_k has a bias (the released code's ``b_prev``).
+    :param prefix: what the names of the history's entries in a variant's state begin with (``y_``: the previous
+    words, ``s_``: the decoder states), so that two histories can share one state."""
 
-    def __init__(self, item_dim: int, query_dim: int | None, key_bias: bool) -> None:
+    def __init__(self, item_dim: int, query_dim: int | None, key_bias: bool, prefix: str = "") -> None:
         super().__init__()
+        self.prefix = prefix
         self.key_proj = init_linear_(nn.Linear(item_dim, item_dim, bias=key_bias))
         self.query_proj = init_linear_(nn.Linear(query_dim, item_dim, bias=False)) if query_dim is not None else None
         self.v = nn.Parameter(torch.empty(item_dim))
@@ -50,7 +55,7 @@ class HistoryAttention(nn.Module):
         hidden = torch.tanh(keys) if query is None else torch.tanh_(keys + query)
         return torch.matmul(hidden, self.v)
 
-    def empty(self, like: Tensor, prefix: str) -> dict[str, Tensor]:
+    def empty(self, like: Tensor) -> dict[str, Tensor]:
         """An empty history for a batch of B sentences whose items have size k.
 
         Content scoring: ``{prefix}scores`` (B, 0), the running ``{prefix}num`` (B, k), ``{prefix}den`` (B,) and
@@ -58,7 +63,7 @@ class HistoryAttention(nn.Module):
 
         :param like: any tensor of shape (B, k) giving batch size, dtype and device.
         """
-        batch, dim = like.shape
+        batch, dim, prefix = *like.shape, self.prefix
         if self.query_proj is None:
             return {
                 prefix + "scores": like.new_zeros(batch, 0),
@@ -68,7 +73,7 @@ class HistoryAttention(nn.Module):
             }
         return {prefix + "values": like.new_zeros(batch, 0, dim), prefix + "keys": like.new_zeros(batch, 0, dim)}
 
-    def with_capacity(self, history: dict[str, Tensor], prefix: str, capacity: int) -> dict[str, Tensor]:
+    def with_capacity(self, history: dict[str, Tensor], capacity: int) -> dict[str, Tensor]:
         """The same history in its fixed-shape form, room for ``capacity`` items: what a step that must keep its
         shapes (a captured search step, :mod:`sarnmt.decoding.captured`) carries.
 
@@ -79,7 +84,7 @@ class HistoryAttention(nn.Module):
         the places past it, and the weights it returns are (B, capacity), zero past the items.
 
         :raises ValueError: when the history already holds more than ``capacity`` items."""
-        content = self.query_proj is None
+        content, prefix = self.query_proj is None, self.prefix
         grown = history[prefix + ("scores" if content else "values")]
         batch, filled = grown.shape[:2]
         if filled > capacity:
@@ -92,9 +97,9 @@ class HistoryAttention(nn.Module):
                 fixed[prefix + name] = F.pad(history[prefix + name], (0, 0, 0, capacity - filled))
         return fixed
 
-    def append(self, history: dict[str, Tensor], item: Tensor, prefix: str) -> dict[str, Tensor]:
+    def append(self, history: dict[str, Tensor], item: Tensor) -> dict[str, Tensor]:
         """Add one item per sentence.  :param item: shape (B, k).  :returns: a new dict (inputs untouched)."""
-        key = self.key_proj(item)
+        key, prefix = self.key_proj(item), self.prefix
         count = history.get(prefix + "count")  # the fixed-shape form (:meth:`with_capacity`): write item `count`
         grown = {} if count is None else {prefix + "count": count + 1}
         if self.query_proj is not None:
@@ -117,12 +122,13 @@ class HistoryAttention(nn.Module):
             prefix + "max": new_max,
         }
 
-    def attend(self, history: dict[str, Tensor], query: Tensor | None, prefix: str) -> tuple[Tensor, Tensor]:
+    def attend(self, history: dict[str, Tensor], query: Tensor | None) -> tuple[Tensor, Tensor]:
         """Summarise the history for one step.
 
         :param query: shape (B, query_dim), or None for content scoring.
         :returns: the summary, shape (B, k), and the weights, shape (B, t).
         """
+        prefix = self.prefix
         if self.query_proj is None:
             summary = history[prefix + "num"] / history[prefix + "den"].unsqueeze(1)
             return summary, torch.softmax(history[prefix + "scores"], dim=-1)
@@ -206,4 +212,4 @@ def state_attention(hidden_dim: int, form: str) -> HistoryAttention:
     """
     if form not in STATE_SCORERS:
         raise ValueError(f"form must be one of {STATE_SCORERS}, got {form!r}")
-    return HistoryAttention(hidden_dim, hidden_dim if form == "appendix" else None, key_bias=False)
+    return HistoryAttention(hidden_dim, hidden_dim if form == "appendix" else None, key_bias=False, prefix="s_")

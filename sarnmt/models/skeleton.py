@@ -20,7 +20,7 @@ abstract part of :class:`RecurrentDecoder`; the variant provides the hooks (:mod
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import torch
@@ -135,16 +135,9 @@ class RecurrentDecoder(nn.Module):
     def static_state(self, state: DecoderState, capacity: int) -> DecoderState:
         """``state`` in a form whose tensors keep their shapes up to step ``capacity`` (a captured search step,
         :mod:`sarnmt.decoding.captured`): the variant's growing history (at most one item a step) padded to
-        ``capacity`` items (:meth:`~sarnmt.models.variants.base.DecoderVariant.with_capacity`) and ``steps`` a long
-        device tensor of shape (). :meth:`decode_step` computes the same from it; the history attention's weights
-        come out (B, capacity), zero past the items."""
-        steps = torch.as_tensor(state.steps, dtype=torch.long, device=state.hidden.device)
-        return DecoderState(
-            hidden=state.hidden,
-            variant=self.variant.with_capacity(state.variant, capacity),
-            steps=steps,
-            recurrent=state.recurrent,
-        )
+        ``capacity`` items (:meth:`~sarnmt.models.variants.base.DecoderVariant.with_capacity`). :meth:`decode_step`
+        computes the same from it; the history attention's weights come out (B, capacity), zero past the items."""
+        return replace(state, variant=self.variant.with_capacity(state.variant, capacity))
 
     def decode_step(
         self, prev_tokens: Tensor | None, state: DecoderState, memory: SourceMemory, spots: HotSpots

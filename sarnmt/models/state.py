@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 
+import torch
 from torch import Tensor
 
 
@@ -67,18 +68,26 @@ class SourceMemory(_Reorderable):
 
 @dataclass(frozen=True)
 class DecoderState(_Reorderable):
-    """The state before step t.
+    """The state before step t (:meth:`first`: before step 1).
 
     :param hidden: s_{t-1}, shape (B, d).
+    :param steps: t - 1, the number of steps taken (the same for every row): a long tensor of shape () on the
+        state's device, so that a step reads it there (a step never builds a tensor from a host number, and a
+        captured step reads it from its buffer, not from a constant frozen at capture).
     :param variant: the variant's tensors (histories, running sums), each batch-first.
-    :param steps: t - 1, the number of steps taken (the same for every row): a Python int, or a long tensor of
-        shape () on the device in a step whose shapes stay fixed (:meth:`~sarnmt.models.skeleton.RecurrentDecoder.
-        static_state`), so that a captured step reads the step from a buffer, not from a constant.
     :param recurrent: the decoder's own tensors besides s_{t-1}, each batch-first (an LSTM's memory cell, the
         input-feeding output o_{t-1}); empty for the cGRU.
     """
 
     hidden: Tensor
+    steps: Tensor
     variant: dict[str, Tensor] = field(default_factory=dict)
-    steps: int | Tensor = 0
     recurrent: dict[str, Tensor] = field(default_factory=dict)
+
+    @classmethod
+    def first(
+        cls, hidden: Tensor, variant: dict[str, Tensor] | None = None, recurrent: dict[str, Tensor] | None = None
+    ) -> DecoderState:
+        """The state before step 1: no step taken.  :param hidden: s_0, shape (B, d)."""
+        steps = hidden.new_zeros((), dtype=torch.long)
+        return cls(hidden=hidden, steps=steps, variant=variant or {}, recurrent=recurrent or {})

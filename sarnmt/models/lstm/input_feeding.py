@@ -70,7 +70,7 @@ class InputFeedingLSTM(LSTMTranslator):
         hidden = self.init_hidden(torch.cat([final_hidden[1], final_hidden[0]], dim=1))
         cell = self.init_cell(torch.cat([final_cell[1], final_cell[0]], dim=1))
         memory = SourceMemory(annotations=annotations, keys=self.attention.project_keys(annotations), mask=src_mask)
-        state = DecoderState(hidden=hidden, recurrent={"cell": cell, "feed": torch.zeros_like(hidden)})
+        state = DecoderState.first(hidden, recurrent={"cell": cell, "feed": torch.zeros_like(hidden)})
         return memory, state
 
     def source_context(self, memory, spots):

@@ -85,7 +85,7 @@ class _LectureLSTM(LSTMTranslator):
     def zero_state(self, like: Tensor) -> DecoderState:
         """γ(0) = 0 and a zero memory cell, the notes' "e.g., vector of all zeros".  :param like: shape (B, ·)."""
         zeros = like.new_zeros(like.size(0), self.hidden_dim)
-        return DecoderState(hidden=zeros, variant=self.variant.init_state(zeros), recurrent={"cell": zeros})
+        return DecoderState.first(zeros, self.variant.init_state(zeros), {"cell": zeros})
 
 
 class FixedContextLSTM(_LectureLSTM):

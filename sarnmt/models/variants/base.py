@@ -30,6 +30,14 @@ window carried across segments; a variant that has it (:meth:`summary_window`) s
 :meth:`target_context`) and one yaml. Variant state lives in the ``dict`` that :meth:`init_state` returns; it is
 carried by :class:`~sarnmt.models.state.DecoderState` and reordered generically. Every tensor in it must be
 batch-first.
+
+A state that grows from step to step (a history of previous words or states) has a second, fixed-shape form, which
+the search needs where it replays its steps from a capture (:mod:`sarnmt.decoding.captured`): room for every step
+from the start. :meth:`with_capacity` gives it, and it is derived: every
+:class:`~sarnmt.models.history.HistoryAttention` of the variant pads its own entries, so a variant whose history is
+one (the self-attentive residual decoder, the Memory RNN, the self-attentive RNN) writes nothing for it. A variant
+whose state grows in another way overrides :meth:`with_capacity`; one whose state keeps its shapes (the baseline,
+the mean residual decoder's running sum, a window of fixed length) has that form already.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from sarnmt.models.history import HistoryAttention
 from sarnmt.models.init import init_linear_
 
 VariantState = dict[str, Tensor]
@@ -69,9 +78,17 @@ class DecoderVariant(nn.Module):
         return {}
 
     def with_capacity(self, state: VariantState, capacity: int) -> VariantState:
-        """The state in a form whose shapes stay the same from step to step, with room for ``capacity`` more steps
-        (:meth:`~sarnmt.models.history.HistoryAttention.with_capacity`; a captured search step needs it). A variant
-        without a growing history has that form already."""
+        """The state in its fixed-shape form: the same shapes at every step up to step ``capacity`` (the module
+        docstring; a captured search step carries it). Derived: each
+        :class:`~sarnmt.models.history.HistoryAttention` of the variant pads its own entries to ``capacity`` items
+        (:meth:`~sarnmt.models.history.HistoryAttention.with_capacity`); every other entry is left as it is, so a
+        variant whose state grows otherwise must override this.
+
+        :param state: the variant's state, each tensor batch-first.  :param capacity: T, the most items a history
+            will hold.  :returns: a new dict (``state`` untouched)."""
+        for history in self.modules():
+            if isinstance(history, HistoryAttention):
+                state = history.with_capacity(state, capacity)
         return state
 
     def recurrent_input(self, hidden: Tensor, state: VariantState) -> tuple[Tensor, VariantState, Tensor | None]:
@@ -99,7 +116,8 @@ class DecoderVariant(nn.Module):
         :param prev_emb: ȳ_{t-1}, shape (B, e) (zeros at t = 1).
         :param prev_hidden: s_{t-1}, shape (B, d).
         :param hidden: s_t, shape (B, d).
-        :param steps: t - 1, a Python int or (in a captured step) a long tensor of shape ().
+        :param steps: t - 1, a long tensor of shape () on the state's device (read there: a step never builds a
+            tensor from a host number).
         :returns: the summary, shape (B, ·), or None (the baseline has none); the new variant state; attention
             weights over the history, shape (B, t), or None.
         """
@@ -119,11 +137,12 @@ class DecoderVariant(nn.Module):
         if type(self).summary_step is DecoderVariant.summary_step:  # the baseline's formula: no history
             return None, None
         state, steps = self.init_state(prev_hiddens[:, 0]), prev_embs.size(1)
+        counts = torch.arange(steps, device=prev_embs.device)  # t − 1 of every step, read in place
         summaries, weights = [], []
         for t, (prev_emb, prev_hidden, hidden) in enumerate(
             zip(prev_embs.unbind(1), prev_hiddens.unbind(1), hiddens.unbind(1), strict=True)
         ):
-            summary, state, step_weights = self.summary_step(prev_emb, prev_hidden, hidden, state, t)
+            summary, state, step_weights = self.summary_step(prev_emb, prev_hidden, hidden, state, counts[t])
             if summary is None:  # no history: no summary at any step
                 return None, None
             summaries.append(summary)

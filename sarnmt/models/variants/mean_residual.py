@@ -51,7 +51,7 @@ class MeanResidual(DecoderVariant):
 
     def summary_step(self, prev_emb, prev_hidden, hidden, state, steps):
         total = state["sum"] + prev_emb
-        words = torch.as_tensor(steps + 1, dtype=total.dtype, device=total.device)  # steps: an int or a device count
+        words = (steps + 1).to(total.dtype)  # t slots ȳ_0 .. ȳ_{t-1}, counted on the device
         return self.mean(total, self.counts(words)), {"sum": total}, None
 
     def summary_all(self, prev_embs, prev_hiddens, hiddens):

@@ -40,12 +40,9 @@ class MemoryRNN(DecoderVariant):
         self.queried = form == "appendix"
 
     def init_state(self, initial_hidden):
-        return self.attention.empty(initial_hidden, "s_")
-
-    def with_capacity(self, state, capacity):
-        return self.attention.with_capacity(state, "s_", capacity)
+        return self.attention.empty(initial_hidden)
 
     def recurrent_input(self, hidden, state):
-        state = self.attention.append(state, hidden, "s_")
-        summary, weights = self.attention.attend(state, hidden if self.queried else None, "s_")
+        state = self.attention.append(state, hidden)
+        summary, weights = self.attention.attend(state, hidden if self.queried else None)
         return summary, state, weights

@@ -33,17 +33,14 @@ class SelfAttentiveResidual(DecoderVariant):
         if scorer not in ("content", "content_scope"):
             raise ValueError(f"scorer must be 'content' or 'content_scope', got {scorer!r}")
         self.scoped = scorer == "content_scope"
-        self.attention = HistoryAttention(emb_dim, hidden_dim if self.scoped else None, key_bias=True)
+        self.attention = HistoryAttention(emb_dim, hidden_dim if self.scoped else None, key_bias=True, prefix="y_")
 
     def init_state(self, initial_hidden):
-        return self.attention.empty(initial_hidden.new_zeros(initial_hidden.size(0), self.emb_dim), "y_")
-
-    def with_capacity(self, state, capacity):
-        return self.attention.with_capacity(state, "y_", capacity)
+        return self.attention.empty(initial_hidden.new_zeros(initial_hidden.size(0), self.emb_dim))
 
     def summary_step(self, prev_emb, prev_hidden, hidden, state, steps):
-        state = self.attention.append(state, prev_emb, "y_")
-        summary, weights = self.attention.attend(state, hidden if self.scoped else None, "y_")
+        state = self.attention.append(state, prev_emb)
+        summary, weights = self.attention.attend(state, hidden if self.scoped else None)
         return summary, state, weights
 
     def summary_all(self, prev_embs, prev_hiddens, hiddens):

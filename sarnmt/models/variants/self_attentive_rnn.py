@@ -39,18 +39,15 @@ class SelfAttentiveRNN(DecoderVariant):
         self.summary_proj = init_linear_(nn.Linear(hidden_dim, self.out_dim, bias=False), orthogonal_if_square=False)
 
     def init_state(self, initial_hidden):
-        return self.attention.empty(initial_hidden, "s_")
-
-    def with_capacity(self, state, capacity):
-        return self.attention.with_capacity(state, "s_", capacity)
+        return self.attention.empty(initial_hidden)
 
     def target_context(self, prev_emb, summary):
         """R_t = W_yt ȳ_{t-1} + W_mt s̃_t (eq. 18's readout terms)."""
         return self.prev_proj(prev_emb) + self.summary_proj(summary)
 
     def summary_step(self, prev_emb, prev_hidden, hidden, state, steps):
-        state = self.attention.append(state, prev_hidden, "s_")
-        summary, weights = self.attention.attend(state, hidden if self.queried else None, "s_")
+        state = self.attention.append(state, prev_hidden)
+        summary, weights = self.attention.attend(state, hidden if self.queried else None)
         return summary, state, weights
 
     def summary_all(self, prev_embs, prev_hiddens, hiddens):
