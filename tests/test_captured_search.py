@@ -13,6 +13,7 @@ import weakref
 import pytest
 import torch
 
+from sarnmt.decoding import captured
 from sarnmt.decoding.beam import beam_decode
 from sarnmt.decoding.captured import SEARCH_BUCKETS, empty_buffers, first_step, search_graphs, step_body
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
@@ -20,6 +21,7 @@ from sarnmt.decoding.rule import BeamRule
 from sarnmt.decoding.schedule import CAPTURED, STATIC
 from sarnmt.kernels.choice import KernelChoice
 from sarnmt.models.history import HistoryAttention
+from sarnmt.utils.graphs import Eager
 from tests import model_helpers, search_harness
 from tests.conftest import SYSTEM_IDS, SYSTEMS
 from tests.graph_helpers import HostTraffic, Traced, meta_as_a_gpu, on_meta
@@ -207,3 +209,28 @@ def test_the_search_step_asks_nothing_of_the_host_under_a_gpus_rules(system, mon
             done = step_body(model, rule, buffers)
     assert traffic.found == []
     assert done is buffers.done and done.shape == (4,)
+
+
+def test_a_bucket_whose_buffers_run_out_of_memory_runs_eagerly(monkeypatch, caplog):
+    """The buffers of a bucket are allocated inside the guard against running out of device memory: that bucket
+    runs eagerly (warned once), the search finds what the eager one finds, later buckets may capture."""
+    model = model_helpers.build_system("cgru", "baseline", None, scale=6.0)
+    graphs = search_graphs(model, BeamRule(5, LengthPenalty()), torch.device("cpu"), Eager())
+    src, src_mask = search_harness.sources(3)
+    allocate = captured.empty_buffers
+
+    def no_room_for_four_rows(first, key, length):
+        if key[0] == 4:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")
+        return allocate(first, key, length)
+
+    monkeypatch.setattr(captured, "empty_buffers", no_room_for_four_rows)
+    with caplog.at_level(logging.WARNING, logger="sarnmt"):
+        got = beam_decode(model, src, src_mask, 5, nbest=2, schedule=CAPTURED)
+    want = beam_decode(model, src, src_mask, 5, nbest=2, schedule=STATIC)
+    assert got.tokens == want.tokens and got.scores == pytest.approx(want.scores, abs=1e-9)
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "capturing bucket (4, 8, 32) ran out of device memory" in warning and "runs eagerly" in warning
+    assert graphs.too_big == {(4, 8, 32)} and not graphs.broken and graphs.backend.captures == 0
+    beam_decode(model, src[:2], src_mask[:2], 5, schedule=CAPTURED)  # two rows: a bucket with room
+    assert graphs.backend.captures == 1 and list(graphs.replays) == [(2, 8, 32)]

@@ -5,9 +5,9 @@ the training step (:mod:`sarnmt.training.capture`) and the search step (:mod:`sa
 turns a body into its replay (:class:`CudaGraphs` on a GPU; :class:`Eager` runs the same body uncaptured, so the
 bucket choice, padding and fallbacks are tested on the CPU), and :class:`BucketedGraphs` keeps one replay per bucket
 with the fallbacks: a shape outside every bucket, a bucket beyond ``max_graphs`` or a capture that fails runs the
-caller's eager step, with one warning per cause (never a crash, never a new capture per batch). A capture that runs
-out of device memory sends only its bucket to the eager step (a smaller bucket may still fit); any other failure
-sends every later batch there.
+caller's eager step, with one warning per cause (never a crash, never a new capture per batch). A bucket whose
+buffers or capture run out of device memory sends only its bucket to the eager step (a smaller bucket may still
+fit); any other failure sends every later batch there.
 """
 
 from __future__ import annotations
@@ -161,8 +161,9 @@ class BucketedGraphs:
     ) -> Callable[[], T] | None:
         """Fill the static buffers of ``shape``'s bucket and return the replay of its body, to be called as often as
         the caller needs (a search step replays once per step); None where the eager step must run (warned once per
-        cause). A first capture is followed by a second ``fill``: the backend's warm-up runs may have changed the
-        buffers (a body that updates its own buffers, as the search step does)."""
+        cause). A bucket's first use allocates its buffers (``make``), fills them and captures the body, all inside
+        the guard against running out of device memory; it is followed by a second ``fill``: the backend's warm-up
+        runs may have changed the buffers (a body that updates its own buffers, as the search step does)."""
         key = self.choose(shape)
         if key is None:
             return None
@@ -172,9 +173,9 @@ class BucketedGraphs:
                     "limit", f"bucket {key} would be graph {len(self.replays) + 1} of max_graphs={self.max_graphs}"
                 )
                 return self._eager()
-            static = make(key)
-            fill(static)
             try:
+                static = make(key)
+                fill(static)
                 self.replays[key] = self.backend.capture(lambda: body(static))
             except torch.OutOfMemoryError as err:  # this bucket is too big to hold as a graph; smaller ones may not be
                 self.too_big.add(key)
