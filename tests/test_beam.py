@@ -138,7 +138,7 @@ def test_length_normalisation_changes_the_winner():
     assert normalised.scores[0] == pytest.approx(math.log(0.396), abs=1e-6)
     assert normalised.normalized_scores[0] == pytest.approx(math.log(0.396) / 4, abs=1e-6)  # 3 words + EOS
     gnmt = LengthPenalty(alpha=0.6, offset=5.0)
-    assert gnmt(torch.tensor(-1.0), 4).item() == pytest.approx(-1.0 / (9 / 6) ** 0.6)
+    assert gnmt(torch.tensor(-1.0), torch.tensor(4)).item() == pytest.approx(-1.0 / (9 / 6) ** 0.6)
 
 
 def test_length_limit_and_eos_handling():
@@ -259,7 +259,7 @@ def test_real_models_beam1_is_greedy_and_attention_matches_teacher_forcing(syste
 class WithoutTwo(BeamRule):
     """dl4mt's rule, but word 2 is never a candidate (a rule the project does not ship)."""
 
-    def candidates(self, log_probs: Tensor, beam_scores: Tensor, t: int | Tensor) -> Candidates:
+    def candidates(self, log_probs: Tensor, beam_scores: Tensor, t: Tensor) -> Candidates:
         log_probs[..., 2] = NEG_INF
         return super().candidates(log_probs, beam_scores, t)
 

@@ -15,10 +15,19 @@ import torch
 
 from sarnmt.decoding import captured
 from sarnmt.decoding.beam import beam_decode
-from sarnmt.decoding.captured import SEARCH_BUCKETS, empty_buffers, first_step, search_graphs, step_body
+from sarnmt.decoding.captured import (
+    SEARCH_BUCKETS,
+    empty_buffers,
+    fill,
+    fixed_shape,
+    search_graphs,
+    step_body,
+)
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
 from sarnmt.decoding.rule import BeamRule
 from sarnmt.decoding.schedule import CAPTURED, STATIC
+from sarnmt.decoding.step import Search, search_step
+from sarnmt.decoding.traceback import Records
 from sarnmt.kernels.choice import KernelChoice
 from sarnmt.models.history import HistoryAttention
 from sarnmt.utils.graphs import Eager
@@ -31,6 +40,13 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def graphs_of(model, beam_size=5, device="cpu"):
     return search_graphs(model, BeamRule(beam_size, LengthPenalty()), torch.device(device), None)
+
+
+def started(model, rule, src, src_mask, steps=32) -> Search:
+    """A batch's search before step 1, as the loop starts it."""
+    memory, state = model.encode(src, src_mask)
+    records = Records.empty(src.size(0), steps, rule.beam_size, src.device)
+    return Search.start(memory, state, max_lengths(src_mask, 2.0, 10), rule.beam_size, records)
 
 
 @pytest.mark.parametrize("system", range(len(SYSTEMS)), ids=SYSTEM_IDS)
@@ -200,15 +216,50 @@ def test_the_search_step_asks_nothing_of_the_host_under_a_gpus_rules(system, mon
     src, src_mask = search_harness.sources(3)
     rule = BeamRule(5, LengthPenalty(), min_len=2)
     with torch.no_grad():  # the encoder and step 1 run eagerly, outside the graph
-        first = first_step(model, rule, src, src_mask, max_lengths(src_mask, 2.0, 10), 32)
+        first = fixed_shape(model, search_step(model, rule, CAPTURED, started(model, rule, src, src_mask)), 32)
     model, first = model.to("meta"), on_meta(first)
     with meta_as_a_gpu(monkeypatch), torch.no_grad():
         buffers = empty_buffers(first, SEARCH_BUCKETS.key(3, src.size(1), 32), src.size(1))
-        buffers.fill(first)
+        fill(buffers, first)
         with HostTraffic() as traffic:
-            done = step_body(model, rule, buffers)
+            done = step_body(model, rule, CAPTURED, buffers)
     assert traffic.found == []
     assert done is buffers.done and done.shape == (4,)
+
+
+@pytest.mark.parametrize("system", range(len(SYSTEMS)), ids=SYSTEM_IDS)
+def test_the_eager_search_step_builds_no_tensor_from_the_host_under_a_gpus_rules(system, monkeypatch):
+    """The same step launched from Python on a GPU (the growing state of :data:`STATIC`, steps 1 and 2: the step
+    number, the mean residual decoder's count of words, the rows to follow), on ``meta`` tensors: no tensor made from
+    a host number at any step, no read of the device (a host-to-device copy a step would cost the GPU's eager loop)."""
+    model = model_helpers.build_system(*SYSTEMS[system], seed=system, scale=3.0)
+    src, src_mask = search_harness.sources(3)
+    rule = BeamRule(5, LengthPenalty(), min_len=2)
+    with torch.no_grad():
+        search = started(model, rule, src, src_mask)
+    model, search = model.to("meta"), on_meta(search)
+    with meta_as_a_gpu(monkeypatch), torch.no_grad(), HostTraffic() as traffic:
+        for _ in range(2):
+            search = search_step(model, rule, STATIC, search)
+    assert traffic.found == []
+    assert search.scores.shape == (3, 5) and search.follow.shape == (3, 5)
+
+
+def test_switching_a_kernel_flag_captures_a_new_graph():
+    """A graph is a function of the kernel flags it was captured under: after ``override`` the search captures
+    anew (an A/B of kernels times two graphs), and back to the configured choice it replays the first again."""
+    model = model_helpers.build_system("cgru", "self_attentive_content", None, scale=6.0)
+    src, src_mask = search_harness.sources(3)
+    beam_decode(model, src, src_mask, 5, schedule=CAPTURED)
+    before = graphs_of(model)
+    assert before.backend.captures == 1
+    model.kernels.override(sigmoid_tanh=False)
+    beam_decode(model, src, src_mask, 5, schedule=CAPTURED)
+    after = graphs_of(model)
+    assert after is not before and after.backend.captures == 1
+    model.kernels.override()
+    beam_decode(model, src, src_mask, 5, schedule=CAPTURED)
+    assert graphs_of(model) is before and before.backend.captures == 1 and after.backend.captures == 1
 
 
 def test_a_bucket_whose_buffers_run_out_of_memory_runs_eagerly(monkeypatch, caplog):

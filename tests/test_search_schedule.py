@@ -171,8 +171,8 @@ def test_candidates_from_logits_equal_those_of_the_log_softmax():
         sums = torch.randn(2, width, generator=gen).sub(3)
         sums[1, -1] = float("-inf")  # an empty slot
         rule = BeamRule(beam, LengthPenalty(), min_len)
-        want = rule.candidates(torch.log_softmax(logits, -1), sums, t)
-        got = rule.candidates_from_logits(logits.clone(), sums, t)
+        want = rule.candidates(torch.log_softmax(logits, -1), sums, torch.tensor(t))
+        got = rule.candidates_from_logits(logits.clone(), sums, torch.tensor(t))
         real = want.scores > float("-inf")
         assert torch.equal(got.scores > float("-inf"), real)
         torch.testing.assert_close(got.scores[real], want.scores[real], atol=2e-6, rtol=0)

@@ -15,7 +15,8 @@ B sentences × k beams are flattened to B·k rows. Each step:
    length-normalised and merged into the sentence's pool of k finished hypotheses
    (:meth:`~sarnmt.decoding.rule.BeamRule.finish`);
 4. the best k non-EOS candidates become the live beam (:meth:`~sarnmt.decoding.rule.BeamRule.prune`);
-5. the state follows them through ``state.reorder``.
+5. the state follows them through ``state.reorder``, once, when the next step starts (so that the rows of the
+   sentences the loop drops in between go in the same reorder).
 
 Step 1 extends one empty hypothesis per sentence (the source memory is read by 1 row per sentence, then by k:
 :attr:`SourceMemory.beams`), so no work is spent on k identical copies.
@@ -28,12 +29,16 @@ max_len_b``, or when no live hypothesis has a finite score. How the loop learns 
 :class:`~sarnmt.decoding.schedule.Schedule`: on a CPU it reads it at every step and drops the done sentences' rows (the
 search's shapes and bits as before issue 40); on a GPU a done sentence's rows stay, masked, every step has the same
 shapes, and whether all are done is copied to the host without waiting every 8 steps and read 2 steps later, so the host
-never waits for the device inside the loop. Tokens, back pointers and attention rows are recorded per step on the
+never waits for the device inside the loop. Tokens, back pointers and attention rows are recorded by every step on the
 device, finished hypotheses stay there too, and the final hypotheses are traced back once at the end, on the device, and
 come to the host in one copy (:mod:`sarnmt.decoding.traceback`), which gives each hypothesis its own attention rows,
-whatever reorders happened on the way. On a CUDA device every step after the first is, besides, replayed from one CUDA
-graph per shape bucket (:mod:`sarnmt.decoding.captured`: the same steps over fixed-shape buffers), unless attention rows
-are asked for, ``kernels=plain`` is chosen or the batch fits no bucket.
+whatever reorders happened on the way.
+
+Every step is one function (:func:`~sarnmt.decoding.step.search_step`: stage 5 of the previous step, then 1-4, and
+its records) over the search between two steps (:class:`~sarnmt.decoding.step.Search`). On a CUDA device, from step 2
+on, the loop calls that step replayed from one CUDA graph per shape bucket instead of launching it
+(:mod:`sarnmt.decoding.captured`: the same step over fixed-shape buffers), unless attention rows are asked for,
+``kernels=plain`` is chosen or the batch fits no bucket; the loop, its stop test and the trace-back are the same.
 
 With k = 1 the output is greedy search's: the argmax at every step (``tests/test_model.py`` checks it against a
 hand-written argmax loop).
@@ -41,18 +46,19 @@ hand-written argmax loop).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from sarnmt.decoding.captured import captured_decode
+from sarnmt.decoding.captured import may_capture, replayed, search_graphs
 from sarnmt.decoding.host_flag import DonePoll
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
-from sarnmt.decoding.rule import BeamRule, Finished, RuleFactory, SearchRule
+from sarnmt.decoding.rule import BeamRule, RuleFactory, SearchRule
 from sarnmt.decoding.schedule import Schedule
 from sarnmt.decoding.search import Hypotheses
-from sarnmt.decoding.step import search_step
+from sarnmt.decoding.step import Search, search_step
 from sarnmt.decoding.traceback import Records, trace_back
 from sarnmt.errors import InputError
 
@@ -103,72 +109,38 @@ def run_search(
     :param schedule: how the loop meets the host (default: :meth:`Schedule.for_device` of ``src``).
     """
     schedule = schedule if schedule is not None else Schedule.for_device(src.device)
-    k, batch, device = rule.beam_size, src.size(0), src.device
     limits = max_lengths(src_mask, max_len_a, max_len_b)
     # a bound known on the host: the longest limit a source of the padded length could have
     steps = max(1, int(max_len_a * src.size(1) + max_len_b))
-    if schedule.capture and not return_attention and _may_capture(model):
-        found = captured_decode(model, src, src_mask, rule, limits, steps, nbest, schedule.check_every, schedule.lag)
-        if found is not None:
-            return found
+    capture = schedule.capture and not return_attention and may_capture(model)
+    graphs = search_graphs(model, rule, src.device, None, schedule) if capture else None
     memory, state = model.encode(src, src_mask)
-    pool = Finished.empty(batch, k, device)
-    records = Records(batch, return_attention)
-    scores = src.new_zeros(batch, 1, dtype=torch.float)  # step 1 extends one empty hypothesis per sentence
-    active: Tensor | None = None  # the batch rows of the sentences still in the loop (None: all, in order)
-    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    records = Records.empty(src.size(0), steps, rule.beam_size, src.device, return_attention)
+    search = Search.start(memory, state, limits, rule.beam_size, records)
+    step = partial(search_step, model, rule, schedule)
     poll = DonePoll(schedule.check_every, schedule.lag)  # unless compacting: "all done" read `lag` steps late
-    prev = None
     for t in range(1, steps + 1):
-        n, width = scores.shape  # width: 1 at step 1, k afterwards
-        live = None if schedule.compact and schedule.check_every == 1 else ~done  # None: no row is done yet
-        sentences = limits if active is None else limits[active]
-        step = search_step(model, rule, schedule.exact, prev, state, memory, scores, sentences, t, pool, active, live)
-        out, beam = step.out, step.beam  # stages 1-4
-        attention = (out.src_attention, out.tgt_attention) if return_attention else (None, None)
-        records.add(active, step.cand, beam, *attention)
-        done = done | step.stopped
+        search = step(search)  # stage 5 of step t − 1, stages 1-4 of step t
         if t == steps:
             break
-        keep = None
-        if schedule.compact:
+        if schedule.compact:  # the host reads "done" and decides the shapes: the done sentences' rows go
             if t % schedule.check_every == 0:
-                keep = (~done).nonzero().squeeze(1)  # the host decides the shapes
+                keep = (~search.done).nonzero().squeeze(1)
                 if keep.numel() == 0:
                     break
-        elif poll.stop(t, done):
+                if keep.numel() < search.done.numel():
+                    search = search.select(keep)
+        elif poll.stop(t, search.done):
             break
-        # 5. the live beam goes on (without the rows of the sentences that are done, when compacting)
-        scores, prev = beam.scores, beam.tokens
-        if keep is not None and keep.numel() < n:
-            active = keep if active is None else active[keep]
-            scores, prev, done = scores[keep], prev[keep], done[keep]
-            memory = memory.reorder(keep)
-        else:
-            keep = None
-        prev = prev.reshape(-1)
-        if t == 1:  # from now on k state rows per sentence (reorder keeps the setting)
-            memory = memory.with_beams(k)
-        if k == 1:  # one slot per sentence (greedy): every row extends itself; reorder only to drop finished ones
-            state = out.state if keep is None else out.state.reorder(keep)
-        else:  # slot j of row r extends state row r·w + its parent
-            if keep is None:
-                rows, parents = torch.arange(n, device=device), beam.parents
-            else:
-                rows, parents = keep, beam.parents[keep]
-            state = out.state.reorder((rows.unsqueeze(1) * width + parents).view(-1))
-    return trace_back(records, pool, src_mask, nbest)
+        if t == 1 and graphs is not None:  # from step 2 on, the same step replayed (None: on eagerly)
+            step, search = replayed(graphs, model, rule, schedule, search, src.size(1)) or (step, search)
+    return trace_back(search.records, search.pool, src_mask, nbest, t)
 
 
 def _qualified_name(obj: object) -> str:
     return f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
-def _may_capture(model: nn.Module) -> bool:
-    """Whether ``model``'s search step may be captured: it has the fixed-shape state
-    (:meth:`~sarnmt.models.skeleton.RecurrentDecoder.static_state`) and its kernel choice allows capture (every
-    choice but ``kernels=plain``)."""
-    return hasattr(model, "static_state") and getattr(getattr(model, "kernels", None), "capture", False)
 
 
 class BeamSearch:

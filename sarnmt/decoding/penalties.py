@@ -33,15 +33,13 @@ class LengthPenalty:
         check_range("length_penalty.offset", offset, 0, MAX_OFFSET, "beyond it every length gets the same penalty")
         self.alpha, self.offset = float(alpha), float(offset)
 
-    def __call__(self, scores: Tensor, length: int | Tensor) -> Tensor:
-        """:param scores: summed log-probabilities, any shape.  :param length: n, the hypotheses' common length (an
-        int, or a long tensor of shape (): the divisor is then formed in float64, as Python forms it from an int).
-        :returns: the normalised scores, same shape."""
+    def __call__(self, scores: Tensor, length: Tensor) -> Tensor:
+        """:param scores: summed log-probabilities, any shape.  :param length: n, the hypotheses' common length, a
+        long tensor of shape () on their device (the divisor lp(n) is formed there in float64, rounded once to the
+        scores' dtype by the division).  :returns: the normalised scores, same shape."""
         if self.alpha == 0.0:
             return scores
-        if isinstance(length, Tensor):
-            return scores / ((length.double() + self.offset) / (self.offset + 1.0)) ** self.alpha
-        return scores / ((self.offset + length) / (self.offset + 1.0)) ** self.alpha
+        return scores / ((length.double() + self.offset) / (self.offset + 1.0)) ** self.alpha
 
     def settings(self) -> dict[str, float]:
         return {"alpha": self.alpha, "offset": self.offset}

@@ -127,17 +127,22 @@ class Finished:
 class SearchRule(Protocol):
     """What the search loop asks of a rule, one step of n sentences at a time (the module's docstring has the
     stages; :class:`BeamRule` is the one this project ships). The loop keeps ``beam_size`` live slots and a pool of
-    ``beam_size`` finished hypotheses per sentence; a rule holds only its settings (a captured search keeps one
-    capture per rule, keyed by its type and ``repr``, which must therefore name every setting).
+    ``beam_size`` finished hypotheses per sentence, and records c = 2 · ``beam_size`` candidates a step; a rule holds
+    only its settings (a captured search keeps one capture per rule, keyed by its type and ``repr``, which must
+    therefore name every setting).
+
+    The step t is handed to every stage as a long tensor of shape () on the search's device, in every search alike:
+    a stage reads it there (a comparison, a mask, a product), never on the host, so that the same stage runs in a
+    step launched from Python and in one replayed from a capture.
     """
 
     beam_size: int
 
-    def candidates(self, log_probs: Tensor, beam_scores: Tensor, t: int | Tensor) -> Candidates:
+    def candidates(self, log_probs: Tensor, beam_scores: Tensor, t: Tensor) -> Candidates:
         """Stage 1 from float32 log-probabilities, shape (n, w, V); ``beam_scores`` (n, w)."""
         ...
 
-    def candidates_from_logits(self, logits: Tensor, beam_scores: Tensor, t: int | Tensor) -> Candidates:
+    def candidates_from_logits(self, logits: Tensor, beam_scores: Tensor, t: Tensor) -> Candidates:
         """Stage 1 from the step's logits, shape (n, w, V), in their own dtype; ``beam_scores`` (n, w)."""
         ...
 
@@ -147,7 +152,7 @@ class SearchRule(Protocol):
         cand: Candidates,
         active: Tensor | None,
         at_limit: Tensor,
-        t: int | Tensor,
+        t: Tensor,
         live: Tensor | None = None,
     ) -> Tensor:
         """Stage 2: merge the finishing candidates into ``pool``; whether each sentence's pool is full, (n,)."""
@@ -172,23 +177,19 @@ class BeamRule:
     def __init__(self, beam_size: int, length_penalty: LengthPenalty, min_len: int = 0) -> None:
         self.beam_size, self.length_penalty, self.min_len = beam_size, length_penalty, min_len
 
-    def _forbid_eos(self, scores: Tensor, t: int | Tensor) -> None:
-        """EOS gets -inf in ``scores`` (…, V) while a hypothesis of step t has fewer than ``min_len`` tokens; for a
-        step given as a device tensor (a captured step) without reading it on the host."""
-        if isinstance(t, Tensor):
-            if self.min_len > 0:
-                scores[..., EOS] = scores[..., EOS].masked_fill(t <= self.min_len, NEG_INF)
-        elif t <= self.min_len:
-            scores[..., EOS] = NEG_INF
+    def _forbid_eos(self, scores: Tensor, t: Tensor) -> None:
+        """EOS gets -inf in ``scores`` (…, V), in place, while a hypothesis of step t (a long of shape ()) has fewer
+        than ``min_len`` tokens, t − 1 < m: a mask read on the device."""
+        if self.min_len > 0:
+            scores[..., EOS].masked_fill_(t <= self.min_len, NEG_INF)
 
-    def candidates(self, log_probs: Tensor, beam_scores: Tensor, t: int | Tensor) -> Candidates:
+    def candidates(self, log_probs: Tensor, beam_scores: Tensor, t: Tensor) -> Candidates:
         """Stage 1: the best 2k continuations over all live slots × vocabulary.
 
         :param log_probs: the step's log-probabilities, shape (n, w, V); overwritten with the running sums (it is the
             step's own buffer: adding in place saves allocating another n·w·V floats).
         :param beam_scores: running sums of the live slots, shape (n, w) (-inf for empty slots).
-        :param t: the step, 1-based: the hypotheses have t - 1 tokens (an int, or a long tensor of shape () in a
-            captured step).
+        :param t: the step, 1-based, a long of shape (): the hypotheses have t - 1 tokens.
         """
         n, width, vocab = log_probs.shape
         wanted = 2 * self.beam_size
@@ -206,7 +207,7 @@ class BeamRule:
             ranks=torch.arange(wanted, device=scores.device),
         )
 
-    def candidates_from_logits(self, logits: Tensor, beam_scores: Tensor, t: int | Tensor) -> Candidates:
+    def candidates_from_logits(self, logits: Tensor, beam_scores: Tensor, t: Tensor) -> Candidates:
         """Stage 1 without a float32 log-softmax of all w × V logits: the best 2k continuations taken on the logits
         themselves (in their own dtype, bf16 under autocast), scored by their log-sum-exp::
 
@@ -218,7 +219,8 @@ class BeamRule:
         (:class:`~sarnmt.decoding.schedule.Schedule`).
 
         :param logits: the step's logits, shape (n, w, V), any float dtype (overwritten at EOS while t <= min_len).
-        :param beam_scores: running sums of the live slots, shape (n, w), float32.  :param t: the step, 1-based.
+        :param beam_scores: running sums of the live slots, shape (n, w), float32.  :param t: the step, 1-based, a
+            long of shape ().
         """
         n, width, vocab = logits.shape
         wanted = 2 * self.beam_size
@@ -248,7 +250,7 @@ class BeamRule:
         cand: Candidates,
         active: Tensor | None,
         at_limit: Tensor,
-        t: int | Tensor,
+        t: Tensor,
         live: Tensor | None = None,
     ) -> Tensor:
         """Stage 2: merge the candidates that finish at step t into the active sentences' pools.
@@ -256,7 +258,7 @@ class BeamRule:
         :param pool: the search's pool (updated in place).  :param cand: the step's candidates, n sentences.
         :param active: which pool row each of the n sentences is, shape (n,); None: row i is sentence i (n = B).
         :param at_limit: whether each sentence is at its length limit (all its candidates finish), shape (n,).
-        :param t: the step, 1-based: the finished hypotheses' length.
+        :param t: the step, 1-based, a long of shape (): the finished hypotheses' length.
         :param live: whether each sentence still searches, shape (n,): a done sentence's candidates finish nothing
             and its pool stays as it was (None: every sentence searches).
         :returns: whether each sentence's pool holds k finished hypotheses, shape (n,).
@@ -266,8 +268,7 @@ class BeamRule:
         if live is not None:
             finishing &= live.unsqueeze(1)
         norm = torch.where(finishing, self.length_penalty(cand.scores, t), NEG_INF)
-        ends = t.expand(n, c) if isinstance(t, Tensor) else torch.full_like(cand.tokens, t)
-        ref = torch.stack([ends, cand.ranks.expand(n, c)], dim=2)
+        ref = torch.stack([t.expand(n, c), cand.ranks.expand(n, c)], dim=2)
         best = pool.merge(active, norm, cand.scores, ref, live)
         return (best > NEG_INF).sum(dim=1) >= self.beam_size
 

@@ -35,6 +35,12 @@ class Schedule:
     exact: bool
     capture: bool = False
 
+    @property
+    def masked(self) -> bool:
+        """Whether a step may hold the rows of sentences that are done (masked: they finish nothing): every
+        schedule but one that drops them after every step."""
+        return not (self.compact and self.check_every == 1)
+
     @classmethod
     def for_device(cls, device: torch.device) -> Schedule:
         """On a CPU :data:`PER_STEP`: a read costs nothing there, dropping finished rows saves their work, and
