@@ -17,7 +17,9 @@ On one CUDA device, at paper size (``model=paper``, V = 50,000, bf16 autocast), 
 each with its median, quartiles and relative spread, and the GPU-busy fraction of one profiled call; then
 ``beam5_by_batch``: beam-5 sentences/s at each batch size of ``--sweep`` (5 repeats each: a curve, to see where it
 stops rising, i.e. where decoding turns GPU-bound; a size that runs out of memory is halved with a warning and the
-size that ran is recorded). With
+size that ran is recorded). The record's ``capture`` says whether the searches' steps were replayed from captured
+graphs, and if not why (:func:`sarnmt.decoding.captured.capture_record`: a failed capture shows there, not only as a
+warning and no speed-up). With
 ``--before HASH`` the same parts run, interleaved part by part, for sarnmt at that commit on the same weights
 (``benchmarks/peers/commit.py``'s twin; its package copied beforehand under ``--cache``, since a device copy has no
 git history), and the record gives now ÷ before. The record names the code that ran by the hash of the imported
@@ -48,6 +50,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from sarnmt.bench.device_timing import Spread, busy_fraction, event_seconds, imported_source_hash, ratio_lines, ratios  # noqa: E402
 from sarnmt.bench.workload import sorted_batches, synthetic_workload  # noqa: E402
 from sarnmt.decoding.beam import BeamSearch, beam_decode  # noqa: E402
+from sarnmt.decoding.captured import capture_record  # noqa: E402
 from sarnmt.decoding.greedy import GreedySearch  # noqa: E402
 from sarnmt.decoding.penalties import LengthPenalty  # noqa: E402
 from sarnmt.decoding.schedule import STATIC  # noqa: E402
@@ -283,6 +286,7 @@ def main(argv: list[str]) -> int:
             except Exception as err:  # noqa: BLE001 - recorded, and the next part runs
                 record["errors"][label] = f"{type(err).__name__}: {err}\n{traceback.format_exc()[-2000:]}"
                 print(f"{label}: failed: {type(err).__name__}: {err}", flush=True)
+            record["capture"] = capture_record(net, device)  # were beam5's and greedy's steps replayed, or why not
             record["code"] = imported_source_hash()
             record["seconds"] = time.perf_counter() - start
             path.write_text(json.dumps(record, indent=1))

@@ -17,6 +17,7 @@ from sarnmt.decoding import captured
 from sarnmt.decoding.beam import beam_decode
 from sarnmt.decoding.captured import (
     SEARCH_BUCKETS,
+    capture_record,
     empty_buffers,
     fill,
     fixed_shape,
@@ -262,9 +263,9 @@ def test_switching_a_kernel_flag_captures_a_new_graph():
     assert graphs_of(model) is before and before.backend.captures == 1 and after.backend.captures == 1
 
 
-def test_a_bucket_whose_buffers_run_out_of_memory_runs_eagerly(monkeypatch, caplog):
+def test_a_bucket_whose_buffers_run_out_of_memory_runs_eagerly_and_is_recorded(monkeypatch, caplog):
     """The buffers of a bucket are allocated inside the guard against running out of device memory: that bucket
-    runs eagerly (warned once), the search finds what the eager one finds, later buckets may capture."""
+    runs eagerly (warned once, recorded), the search finds what the eager one finds, later buckets may capture."""
     model = model_helpers.build_system("cgru", "baseline", None, scale=6.0)
     graphs = search_graphs(model, BeamRule(5, LengthPenalty()), torch.device("cpu"), Eager())
     src, src_mask = search_harness.sources(3)
@@ -283,5 +284,51 @@ def test_a_bucket_whose_buffers_run_out_of_memory_runs_eagerly(monkeypatch, capl
     [warning] = [r.getMessage() for r in caplog.records]
     assert "capturing bucket (4, 8, 32) ran out of device memory" in warning and "runs eagerly" in warning
     assert graphs.too_big == {(4, 8, 32)} and not graphs.broken and graphs.backend.captures == 0
+    record = capture_record(model, torch.device("cpu"))
+    assert record["captured"] is False and record["eager_batches"] == 1 and "out of device memory" in record["why"]
     beam_decode(model, src[:2], src_mask[:2], 5, schedule=CAPTURED)  # two rows: a bucket with room
     assert graphs.backend.captures == 1 and list(graphs.replays) == [(2, 8, 32)]
+
+
+def test_a_failed_capture_is_recorded_not_only_warned(caplog):
+    """Any other failure at capture: the search runs on eagerly (the same hypotheses), every later batch too, and
+    the run's record says ``captured: false`` and why."""
+
+    class Failing(Eager):
+        def capture(self, body):
+            raise RuntimeError("operation not permitted when stream is capturing")
+
+    model = model_helpers.build_system("cgru", "baseline", None, scale=6.0)
+    search_graphs(model, BeamRule(5, LengthPenalty()), torch.device("cpu"), Failing())
+    src, src_mask = search_harness.sources(3)
+    with caplog.at_level(logging.WARNING, logger="sarnmt"):
+        got = [beam_decode(model, src, src_mask, 5, schedule=CAPTURED) for _ in range(2)]
+    want = beam_decode(model, src, src_mask, 5, schedule=STATIC)
+    assert all(hyps.tokens == want.tokens for hyps in got)
+    assert len(caplog.records) == 1
+    assert capture_record(model, torch.device("cpu")) == {
+        "captured": False,
+        "graphs": 0,
+        "eager_batches": 2,
+        "why": "capturing bucket (4, 8, 32) failed (RuntimeError: operation not permitted when stream is capturing)",
+    }
+    beam_decode(model, src, src_mask, 5, schedule=CAPTURED)
+    assert capture_record(model, torch.device("cpu"))["eager_batches"] == 3
+
+
+def test_a_captured_search_is_recorded_as_captured():
+    model = model_helpers.build_system("cgru", "baseline", None, scale=6.0)
+    cpu = torch.device("cpu")
+    assert capture_record(model, cpu) == {
+        "captured": False,
+        "graphs": 0,
+        "eager_batches": 0,
+        "why": "a search on cpu launches every step from Python (Schedule.for_device)",
+    }
+    src, src_mask = search_harness.sources(3)
+    beam_decode(model, src, src_mask, 5, schedule=CAPTURED)
+    assert capture_record(model, cpu) == {"captured": True, "graphs": 1, "eager_batches": 0, "why": None}
+    plain = model_helpers.build_system("cgru", "baseline", None)
+    plain.kernels.choice = "plain"
+    beam_decode(plain, src, src_mask, 5, schedule=CAPTURED)
+    assert capture_record(plain, cpu)["why"].startswith("kernels=plain")

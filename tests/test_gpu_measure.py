@@ -40,6 +40,7 @@ def test_the_dry_run_records_now_before_and_the_code(tmp_path):
     )
     assert re.fullmatch(r"[0-9a-f]{16}", record["code"]["source_hash"]) and record["code"]["files"] > 50
     assert record["settings"]["before"] == before and not record["errors"] and not record["skipped"]
+    assert not record["capture"]["captured"] and "a search on cpu" in record["capture"]["why"]  # the CPU's schedule
     assert [p["batch"] for p in record["beam5_by_batch"]] == [2, 4, 8]  # sentences/s against batch size
     assert all(p["asked"] == p["batch"] and p["sent_s"] > 0 for p in record["beam5_by_batch"])
     assert "now/before" in done.stdout and record["code"]["source_hash"] in done.stdout

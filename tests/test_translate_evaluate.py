@@ -163,6 +163,9 @@ def test_evaluate_matches_the_training_test_and_records_everything(trained, tmp_
     assert "case:lc" in record["bleu_tokenized_lc"]["signature"] and record["chrf"]["score"] >= 0
     assert record["parameters"] == result["parameters"] and record["decoding"]["search"] == "greedy"
     assert record["precision"] == "fp32"
+    capture = record["capture"]  # a CPU launches every step: not captured, and the record says why
+    assert not capture["captured"] and capture["graphs"] == 0
+    assert "a search on cpu launches every step" in capture["why"]
     assert len((tmp_path / "hypotheses.test.txt").read_text().splitlines()) == 30
     assert json.loads((tmp_path / "eval.test.json").read_text())["sentences"] == 30
     assert "BLEU (13a" in summary(record)

@@ -9,8 +9,10 @@ training's final test and ``translate``), then writes to ``output_dir``:
 - ``eval.<split>.json``: ``bleu`` (sacrebleu 13a on plain text against the raw references: NIST mteval-v13a
   style, Table 3), ``bleu_tokenized`` and ``bleu_tokenized_lc`` (``tokenize=none`` on the codec's tokenised
   hypotheses and references: multi-bleu.perl and its ``-lc``, Tables 1, 2, 4), ``chrf``, each with its signature,
-  plus the decoding settings, checkpoint, parameter count, sentence count and speed, and the lines truncated to
-  ``max_input_tokens`` (:mod:`sarnmt.decoding.input_limit`).
+  plus the decoding settings, checkpoint, parameter count, sentence count and speed, the lines truncated to
+  ``max_input_tokens`` (:mod:`sarnmt.decoding.input_limit`) and ``capture``: whether the search's steps were
+  replayed from captured graphs, and if not why (:func:`sarnmt.decoding.captured.capture_record`: a failed capture
+  shows here, not only as a warning and no speed-up).
 
 The three files are written together and atomically (temporary names, flushed, renamed once all are complete): an
 interrupted or failed evaluation leaves the previous files or none, never a half-written one or a mix of old and new.
@@ -31,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.checkpoints.reading import LoadedModel, load_model
 from sarnmt.checkpoints.stored_config import run_trust
+from sarnmt.decoding.captured import capture_record
 from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.search import Search, build_search
 from sarnmt.decoding.split_translation import SplitOutput, translate_split
@@ -132,6 +135,7 @@ def eval_record(
         "decoding": search.settings(),
         "precision": cfg.precision,
         "device": str(device),
+        "capture": capture_record(loaded.net, device),
     }
     record.update(results(cfg, output, limit))
     record["model"] = OmegaConf.to_container(OmegaConf.create(loaded.net_config), resolve=True)

@@ -17,9 +17,10 @@ kernel flags, the schedule's arithmetic, the autocast and parameter dtypes, the 
 and are dropped when the model's parameters move (``.to()``, ``.half()``); an in-place update of the weights
 (training between validations) is read by the next replay. A batch outside every bucket, a bucket beyond
 ``max_graphs``, a bucket whose buffers or capture run out of memory, or a capture that fails runs on eagerly, with
-one warning per cause (:class:`~sarnmt.utils.graphs.BucketedGraphs`). The capture is
-:class:`~sarnmt.utils.graphs.CudaGraphs` on a GPU; on a CPU :class:`~sarnmt.utils.graphs.Eager` runs the same body
-uncaptured, which is how the tests hold this search to the eager one.
+one warning per cause (:class:`~sarnmt.utils.graphs.BucketedGraphs`), and :func:`capture_record` gives a run's
+record what was captured and why not. The capture is :class:`~sarnmt.utils.graphs.CudaGraphs` on a GPU; on a CPU
+:class:`~sarnmt.utils.graphs.Eager` runs the same body uncaptured, which is how the tests hold this search to the
+eager one.
 """
 
 from __future__ import annotations
@@ -198,3 +199,27 @@ def replayed(
         return buffers
 
     return step, buffers
+
+
+def capture_record(model: nn.Module, device: torch.device) -> dict[str, Any]:
+    """What a run's record says of the captured search on ``model`` (its searches so far, since its parameters last
+    moved): ``captured``, true when some batch's steps were replayed and none ran eagerly; ``graphs``, the buckets
+    captured; ``eager_batches``, the batches that ran eagerly although capture was on (outside the buckets, beyond
+    ``max_graphs``, out of memory, after a failed capture); ``why``, None or why steps ran eagerly: every cause
+    warned, or why no capture was tried (``kernels=plain``, a device other than CUDA)."""
+    kept = [graphs for graphs, _ in _GRAPHS.get(model, {}).values()]
+    graphs, eager = sum(len(g.replays) for g in kept), sum(g.eager_steps for g in kept)
+    reasons = [message for g in kept for message in g.warned.values()]
+    if not kept:
+        if not may_capture(model):
+            reasons = ["kernels=plain (or a model without a fixed-shape state) runs every step from Python"]
+        elif device.type != "cuda":
+            reasons = [f"a search on {device.type} launches every step from Python (Schedule.for_device)"]
+        else:
+            reasons = ["no search ran with capture on (attention rows asked for, or no batch decoded)"]
+    return {
+        "captured": graphs > 0 and eager == 0,
+        "graphs": graphs,
+        "eager_batches": eager,
+        "why": "; ".join(reasons) or None,
+    }

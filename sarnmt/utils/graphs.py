@@ -5,9 +5,10 @@ the training step (:mod:`sarnmt.training.capture`) and the search step (:mod:`sa
 turns a body into its replay (:class:`CudaGraphs` on a GPU; :class:`Eager` runs the same body uncaptured, so the
 bucket choice, padding and fallbacks are tested on the CPU), and :class:`BucketedGraphs` keeps one replay per bucket
 with the fallbacks: a shape outside every bucket, a bucket beyond ``max_graphs`` or a capture that fails runs the
-caller's eager step, with one warning per cause (never a crash, never a new capture per batch). A bucket whose
-buffers or capture run out of device memory sends only its bucket to the eager step (a smaller bucket may still
-fit); any other failure sends every later batch there.
+caller's eager step, with one warning per cause (never a crash, never a new capture per batch), and the causes are
+kept (:attr:`BucketedGraphs.warned`) for the run's record. A bucket whose buffers or capture run out of device memory
+sends only its bucket to the eager step (a smaller bucket may still fit); any other failure sends every later batch
+there.
 """
 
 from __future__ import annotations
@@ -131,12 +132,13 @@ class BucketedGraphs:
         self.statics: dict[Key, Any] = {}
         self.broken = False  # a capture failed: eager from then on
         self.too_big: set[Key] = set()  # buckets whose capture ran out of device memory: eager for those only
-        self.warned: set[str] = set()
+        self.warned: dict[str, str] = {}  # cause: the first message of that cause (what a run's record names)
         self.eager_steps = 0
 
     def warn_once(self, cause: str, message: str) -> None:
+        """Log ``message`` once per ``cause`` (and keep it in :attr:`warned`)."""
         if cause not in self.warned:
-            self.warned.add(cause)
+            self.warned[cause] = message
             log.warning("%s: %s; it runs eagerly (this warning is shown once)", self.what, message)
 
     def choose(self, shape: tuple[int, int, int]) -> Key | None:
