@@ -1,6 +1,7 @@
-"""How a search loop learns, without waiting, that every sentence is done (:class:`~sarnmt.decoding.schedule.Schedule`):
-a flag copied to the host without blocking (:class:`HostFlag`), and the loop's polling of those flags
-(:class:`DonePoll`), one for the eager loop and the captured one."""
+"""How the search loop learns, without waiting, that every sentence is done
+(:class:`~sarnmt.decoding.schedule.Schedule`): a flag copied to the host without blocking (:class:`HostFlag`), and
+the loop's polling of those flags (:class:`DonePoll`), the same whether its steps are launched from Python or
+replayed from a capture."""
 
 from __future__ import annotations
 

@@ -33,8 +33,9 @@ class Search:
     :param limits: their length limits, (n,), long.
     :param state: the decoder state after step t − 1, one row for each live slot of step t − 1 (n · w' rows),
         not yet following the live beam.
-    :param follow: the state row each live slot extends, (n, w): stage 5 of step t − 1, applied when step t starts;
-        None: row i is slot i.
+    :param follow: the state row each live slot extends, (n, w): follow[r, j] = r·w' + parent[r, j], w' the
+        width of step t − 1 (stage 5 of step t − 1, applied when step t starts: slot j of sentence r gets that
+        row); None: row i is slot i.
     :param prev: each slot's last token, (n·w,); None before step 1.
     :param scores: the slots' running log-probability sums, (n, w), float32 (-inf: an empty slot).
     :param done: whether each sentence has stopped, (n,).
@@ -87,7 +88,7 @@ class Search:
             memory=self.memory.reorder(keep),
             limits=self.limits[keep],
             follow=follow[keep],
-            prev=self.prev.view(n, -1)[keep].view(-1) if self.prev is not None else None,
+            prev=self.prev.view(n, -1)[keep].view(-1),  # after a step: every slot has its last token
             scores=self.scores[keep],
             done=self.done[keep],
             active=keep if self.active is None else self.active[keep],
