@@ -141,8 +141,6 @@ def _qualified_name(obj: object) -> str:
     return f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
-
-
 class BeamSearch:
     """Beam search as a configured object (``sarnmt/conf/decoding/beam.yaml``), of settings checked where they entered
     (:func:`~sarnmt.decoding.search.build_search`).
