@@ -41,3 +41,28 @@ def test_no_generated_results_page_names_an_issue_number():
         assert f"results/{folder}.md" in pages, f"no generated page for sweeps/results/{folder}/"
     found = [hit for uri, text in pages.items() for hit in _issues(uri, text)]
     assert not found, "\n".join(found)
+
+
+def _docstrings(path) -> list[tuple[int, str]]:
+    """``(line, text)`` of the module's, every class's and every function's docstring in ``path``."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef))]
+    found = []
+    for node in nodes:
+        doc = ast.get_docstring(node, clean=False)
+        if doc is not None:
+            found.append((node.body[0].lineno, doc))
+    return found
+
+
+def test_no_api_page_names_an_issue_number():
+    """The API pages render the package's docstrings (mkdocstrings), so those read as reference too; comments,
+    which no page shows, are left alone."""
+    found = []
+    for path in sorted((ROOT / "sarnmt").rglob("*.py")):
+        for line, doc in _docstrings(path):
+            name = f"{path.relative_to(ROOT)}:{line}"
+            found += _issues(name, doc)
+    assert not found, "\n".join(found)

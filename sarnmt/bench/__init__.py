@@ -1,1 +1,1 @@
-"""Speed benchmarks of sarnmt's model core against a plain reference implementation (issue 5)."""
+"""Speed benchmarks of sarnmt's model core against a plain reference implementation."""

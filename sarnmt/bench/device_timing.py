@@ -1,4 +1,4 @@
-"""GPU measurement a reader can trust (issue 40, item 5): CUDA-event times, their spread, the GPU-busy fraction,
+"""GPU measurement a reader can trust: CUDA-event times, their spread, the GPU-busy fraction,
 now ÷ before, and the hash of the code that ran.
 
 - :func:`event_seconds`: ``repeats`` (>= 20 in ``make gpu-check``) times of one call after ``warmup`` untimed ones,

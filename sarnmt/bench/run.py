@@ -166,7 +166,7 @@ def throughput_series(
 ) -> dict[str, dict[str, list[float]]]:
     """Training tokens/s of sarnmt against sentence length (batch ``batch_size``) and against batch size (length
     25), for every variant: where the target-side attention's O(T²) shows; and beam-k sentences/s against batch
-    size (``beam_batch``, the same batches' sources): where decoding stops gaining from a bigger batch (issue 40)."""
+    size (``beam_batch``, the same batches' sources): where decoding stops gaining from a bigger batch."""
     series: dict[str, dict[str, list[float]]] = {}
     points = [("length", n, cfg.batch_size, n) for n in cfg.plot_lengths]
     points += [("batch", bs, bs, 25) for bs in cfg.plot_batch_sizes]

@@ -1,5 +1,5 @@
 """The search step as a CUDA graph: beam search (and greedy, beam 1) with every step after the first replayed from
-one capture per shape bucket, so the host launches one graph a step instead of the step's ~100 kernels (issue 40).
+one capture per shape bucket, so the host launches one graph a step instead of the step's ~100 kernels.
 
 This module supplies a step, not a search: :func:`~sarnmt.decoding.beam.run_search` is the one loop, and from step 2
 on it calls the replay of its own step (:func:`~sarnmt.decoding.step.search_step`) over buffers whose shapes never

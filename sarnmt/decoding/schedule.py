@@ -44,7 +44,7 @@ class Schedule:
     @classmethod
     def for_device(cls, device: torch.device) -> Schedule:
         """On a CPU :data:`PER_STEP`: a read costs nothing there, dropping finished rows saves their work, and
-        its products have the shapes that the search had before issue 40 (the CPU's matrix products round a row
+        its products have the shapes that the search had before the GPU schedules (the CPU's matrix products round a row
         differently with the number of rows, so only these shapes give its bits). On a GPU :data:`CAPTURED`,
         elsewhere :data:`STATIC`."""
         if device.type == "cpu":

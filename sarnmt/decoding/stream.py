@@ -12,7 +12,7 @@ long ones few, so the device gets about the same work per batch. Out of device m
 with ``batch_tokens`` halved (a warning says so; later chunks keep the smaller size: :func:`halve_on_oom`).
 
 Why 16,384 tokens on a GPU: at paper size a beam-5 step scores 5 rows a sentence against V = 50,000 outputs; the
-H100 records of issue 40 (sweeps/results/gpu/) grow with the batch up to their largest, 256 sentences (5,600 source
+H100 records of the GPU check (sweeps/results/gpu/) grow with the batch up to their largest, 256 sentences (5,600 source
 tokens at WMT lengths, 1,280 beam rows), still host-bound, and the output layer's product reaches the card's matrix
 rate near 2,000–4,000 rows. 16,384 tokens is about 700 WMT sentences, 3,500 beam rows: past that point, well inside
 memory (its logits are 0.35 GB in bf16). ``make bench`` with ``plot_batch_sizes`` shows where sentences/s stop rising.

@@ -1,4 +1,4 @@
-"""Out of device memory while choosing a batch size: halve it, say so, and go on (issue 40)."""
+"""Out of device memory while choosing a batch size: halve it, say so, and go on."""
 
 from __future__ import annotations
 
