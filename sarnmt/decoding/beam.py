@@ -27,7 +27,7 @@ A minimum length m (fairseq's ``min_len``) forbids EOS while a hypothesis has fe
 A sentence is done when its pool holds k finished hypotheses, when it reaches its length limit ``max_len_a · |src| +
 max_len_b``, or when no live hypothesis has a finite score. How the loop learns that is the device's
 :class:`~sarnmt.decoding.schedule.Schedule`: on a CPU it reads it at every step and drops the done sentences' rows (the
-search's shapes and bits as before the GPU schedules); on a GPU a done sentence's rows stay, masked, every step has the same
+search's shapes and bits of the CPU's schedule); on a GPU a done sentence's rows stay, masked, every step has the same
 shapes, and whether all are done is copied to the host without waiting every 8 steps and read 2 steps later, so the host
 never waits for the device inside the loop. Tokens, back pointers and attention rows are recorded by every step on the
 device, finished hypotheses stay there too, and the final hypotheses are traced back once at the end, on the device, and

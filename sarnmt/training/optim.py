@@ -11,7 +11,7 @@ traced symbolically, so a learning-rate schedule does not recompile). Where comp
 unsupported device) a warning says so once and the eager update of ``torch.optim.Adadelta`` is used.
 
 On a GPU the per-parameter kernels are launches from Python, one or more per parameter (29 calls, about 4.6 ms an
-update at paper size, the GPU check's records), so there the update is instead ``torch.optim.Adadelta``'s multi-tensor one
+update at paper size, on an H100), so there the update is instead ``torch.optim.Adadelta``'s multi-tensor one
 (``foreach``: each of its ~10 passes one ``torch._foreach_*`` kernel over every parameter at once): ``foreach=None``
 (the default) picks it when the parameters are on a CUDA device, ``foreach=True`` everywhere, ``foreach=False``
 never. The arithmetic is the same update (``tests/test_optim.py`` checks it against the per-parameter one).
