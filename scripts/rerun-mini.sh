@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The mini re-run to convergence (issue 42), in the order the issue gives, N jobs at a time (one thread each):
+# The mini re-run to patience, Table 1's En->De rows first, then the De->En column, N jobs at a time (one thread each):
 #   scripts/rerun-mini.sh WORKTREE [N]
 # WORKTREE is a `git worktree` of the fixed commit the records are to carry, with the venv's python on PATH or in
 # $PY. Every job is `sarnmt sweep-job scale=mini job=<id>`: a finished job (complete record) is skipped, an
@@ -17,7 +17,11 @@ for s in 1 2 3; do for r in lm_lstm lm_attention lm_4gram lm_mean_residual lm_se
   jobs+=("lm_text.$r.s$s"); done; done
 # then Table 1's other En->De rows (and Table 4's content+scope), 3 seeds each, at the column's commit
 for s in 1 2 3; do for r in memory_rnn self_attentive_rnn self_attentive_content_scope; do jobs+=("en_de.$r.s$s"); done; done
-for s in 1 2 3 4 5; do for r in baseline mean_residual self_attentive_content; do jobs+=("es_en.$r.s$s"); done; done
+# then the De->En column, every row, seed by seed (5 seeds for the three main rows, 3 for the others), so that a
+# budget that ends midway leaves whole seeds
+for s in 1 2 3 4 5; do for r in baseline mean_residual self_attentive_content; do jobs+=("es_en.$r.s$s"); done
+  if [ "$s" -le 3 ]; then for r in memory_rnn self_attentive_rnn self_attentive_content_scope; do jobs+=("es_en.$r.s$s"); done; fi
+done
 cd "$wt"
 printf '%s\n' "${jobs[@]}" | OMP_NUM_THREADS=1 MKL_DYNAMIC=FALSE xargs -P "$n" -I{} \
   sh -c "nice -n 19 $py -m sarnmt.sweep_job scale=mini job={} cpu_threads=1 progress=false >> outputs/rerun-{}.log 2>&1 \
