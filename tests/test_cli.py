@@ -109,9 +109,7 @@ def test_every_command_has_its_entry_point_in_cli():
 def test_no_entry_point_or_command_table_outside_cli():
     """Hydra applications (``@hydra_main``), argument-list entry points (``def main``), command tables and usage texts
     are defined in sarnmt/cli only; the ``python -m`` aliases of other packages (``sarnmt.human``, ``sarnmt.bench``,
-    ...) run the package's program by name (:func:`sarnmt.utils.hydra_app.run_alias`) and hold nothing else.
-    ``sarnmt/sweep/calibration.py`` is a simulation script for the docs' calibration table (``python -m
-    sarnmt.sweep.calibration``), not a command."""
+    ...) run the package's program by name (:func:`sarnmt.utils.hydra_app.run_alias`) and hold nothing else."""
     import re
 
     pattern = re.compile(r"^@hydra_main\(|^def main\(|^USAGE = |^COMMANDS\b", re.MULTILINE)
@@ -120,7 +118,7 @@ def test_no_entry_point_or_command_table_outside_cli():
         for path in (ROOT / "sarnmt").rglob("*.py")
         if path.parent.name != "cli" and pattern.search(path.read_text(encoding="utf-8"))
     }
-    assert found == {"sarnmt/sweep/calibration.py"}
+    assert not found, found
     for alias in ("human/__main__.py", "bench/__main__.py"):
         body = (ROOT / "sarnmt" / alias).read_text(encoding="utf-8").split('"""')[-1]
         assert len(body.strip().splitlines()) <= 4 and "run_alias(" in body and "sarnmt.cli" not in body, alias

@@ -1,5 +1,5 @@
 """What a column's runs can detect (:mod:`sarnmt.sweep.power`): the seed-aware test's power, simulated with the test
-itself, at run level; the same as the additive model of the real runs gives (:mod:`sarnmt.sweep.calibration`);
+itself, at run level; the same as the additive model of the real runs gives (:mod:`sarnmt.sweep.null_regimes`);
 and above the normal approximation the footers used to print, which was optimistic."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.special import stdtr
 
-from sarnmt.sweep import calibration, power, seed_tests
+from sarnmt.sweep import calibration, null_regimes, power, seed_tests
 
 EN_DE = power.Regime(0.56)
 
@@ -40,13 +40,13 @@ def test_the_seeds_a_side_for_a_gain_are_the_fewest_with_power_08():
 def test_run_level_power_is_the_additive_models():
     """The footers simulate run scores; the additive model of the real En→De runs (pseudo-values of every sentence,
     the runs' own sentence noise, the test's v_shared estimated in every cell) gives the same power."""
-    fitted = calibration.fit(calibration.REAL[0])
+    fitted = null_regimes.fit(null_regimes.REAL[0])
     regime = power.Regime(math.sqrt(fitted.seed_variance), 0.0)
     rng = np.random.default_rng(3)
     cells, effect = 2000, 0.9
     p = np.concatenate(
         [
-            calibration.psi_p_values(*calibration.model_cells(rng, fitted, (5, 5), 250, shift=effect), True)[0]
+            calibration.psi_p_values(*null_regimes.model_cells(rng, fitted, (5, 5), 250, shift=effect), True)[0]
             for _ in range(cells // 250)
         ]
     )

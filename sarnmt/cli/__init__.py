@@ -148,6 +148,11 @@ COMMANDS: dict[str, Command] = {
         config="sweep_systems",
         alias="sarnmt.sweep.systems",
     ),
+    "calibrate": Command(
+        "cli.calibrate",
+        "the seed-aware tests' error rates under a true null, simulated (docs/reproducing.md)",
+        config="calibrate",
+    ),
     "curves": Command("cli.curves", "training loss and dev cost/BLEU of one or more runs, in one PNG", hydra=False),
     "version": Command("cli.version", "sarnmt's, torch's and CUDA's versions (also sarnmt --version, -V)", hydra=False),
     "completion": Command("cli.completion", "the bash or zsh completion script (commands, Hydra groups)", hydra=False),
