@@ -28,7 +28,16 @@ DROPPED = ("optimizer_states", "lr_schedulers", "callbacks", "loops")
 
 
 def average_checkpoints(paths: list[str | Path], output: str | Path, trust: Sequence[str] = ()) -> dict[str, Any]:
-    """Write the average of ``paths`` to ``output``.  :returns: the written checkpoint.
+    """Write the average of ``paths`` to ``output``: for every floating-point tensor of the state dict, the element-wise
+
+        θ̄ = (1/n) Σ_k θ_k,   k = 1..n,
+
+    over the ``n`` checkpoints' tensors θ_k, of one shape in every checkpoint (any shape: an embedding's ``(V, e)``,
+    a GRU weight's ``(3d, e)``, a bias's ``(3d,)``), summed in float64 and cast back to the tensor's dtype; integer
+    tensors (counters, masks) are the newest checkpoint's.
+
+    :param trust: modules whose classes the checkpoints' model config may name besides sarnmt's own.
+    :returns: the written checkpoint.
 
     :raises CheckpointError: when a checkpoint cannot be read or the models or vocabularies differ.
     :raises InputError: when ``output`` is a checkpoint a run can resume from.

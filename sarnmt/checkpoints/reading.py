@@ -196,6 +196,10 @@ def check_sizes(skeleton: nn.Module, state: dict[str, torch.Tensor], path: str |
     with the checkpoint's tensors, before the real model is allocated: a small checkpoint whose config claims
     ``hidden_dim=6000`` is refused without allocating gigabytes.
 
+    :param skeleton: the model built on the ``meta`` device: its ``state_dict()`` gives each name the shape the
+        config implies (an embedding's ``(V, e)``, a GRU weight's ``(3d, e)``), with no storage behind it.
+    :param state: the checkpoint's weights, name → tensor (:func:`net_state_dict`), each expected at that shape.
+
     :raises CheckpointError: naming the first missing, unexpected or differently shaped tensor."""
     expected = {name: tuple(t.shape) for name, t in skeleton.state_dict().items()}
     found = {name: tuple(t.shape) for name, t in state.items()}
@@ -216,7 +220,8 @@ def check_sizes(skeleton: nn.Module, state: dict[str, torch.Tensor], path: str |
 
 
 def net_state_dict(checkpoint: dict[str, Any]) -> dict[str, torch.Tensor]:
-    """The model's weights (the ``net.`` entries of the Lightning state dict, prefix removed)."""
+    """The model's weights: the ``net.`` entries of the Lightning state dict, prefix removed, name → tensor of that
+    parameter's or buffer's shape in the model (the tensors themselves, not copies)."""
     return {k[len(NET_PREFIX) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(NET_PREFIX)}
 
 
@@ -225,7 +230,8 @@ def load_model(
 ) -> LoadedModel:
     """Rebuild the model (eval mode, on ``device``, with the ``kernels`` choice of :mod:`sarnmt.kernels`) and
     the codecs of a sarnmt checkpoint: its config checked (:func:`read_checkpoint`), the model built on the ``meta``
-    device and its shapes compared with the weights' (:func:`check_sizes`), then built for real and loaded.
+    device and its shapes compared with the weights' (:func:`check_sizes`), then built for real and loaded
+    (``load_state_dict(strict=True)``: every tensor at its parameter's shape, none missing or left over).
 
     :param trust: modules whose classes the checkpoint may name besides sarnmt's own (``trust_targets``).
     :raises CheckpointError: see :func:`read_checkpoint`; also when the weights do not fit the stored config.

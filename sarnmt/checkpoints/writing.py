@@ -59,8 +59,9 @@ def language_model_entry(
 
 
 def sha256(obj: Any) -> str:
-    """``sha256:<hex>`` of ``obj`` as canonical JSON (bytes and numpy arrays: of their bytes): how a checkpoint names
-    its vocabularies (a codec's whole state) and data in its run's identity."""
+    """``sha256:<hex>`` of ``obj`` as canonical JSON (bytes, and a numpy array of any shape: of its raw bytes, so
+    the same values in another shape or dtype hash otherwise): how a checkpoint names its vocabularies (a codec's
+    whole state) and data in its run's identity."""
     if hasattr(obj, "tobytes"):
         data = obj.tobytes()
     elif isinstance(obj, bytes):
@@ -72,7 +73,8 @@ def sha256(obj: Any) -> str:
 
 def write_checkpoint(checkpoint: dict[str, Any], path: str | os.PathLike) -> None:
     """``torch.save`` into ``.<name>.tmp-<pid>`` beside ``path``, flushed to disk, then renamed over it
-    (:func:`sarnmt.utils.atomic.atomic_open`): complete or not at all.
+    (:func:`sarnmt.utils.atomic.atomic_open`): complete or not at all. ``checkpoint``: the module docstring's layout,
+    its ``state_dict`` name → tensor at each parameter's shape, saved as they are (device, dtype).
 
     :raises ~sarnmt.errors.WriteError: naming the file when the device refuses the write (a full disk); the previous
         file is left as it was."""
