@@ -100,7 +100,7 @@ bench-commit:  ## ~5 min: sarnmt now ÷ sarnmt at REF=<commit>, in one process o
 gpu-wheels:  ## wheels of what an air-gapped GPU node lacks (hydra, omegaconf, ...) into .whl/ (PY_VERSION, PLATFORM)
 	$(PY) benchmarks/gpu_check.py wheels --python-version $(PY_VERSION) $(addprefix --platform ,$(PLATFORM))
 
-gpu-check:  ## ~9 min on one GPU: issue 40's measure, gpu tests, bf16 bench, trainer=gpu (ARGS="--before HASH"|--dry-run)
+gpu-check:  ## ~9 min on one GPU: the GPU measure, gpu tests, bf16 bench, trainer=gpu (ARGS="--before HASH"|--dry-run)
 	$(GPU_PY) benchmarks/gpu_check.py $(ARGS)
 
 # the package at BEFORE, unpacked where gpu-check's measure step finds it without git: carry .cache/bench-commits/HASH

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Copy the finished jobs of the mini re-run (issue 42) from its worktree into this checkout, to be committed:
+# Copy the finished jobs of the mini re-run to patience (scales/mini.yaml, scripts/rerun-mini.sh) from its worktree
+# into this checkout, to be committed:
 #   scripts/collect-mini.sh WORKTREE
 # A job's record (records/<job>.json) is written last and atomically, so a job with a record has finished; its
 # per-sentence statistics and hypotheses come with it. A record already here is left as it is (never overwritten);
