@@ -1,7 +1,9 @@
 """The docs read as reference, not as lab notes: no page names an issue of the project's tracker (the history is the
 CHANGELOG's and the git log's). Checked on the hand-written pages (README.md, docs/*.md) and on the Results pages
 the site generates from ``sweeps/results/`` (``docs/hooks/results.py``: the tables' footers, the folders' notes,
-the benchmark and GPU check records), as the site would show them."""
+the benchmark and GPU check records), as the site would show them; on the package's docstrings, which the API pages
+render; and on what a user reads beside them: the packaged YAML files (the Hydra configs and the sweep specs, their
+comments and help texts), the Makefile's comments and help and the scripts' headers."""
 
 from __future__ import annotations
 
@@ -65,4 +67,27 @@ def test_no_api_page_names_an_issue_number():
         for line, doc in _docstrings(path):
             name = f"{path.relative_to(ROOT)}:{line}"
             found += _issues(name, doc)
+    assert not found, "\n".join(found)
+
+
+def test_no_packaged_config_names_an_issue_number():
+    """Every YAML file the package ships (``sarnmt/conf``, the sweep specs): its comments are the configs' reference
+    (``--help`` prints the header and the settings beside them), read whole, values and help texts included."""
+    from sarnmt.utils.compose import config_dir, specs_dir
+
+    package = config_dir().parent  # the imported package's folder: a checkout's sarnmt/, or site-packages/sarnmt/
+    files = sorted({*config_dir().rglob("*.yaml"), *specs_dir().rglob("*.yaml")})
+    assert len(files) > 50
+    found = [
+        hit
+        for path in files
+        for hit in _issues(f"sarnmt/{path.relative_to(package).as_posix()}", path.read_text(encoding="utf-8"))
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_no_makefile_or_script_comment_names_an_issue_number():
+    """The Makefile (``make help`` prints its ``##`` lines) and the scripts' headers (``scripts/*.sh``)."""
+    files = [ROOT / "Makefile", *sorted((ROOT / "scripts").glob("*.sh"))]
+    found = [hit for path in files for hit in _issues(str(path.relative_to(ROOT)), path.read_text(encoding="utf-8"))]
     assert not found, "\n".join(found)
