@@ -5,8 +5,8 @@ seed-aware test itself (:func:`sarnmt.sweep.seed_tests.welch_arrays`) in the reg
 column's cells with two or more runs (:func:`pooled_sd`: it holds each run's own sentence noise, as the runs'
 spread does); the difference of two cells' means gains the test set's shared variance v_shared of the comparison
 (:class:`sarnmt.sweep.seed_tests.VarianceParts`; the test adds the same v_shared). This is the additive model of
-:mod:`sarnmt.sweep.calibration` reduced to run level, where the test's statistic lives (its cells' power is the
-same within Monte Carlo error: ``tests/test_power.py``).
+the real runs (:mod:`sarnmt.sweep.null_regimes`, which the calibration draws from) reduced to run level, where the
+test's statistic lives (its cells' power is the same within Monte Carlo error: ``tests/test_power.py``).
 
 **The test's own thresholds.** With common random numbers (:data:`DRAWS` draws from numpy's PCG64 seeded
 :data:`SEED`), each draw d of the seeds (and of the shared test-set term) has a threshold e_d: the true difference

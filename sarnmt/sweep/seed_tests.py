@@ -104,7 +104,7 @@ DF_FORMS = ("welch1947", "satterthwaite")  # the seed-aware test's degrees of fr
 # shares 0-80% at 3 v 3 and 5 v 5 (600,000 simulated normal cells a line, equal seed variances; docs/reproducing.md)
 KNOWN_SHARE = 1.5
 # runs a side a ‡ (p < 0.01) needs: at 2 v 2 the test rejects 1.3-1.9% at nominal 1% where the seed noise acts
-# (sarnmt.sweep.calibration --runs 2v2, three simulation seeds), at 3 v 3 and more within its band
+# (sarnmt calibrate runs=[2v2], three simulation seeds), at 3 v 3 and more within its band
 RUNS_FOR_P01 = 3
 BLOCK = 256  # resamples drawn and scored at once: memory ~ BLOCK x test sentences x 8 bytes for the draw
 
