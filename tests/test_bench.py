@@ -218,6 +218,14 @@ def test_quick_preset_is_the_default_and_full_is_bench_yaml_as_written():
     assert dict(cfg.peers) == {} and all(system.peers == {} for system in systems.values())
 
 
+def test_peers_null_times_sarnmt_alone():
+    """``peers=null`` (bench.yaml: none): sarnmt alone, from the package and beside the checkout's peers group, whose
+    option Hydra would refuse to set to null."""
+    for folders in ([], [CHECKOUT_PEERS], ["bench_preset=full", CHECKOUT_PEERS]):
+        cfg, systems = compose_bench([*folders, "peers=null", "decoders=[baseline]", "systems=[]"])
+        assert not cfg.peers and list(systems) == ["baseline"] and systems["baseline"].peers == {}
+
+
 def test_single_sentences_are_spread_over_the_batch():
     assert evenly_spaced(list(range(64)), 4) == [0, 16, 32, 48]
     assert evenly_spaced([1, 2], 5) == [1, 2]

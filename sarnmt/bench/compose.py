@@ -18,11 +18,12 @@ from sarnmt.utils.compose import SEARCHPATH_KEYS, config_dir, group_options
 
 
 def peers_of(cfg: DictConfig, model: DictConfig, decoder: DictConfig) -> dict[str, Peer]:
-    """The peers of ``cfg.peers`` that implement the system of ``model`` and ``decoder`` (:mod:`sarnmt.bench.peer`).
+    """The peers of ``cfg.peers`` that implement the system of ``model`` and ``decoder`` (:mod:`sarnmt.bench.peer`);
+    none where ``peers`` is null.
 
     :raises InputError: naming a peer whose ``_target_`` cannot be built (not importable: run from the checkout)."""
     peers = {}
-    for name, node in cfg.peers.items():
+    for name, node in (cfg.peers or {}).items():
         try:
             peer = instantiate(node, _partial_=True)(model=model, decoder=decoder)
         except InstantiationException as err:
@@ -36,13 +37,23 @@ def peers_of(cfg: DictConfig, model: DictConfig, decoder: DictConfig) -> dict[st
     return peers
 
 
+def no_peers(overrides: list[str]) -> list[str]:
+    """``overrides`` with ``peers=null`` (none: sarnmt timed alone) in the form Hydra takes: where a config folder
+    has a ``peers`` group (the checkout's), the option is removed (``~peers``; Hydra refuses null for a group) and
+    the key keeps its empty default; where none has, the key is set to null, which :func:`peers_of` reads as none."""
+    if "peers=null" not in overrides or not group_options("peers", overrides):
+        return overrides
+    return ["~peers" if arg == "peers=null" else arg for arg in overrides]
+
+
 def compose_bench(overrides: list[str]) -> tuple[DictConfig, dict[str, System]]:
     """The bench config and what it times: each of ``decoders`` on ``model``, then each model of ``systems`` with its
-    own default decoder; each with the peers that implement it. The config folders ``overrides`` add (``hydra.
-    searchpath``) are searched for these too: a decoder of one's own is timed as the packaged ones are."""
+    own default decoder; each with the peers that implement it (none for ``peers=null``: :func:`no_peers`). The config
+    folders ``overrides`` add (``hydra.searchpath``) are searched for these too: a decoder of one's own is timed as
+    the packaged ones are."""
     searchpath = [arg for arg in overrides if arg.startswith(SEARCHPATH_KEYS)]
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        cfg = compose(config_name="bench", overrides=overrides)
+        cfg = compose(config_name="bench", overrides=no_peers(overrides))
         decoders = group_options("decoder", overrides)
         unknown = [name for name in cfg.decoders if name not in decoders]
         if unknown:
