@@ -7,12 +7,16 @@ equivalence over every system and setting is ``tests/test_search_schedule.py`` (
 from __future__ import annotations
 
 import gc
+import io
+import json
 import logging
 import weakref
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 
+from sarnmt.cli.translate import translate
 from sarnmt.decoding import captured
 from sarnmt.decoding.beam import beam_decode
 from sarnmt.decoding.captured import (
@@ -26,14 +30,15 @@ from sarnmt.decoding.captured import (
 )
 from sarnmt.decoding.penalties import LengthPenalty, max_lengths
 from sarnmt.decoding.rule import BeamRule
-from sarnmt.decoding.schedule import CAPTURED, STATIC
+from sarnmt.decoding.schedule import CAPTURED, STATIC, Schedule
 from sarnmt.decoding.step import Search, search_step
 from sarnmt.decoding.traceback import Records
 from sarnmt.kernels.choice import KernelChoice
 from sarnmt.models.history import HistoryAttention
 from sarnmt.utils.graphs import Eager
 from tests import model_helpers, search_harness
-from tests.conftest import SYSTEM_IDS, SYSTEMS
+from tests.cli_helpers import train_tiny
+from tests.conftest import CONF_DIR, SYSTEM_IDS, SYSTEMS
 from tests.graph_helpers import HostTraffic, Traced, meta_as_a_gpu, on_meta
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -290,14 +295,16 @@ def test_a_bucket_whose_buffers_run_out_of_memory_runs_eagerly_and_is_recorded(m
     assert graphs.backend.captures == 1 and list(graphs.replays) == [(2, 8, 32)]
 
 
+class Failing(Eager):
+    """A capture that fails as CUDA's does when a step does what a graph cannot hold."""
+
+    def capture(self, body):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+
 def test_a_failed_capture_is_recorded_not_only_warned(caplog):
     """Any other failure at capture: the search runs on eagerly (the same hypotheses), every later batch too, and
     the run's record says ``captured: false`` and why."""
-
-    class Failing(Eager):
-        def capture(self, body):
-            raise RuntimeError("operation not permitted when stream is capturing")
-
     model = model_helpers.build_system("cgru", "baseline", None, scale=6.0)
     search_graphs(model, BeamRule(5, LengthPenalty()), torch.device("cpu"), Failing())
     src, src_mask = search_harness.sources(3)
@@ -332,3 +339,45 @@ def test_a_captured_search_is_recorded_as_captured():
     plain.kernels.choice = "plain"
     beam_decode(plain, src, src_mask, 5, schedule=CAPTURED)
     assert capture_record(plain, cpu)["why"].startswith("kernels=plain")
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    return train_tiny(tmp_path_factory.mktemp("tiny"))
+
+
+def translated_capture(checkpoint, caplog) -> dict:
+    """``translate``'s record of the capture: the JSON of its closing log line (``capture: {...}``)."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("translate", [f"ckpt_path={checkpoint}", "progress=false", "decoding=beam", "device=cpu"])
+    caplog.clear()
+    out = io.StringIO()
+    with caplog.at_level(logging.INFO, logger="sarnmt"):
+        translate(cfg, io.StringIO("ta brin\nnu gorm ta\n\nbrin\n"), out)
+    assert out.getvalue().count("\n") == 4
+    [line] = [r.getMessage() for r in caplog.records if "capture: " in r.getMessage()]
+    assert line.startswith("wrote 4 lines; capture: ")
+    return json.loads(line.split("capture: ", 1)[1])
+
+
+def test_translate_records_whether_its_search_was_captured_and_why_not(tiny_checkpoint, monkeypatch, caplog):
+    """``translate`` records what ``evaluate``'s record does (:func:`capture_record`'s keys): on a CPU no capture
+    and why; under a GPU's schedule a replayed search (the injectable backend runs it uncaptured on a CPU); and a
+    capture that fails: ``captured: false`` and why, not only the warning."""
+    assert translated_capture(tiny_checkpoint, caplog) == {
+        "captured": False,
+        "graphs": 0,
+        "eager_batches": 0,
+        "why": "a search on cpu launches every step from Python (Schedule.for_device)",
+    }
+    monkeypatch.setattr(Schedule, "for_device", classmethod(lambda cls, device: CAPTURED))
+    record = translated_capture(tiny_checkpoint, caplog)
+    assert record == {"captured": True, "graphs": 1, "eager_batches": 0, "why": None}
+    monkeypatch.setattr(captured, "Eager", Failing)  # the backend a CPU's search captures with
+    record = translated_capture(tiny_checkpoint, caplog)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert record["captured"] is False and record["graphs"] == 0 and record["eager_batches"] == 1
+    assert record["why"].startswith("capturing bucket (4, ") and record["why"].endswith(
+        "failed (RuntimeError: operation not permitted when stream is capturing)"
+    )
+    assert len(warned) == 1 and record["why"] in warned[0]

@@ -22,6 +22,12 @@ closed stdin or stdout, a batch size below 1 and a ``device`` the machine lacks.
 ``unknown_warning`` of the input's source tokens unknown to the model, :mod:`sarnmt.decoding.unknown_share`) go to
 stderr, one line each (``sarnmt/conf/hydra/job_logging/stderr.yaml``).
 
+**Record** (the log, stderr; information lines show with ``hydra.job_logging.loggers.sarnmt.level=INFO``): the
+search and device it translates with, then, when done, the lines written and ``capture: {JSON}``, whether the
+search's steps were replayed from captured graphs and if not why, the keys of ``evaluate``'s record
+(:func:`sarnmt.decoding.captured.capture_record`: ``captured``, ``graphs``, ``eager_batches``, ``why``): a failed
+capture shows there too, not only as a warning and no speed-up.
+
 **Attention file** (``attention=PATH``), JSON Lines, one record per input line, in order::
 
     {"line": 0, "source": ["tok", ..., "</s>"], "target": ["tok", ..., "</s>"], "target_ids": [12, ...],
@@ -66,6 +72,7 @@ from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.data.text.codecs import TextCodec
 from sarnmt.data.text.reading import Line, bounded_lines, check_file
 from sarnmt.decoding.attention_file import attention_record
+from sarnmt.decoding.captured import capture_record
 from sarnmt.decoding.input_limit import InputLimit
 from sarnmt.decoding.search import Search, build_search
 from sarnmt.decoding.stream import Translation, decode_stream
@@ -193,6 +200,7 @@ def translate(cfg: DictConfig, stdin: IO[Any] | None = None, stdout: TextIO | No
     warning = unknown.warning(limit.name)
     if warning:
         log.warning(warning)
+    log.info("wrote %d lines; capture: %s", count, json.dumps(capture_record(loaded.net, device)))
     return count
 
 
@@ -271,5 +279,4 @@ def _write(
 @hydra_main("translate")
 def main(cfg: DictConfig) -> None:
     with reported():
-        count = translate(cfg)
-    log.info("wrote %d lines", count)
+        translate(cfg)
