@@ -68,11 +68,11 @@ def test_a_gpu_takes_batches_of_tokens_by_default(monkeypatch):
 
 @pytest.mark.parametrize("value", [0, -5, 2.5e9, float("nan"), "many"])
 def test_bad_batch_tokens_are_refused_in_one_line(value):
+    """Where the setting enters (the decoding config, :func:`~sarnmt.decoding.search.check_decoding`): once; the
+    stream trusts it (tests/test_settings_once.py)."""
     with pytest.raises(InputError, match=r"^decoding\.batch_tokens=") as err:
         build_search({**OmegaConf.to_container(compose_train(["decoding=beam"]).decoding), "batch_tokens": value})
     assert "\n" not in str(err.value)
-    with pytest.raises(InputError, match=r"^batch_tokens="):
-        list(decode_stream(None, GreedySearch(), [[3]], 4, CPU, batch_tokens=value))
 
 
 def test_the_configs_default_is_unset_and_builds():

@@ -14,6 +14,7 @@ from sarnmt.errors import InputError
 from sarnmt.kernels import KernelChoice
 from sarnmt.kernels import attention as attention_kernels
 from sarnmt.kernels.attention import scores_in_chunks
+from sarnmt.kernels.choice import check_choice
 from sarnmt.kernels.encoder import unrolled_bigru
 from sarnmt.kernels.gru import gru_update
 from sarnmt.kernels.loop_attention import LoopAttention
@@ -379,7 +380,7 @@ def test_kernel_choice_is_resolved_in_one_place():
     assert searched.sigmoid_tanh and auto.flags(cpu).sigmoid_tanh
     assert not auto._flags_by_call[(True, False)].sigmoid_tanh  # a GPU keeps PyTorch's tanh
     with pytest.raises(InputError, match=r"^kernels='fast' is not a choice: use one of auto, fused, plain"):
-        kernel_choice("fast")
+        check_choice("fast")  # where kernels= enters; the choice itself trusts it
     # each flag puts its registered kernel on its hot spot; the others keep the model's equations
     assert kernel_choice("plain")(cpu) is EQUATIONS
     spots = auto(cpu)

@@ -6,14 +6,23 @@ once, not again where it builds them."""
 
 from __future__ import annotations
 
+import io
+import sys
+from collections import Counter
+from collections.abc import Callable
+
 import pytest
 
+from sarnmt.cli.evaluate import evaluate
+from sarnmt.cli.score import score
+from sarnmt.cli.translate import translate
 from sarnmt.decoding import search as search_module
 from sarnmt.errors import InputError
 from sarnmt.models import factory
 from sarnmt.training import run as run_module
 from sarnmt.training.run import train
-from tests.cli_helpers import TINY, one_error, run_cli
+from sarnmt.utils.compose import compose
+from tests.cli_helpers import TINY, one_error, run_cli, train_tiny
 from tests.conftest import compose_train
 
 
@@ -26,6 +35,8 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
         "evaluate": ["ckpt_path=none.ckpt", "progress=false", f"hydra.run.dir={tmp_path / 'evaluate'}"],
         "params": [],
         "bench": ["decoders=[baseline]", "systems=[]", "workloads=[multi30k]", "plot=false"],
+        "analyze": ["figure2", "ckpts=[none.ckpt]", f"source={tmp_path / 'none.txt'}", f"out_dir={tmp_path / 'an'}"],
+        "sweep-job": ["scale=mini", "job=none", f"runs_dir={tmp_path / 'runs'}", f"results_dir={tmp_path / 'res'}"],
     }
     return {name: one_error(run_cli(capsys, name, [*base[name], *setting], b"ta\n")) for name in commands}
 
@@ -66,9 +77,33 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
         ),
         pytest.param(
             ["kernels=fast"],
-            ("train", "translate", "evaluate", "bench"),
+            ("train", "translate", "evaluate", "bench", "analyze"),
             "kernels='fast' is not a choice: use one of auto, fused, plain (sarnmt/kernels/)",
             id="kernels=fast",
+        ),
+        pytest.param(
+            ["batch_size=0"],
+            ("translate", "evaluate", "analyze"),
+            "batch_size=0: must be 1 or more",
+            id="batch_size=0",
+        ),
+        pytest.param(
+            ["max_input_tokens=0"],
+            ("translate", "evaluate"),
+            "max_input_tokens=0: must be 1 or more",
+            id="max_input_tokens=0",
+        ),
+        pytest.param(
+            ["precision=fp16"],
+            ("translate", "evaluate"),
+            "precision must be one of ('fp32', 'bf16'), got 'fp16'",
+            id="precision=fp16",
+        ),
+        pytest.param(
+            ["eval_batch_size=0"],
+            ("sweep-job",),
+            "eval_batch_size=0: must be 1 or more",
+            id="eval_batch_size=0",
         ),
     ],
 )
@@ -100,3 +135,58 @@ def test_a_training_run_checks_its_pair_and_searches_once(monkeypatch, tmp_path)
     train(compose_train([*TINY, "trainer.max_steps=1", "decoding=beam"], output_dir=tmp_path))
     assert len(calls["pair"]) == 1 and built == [1]  # checked before the module was built, not while
     assert calls["decoding"] == ["val_decoding", "decoding"]
+
+
+CHECKS = ("check_range", "check_flag", "check_choice", "check_precision")  # each names the setting it checks
+
+
+def counted_checks(monkeypatch) -> Counter:
+    """Every check of a setting from now on, counted by the setting's key: each of :data:`CHECKS` replaced, in every
+    ``sarnmt`` module that has it (its own or imported), by one that counts and then checks."""
+    seen: Counter = Counter()
+
+    def counting(check: Callable, name: str) -> Callable:
+        def counted(*args, **kwargs):
+            key = {"check_choice": "kernels", "check_precision": "precision"}.get(name, args[0] if args else None)
+            seen[key] += 1
+            return check(*args, **kwargs)
+
+        return counted
+
+    for module_name, module in list(sys.modules.items()):
+        if module_name == "sarnmt" or module_name.startswith("sarnmt."):
+            for name in CHECKS:
+                check = getattr(module, name, None)
+                if callable(check):
+                    monkeypatch.setattr(module, name, counting(check, name))
+    return seen
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    return train_tiny(tmp_path_factory.mktemp("tiny"))
+
+
+def test_translate_evaluate_and_score_check_each_setting_once(monkeypatch, tmp_path, tiny_checkpoint):
+    """A whole command in-process: every setting it takes is checked once, where it enters, and not again by what
+    decodes (the stream's batch sizes, the input limit, the kernel choice, the precision context, the length limit,
+    BLEU's tokenizer and resample counts)."""
+    seen = counted_checks(monkeypatch)
+    beam = [f"ckpt_path={tiny_checkpoint}", "progress=false", "decoding=beam", "device=cpu"]
+    translate(compose("translate", [*beam, "nbest=2"]), io.StringIO("ta brin\n\nnu gorm\n"), io.StringIO())
+    assert seen and all(count == 1 for count in seen.values()), dict(seen)
+    for key in ("batch_size", "kernels", "precision", "max_input_tokens", "max_line_bytes", "decoding.beam_size"):
+        assert seen[key] == 1, key
+
+    seen.clear()
+    toy = ["data.n_train=200", "data.n_dev=20", "data.n_test=20", f"output_dir={tmp_path / 'eval'}"]
+    evaluate(compose("evaluate", [*beam, *toy]))
+    assert seen and all(count == 1 for count in seen.values()), dict(seen)
+    assert {"batch_size", "kernels", "precision", "max_input_tokens"} <= set(seen)
+
+    seen.clear()
+    ref, hyp = tmp_path / "ref.txt", tmp_path / "hyp.txt"
+    ref.write_text("the cat sat on the mat\n" * 4)
+    hyp.write_text("the cat sat on a mat\n" * 4)
+    score(compose("score", [f"ref={ref}", f"hyps=[{ref},{hyp}]", "n_bootstrap=20", "n_randomization=20"]))
+    assert dict(seen) == {"n_bootstrap": 1, "n_randomization": 1}

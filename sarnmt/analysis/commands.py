@@ -23,6 +23,8 @@ from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.data.corpora.toy import generate_toy_corpus, target_tree
 from sarnmt.data.corpora.toy_reading import parse_source
 from sarnmt.decoding.search import build_search
+from sarnmt.errors import check_range
+from sarnmt.kernels.choice import check_choice
 from sarnmt.utils.device import pick_device
 
 log = logging.getLogger("sarnmt")
@@ -215,7 +217,10 @@ def table7(cfg: DictConfig) -> dict[str, Any]:
 
 
 def agreement_probe(cfg: DictConfig) -> dict[str, Any]:
-    """The agreement probe: forced-choice and decoded agreement of the final verb per distance bin, per model."""
+    """The agreement probe: forced-choice and decoded agreement of the final verb per distance bin, per model.
+    ``kernels`` and ``batch_size`` are checked first (their one check), before anything is read."""
+    check_choice(cfg.kernels)
+    check_range("batch_size", cfg.batch_size, 1)
     if cfg.source is not None:
         lines, where = read_input(cfg.source, "source"), cfg.source
     else:

@@ -42,6 +42,8 @@ from sarnmt.decoding.attention_file import (
 )
 from sarnmt.decoding.search import build_search
 from sarnmt.decoding.stream import decode_stream
+from sarnmt.errors import check_range
+from sarnmt.kernels.choice import check_choice
 from sarnmt.utils.device import pick_device
 
 log = logging.getLogger("sarnmt")
@@ -210,7 +212,10 @@ def load_runs(cfg, out_dir: Path, self_attention_only: bool = False) -> list[Run
     ``attention``, ``decoding``, ``batch_size``, ``device``, ``kernels``, ``tolerance``), attention files checked
     or computed and written to ``out_dir`` (see the module docstring).
 
-    :param self_attention_only: a model without a target self-attention is not decoded (its run has no records)."""
+    :param self_attention_only: a model without a target self-attention is not decoded (its run has no records).
+    :raises InputError: for ``kernels`` or ``batch_size`` out of range, before anything is read (their one check)."""
+    check_choice(cfg.kernels)
+    check_range("batch_size", cfg.batch_size, 1)
     paths = [str(p) for p in _as_list(cfg.ckpts, "ckpts")]
     names = names_of(paths, None if cfg.names is None else list(cfg.names))
     files = _as_list(cfg.attention, "attention") if cfg.attention is not None else None

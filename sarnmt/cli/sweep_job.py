@@ -16,7 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
-from sarnmt.errors import reported
+from sarnmt.errors import check_range, reported
 from sarnmt.sweep.job import JobSettings, run_job
 from sarnmt.sweep.plan import job_from_id
 from sarnmt.sweep.spec import load_scale
@@ -29,7 +29,9 @@ log = logging.getLogger("sarnmt")
 
 
 def sweep_job(cfg: DictConfig) -> dict[str, Any] | None:
-    """:returns: the job's record (None on DDP ranks other than 0)."""
+    """:returns: the job's record (None on DDP ranks other than 0).  :raises InputError: for ``eval_batch_size``
+    below 1, before the job trains (its one check: the decoding batches trust it)."""
+    check_range("eval_batch_size", cfg.eval_batch_size, 1)
     extra = [str(o) for o in cfg.overrides]
     device = cfg.device
     # inside a SLURM job: the task's CPUs; OMP_NUM_THREADS too, else Lightning's DDP sets cores / processes

@@ -73,7 +73,7 @@ from sarnmt.data.text.codecs import TextCodec
 from sarnmt.data.text.reading import Line, bounded_lines, check_file
 from sarnmt.decoding.attention_file import attention_record
 from sarnmt.decoding.captured import capture_record
-from sarnmt.decoding.input_limit import InputLimit
+from sarnmt.decoding.input_limit import InputLimit, check_max_line_bytes
 from sarnmt.decoding.search import Search, build_search
 from sarnmt.decoding.stream import Translation, decode_stream
 from sarnmt.decoding.unknown_share import UnknownShare
@@ -211,6 +211,7 @@ def check_settings(
     input limit, the unknown-word share to warn at, the search and the device (on CPU with freed memory kept)."""
     check_precision(cfg.precision)
     max_line_bytes = cfg.get("max_line_bytes", MAX_LINE_BYTES)
+    check_max_line_bytes(max_line_bytes)
     limit = InputLimit(cfg.max_input_tokens, cfg.truncate_long_input, max_line_bytes=max_line_bytes)
     unknown = UnknownShare(cfg.get("unknown_warning"))
     check_range("batch_size", cfg.batch_size, 1)

@@ -52,24 +52,27 @@ def check_max_input_tokens(value: object) -> None:
         raise InputError(f"max_input_tokens={value!r}: must be a whole number")
 
 
+def check_max_line_bytes(value: object) -> None:
+    """:raises InputError: ``max_line_bytes=<value>: must be ...`` unless a number in 1..:data:`MAX_LINE_BYTES`."""
+    check_range("max_line_bytes", value, 1, MAX_LINE_BYTES, "a line is held in memory up to it")
+
+
 @dataclass
 class InputLimit:
     """:param max_tokens: the most source tokens (the source codec's ids, EOS not counted) decoded per line.
     :param truncate: truncate longer lines (True) or refuse them (False).
     :param name: what messages call the input (a path, ``<stdin>``, a corpus split).
     :param max_line_bytes: the per-line byte limit of the reading (only for messages here).
-    :ivar truncated: the 1-based numbers of the lines that were truncated."""
+    :ivar truncated: the 1-based numbers of the lines that were truncated.
+
+    The limits are trusted: a command checks them once, where they enter (:func:`check_max_input_tokens`, through
+    :func:`~sarnmt.decoding.search.check_decoding`, and :func:`check_max_line_bytes`)."""
 
     max_tokens: int
     truncate: bool = True
     name: str = "input"
     max_line_bytes: int | None = None
     truncated: list[int] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        check_max_input_tokens(self.max_tokens)
-        if self.max_line_bytes is not None:
-            check_range("max_line_bytes", self.max_line_bytes, 1, MAX_LINE_BYTES, "a line is held in memory up to it")
 
     @property
     def max_chars(self) -> int:

@@ -51,9 +51,10 @@ class LengthPenalty:
 def max_lengths(src_mask: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
     """Per-sentence output length limit ``a·|src| + b`` (EOS included), at least 1.
 
-    :param src_mask: shape (B, S), True on real source positions.  :returns: shape (B,), long, on the same device.
+    :param src_mask: shape (B, S), True on real source positions.  :param max_len_a: 0 or more, trusted
+        (:func:`~sarnmt.decoding.search.check_decoding` checks ``decoding.max_len_a``).
+    :returns: shape (B,), long, on the same device.
     """
-    if max_len_a < 0:
-        raise ValueError(f"max_len_a must be >= 0, got {max_len_a}")
+    assert max_len_a >= 0, f"max_len_a={max_len_a} reached the search unchecked (check_decoding)"
     src_lengths = src_mask.sum(dim=1)
     return (max_len_a * src_lengths.double() + max_len_b).long().clamp(min=1)

@@ -28,8 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from sarnmt.data.loading.batching import pad_sequences
-from sarnmt.decoding.search import MAX_BATCH_TOKENS, NBestEntry, Search
-from sarnmt.errors import check_range
+from sarnmt.decoding.search import NBestEntry, Search
 from sarnmt.utils.oom import halve_on_oom
 
 GPU_BATCH_TOKENS = 16_384  # source tokens a decoding batch on a GPU when decoding.batch_tokens is unset (docstring)
@@ -86,16 +85,14 @@ def decode_stream(
     """Translations of ``sources`` (ids without EOS), one per input, in input order (an empty source: an empty
     translation, and one empty entry in its n-best list).
 
-    :param batch_tokens: source tokens a batch (module docstring); None: the search's ``batch_tokens``, else
-        :data:`GPU_BATCH_TOKENS` on a CUDA device, else ``batch_size`` sentences."""
-    check_range("batch_size", batch_size, 1)
+    :param batch_size: sentences a batch, 1 or more.  :param batch_tokens: source tokens a batch (module docstring),
+        1 or more; None: the search's ``batch_tokens``, else :data:`GPU_BATCH_TOKENS` on a CUDA device, else
+        ``batch_size`` sentences. Both are trusted: a command checks its ``batch_size`` where it enters, and
+        :func:`~sarnmt.decoding.search.check_decoding` the search's ``batch_tokens``."""
     tokens = batch_tokens if batch_tokens is not None else getattr(search, "batch_tokens", None)
     if tokens is None and torch.device(device).type == "cuda":
         tokens = GPU_BATCH_TOKENS
-    if tokens is not None:
-        check_range(
-            "batch_tokens", tokens, 1, MAX_BATCH_TOKENS, "the batch's source memory and beam states grow with it"
-        )
+    assert batch_size >= 1 and (tokens is None or tokens >= 1), "unchecked batch_size or batch_tokens"  # else no batch
     iterator = iter(sources)
     empty = [NBestEntry([], 0.0, 0.0)] if nbest > 1 else []
     while chunk := read_chunk(iterator, batch_size, tokens, chunk_batches):

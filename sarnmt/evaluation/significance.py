@@ -193,9 +193,11 @@ def compare_systems(
     :param n_randomization: randomisation trials (1 to :data:`MAX_RESAMPLES`).
     :returns: one result per system and the sacrebleu BLEU signature, with the seed and the counts used
         (``bs:``, and ``ar:`` when there are systems to compare).
-    :raises InputError: for a count out of range, or an unknown ``tokenize``.
+
+    The counts and ``tokenize`` are trusted: ``score`` checks them where they enter (:func:`check_samples`,
+    :data:`~sarnmt.evaluation.bleu.TOKENIZERS`).
     """
-    check_samples(n_bootstrap, n_randomization)
+    assert 1 <= n_bootstrap <= MAX_RESAMPLES and 1 <= n_randomization <= MAX_RESAMPLES, "unchecked resample counts"
     metric = bleu_metric(refs, tokenize, lowercase)
     seed = _seed()
     paired_seed = seed if seed else None  # PairedTest's rule (a seed of 0 draws from the operating system)

@@ -29,7 +29,8 @@ CHOICES = ("auto", "fused", "plain")
 
 
 def check_choice(choice: str) -> None:
-    """Refuse a ``kernels=`` value that is not a choice; commands call it before they read any data.
+    """Refuse a ``kernels=`` value that is not a choice: the one check, where the setting enters (each command that
+    takes it, before it reads any data); :class:`KernelChoice` trusts it.
 
     :raises InputError: naming the key, the value and the choices."""
     if choice not in CHOICES:
@@ -49,11 +50,12 @@ class KernelChoice(Generic[Spots]):
     :param choice: ``auto``, ``fused`` or ``plain``.
     :param equations: the model's own implementation of every hot spot, a
         :class:`~sarnmt.models.hot_spots.HotSpots` (``kernels=plain`` runs them alone).
-    :raises InputError: for another ``choice`` (:func:`check_choice`).
+
+    ``choice`` is trusted: a command's ``kernels=`` is checked once, where it enters (:func:`check_choice`).
     """
 
     def __init__(self, choice: str, equations: Spots) -> None:
-        check_choice(choice)
+        assert choice in CHOICES, f"kernels={choice!r} reached the model unchecked (check_choice)"
         self.choice = choice
         self.equations = equations
         self.override()
