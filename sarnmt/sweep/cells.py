@@ -91,7 +91,8 @@ class TableSettings:
 @dataclass
 class Cell:
     """A cell's runs: ``records``/``stats``/``paths`` those averaged; ``mixed`` the records of a mixed-code cell
-    (counted, not averaged); ``stale``/``broken``/``corrupt`` the reasons of the runs not counted."""
+    (counted, not averaged); ``stale``/``broken``/``corrupt`` the reasons of the runs not counted; ``not_run`` the
+    jobs of its seeds that have no record (the footer counts them, a job once however many columns it serves)."""
 
     row: Row
     column: Column
@@ -105,6 +106,7 @@ class Cell:
     mixed: list[dict] = field(default_factory=list)
     mixed_averaged: bool = False
     score: seed_tests.CellScore | None = None
+    not_run: list[str] = field(default_factory=list)
 
     @property
     def missing(self) -> int:
@@ -239,7 +241,10 @@ def read_cells(table: Table, scale: Scale, results_dir: Path, settings: TableSet
                 if job.id not in configs:
                     configs[job.id] = job_config(job, job_settings)
                 cfg, digest = configs[job.id]
-                _add_run(cell, read_record(job_settings.record_path(job), digest), digest, scale, cfg)
+                status = read_record(job_settings.record_path(job), digest)
+                if status.state == "missing":
+                    cell.not_run.append(job.id)
+                _add_run(cell, status, digest, scale, cfg)
             if len({r.get("source_hash") or None for r in cell.records}) > 1:
                 if settings.allow_mixed_code:
                     cell.mixed_averaged = True

@@ -350,6 +350,33 @@ def method_notes(table: Table, cells: dict, settings: TableSettings = DEFAULT, s
     ]
 
 
+def not_run_note(table: Table, scale: Scale, cells: dict) -> list[str]:
+    """How many of the table's jobs have no record, per set of runs (columns that are the same runs on other test
+    sets count a job once) and per row: ``Not run: 27 of 42 jobs (Multi30K En→De: 6 of 21, + Memory RNN 3, ...;
+    Multi30K De→En: 21 of 21)``; no line when every job has one."""
+    groups: dict[str, list] = {}
+    for column in table.columns:
+        groups.setdefault(scale.job_pair(column.pair), []).append(column)
+    parts, missing, planned = [], 0, 0
+    for pair, columns in groups.items():
+        first = [cells[row.key, columns[0].key] for row in table.rows]
+        absent = sum(len(c.not_run) for c in first)
+        jobs = sum(c.expected for c in first)
+        missing, planned = missing + absent, planned + jobs
+        if not absent:
+            continue
+        name = scale.pairs[pair].ran or _name(scale, columns[0])
+        rows = [f"{c.row.label} {len(c.not_run)}" for c in first if c.not_run and len(c.not_run) < jobs]
+        parts.append(f"{name}: {absent} of {jobs}" + ("" if absent == jobs else ", " + ", ".join(rows)))
+    if not missing:
+        return []
+    return [
+        f"Not run: {missing} of {planned} jobs have no record ({'; '.join(parts)}): their cells say N not run; a "
+        "cell with fewer runs than its seeds says how many ran (2 of 3 seeds) and its Δ is tested on the runs there "
+        "are (at 2 v 5 runs), one run a side none (n/a)."
+    ]
+
+
 def footer(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> list[str]:
     """Every line under the table: the scale, each pair's corpus and test splits, the metrics, :func:`method_notes`,
     the runs' wall time, hardware and commits, what was not counted and why."""
@@ -382,6 +409,7 @@ def footer(table: Table, scale: Scale, cells: dict, settings: TableSettings = DE
             f"(total {sum(seconds) / 3600:.2f} h); hardware: {'; '.join(hardware)}; "
             f"commits: {', '.join(commits)}."
         )
+    lines += not_run_note(table, scale, cells)
     problems = [reason for cell in cells.values() for reason in (*cell.stale, *cell.broken, *cell.corrupt)]
     for reason in dict.fromkeys(problems):
         lines.append(f"Not counted: {reason}.")

@@ -79,7 +79,7 @@ def cell_text(cell: Cell, latex: bool = False) -> str:
         sd = cell.score.sd
         value = f"{cell.score.mean:.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
         done = len(cell.records)
-        count = str(done) if done == cell.expected else f"{done} of {cell.expected}"
+        count = str(done) if done == cell.expected else f"{done} of {cell.expected} seeds"
         parts.append(f"{value}{markers(cell)} ({count})")
     if cell.mixed:
         parts.append(f"mixed code: {cell.code}, {len(cell.mixed)} run{'s' * (len(cell.mixed) != 1)}")
@@ -103,17 +103,21 @@ def cell_text(cell: Cell, latex: bool = False) -> str:
     return _latex_markers(tex(text)) if latex else text
 
 
-def delta_text(table: Table, cell: Cell) -> str:
+def delta_text(table: Table, cell: Cell, base: Cell | None = None) -> str:
     """``+0.82 [+0.10, +1.50]``: the difference from the baseline and its 95% interval (the seed-aware test's);
-    ``+1.78, n/a (1 run)`` where a side has one run; ``baseline`` on the baseline's row."""
+    ``+1.78, n/a (1 run)`` where a side has one run (no seed variance: it cannot be tested); ``baseline`` on the
+    baseline's row. Where the row or its baseline ``base`` has fewer runs than its seeds, the test is of the runs
+    there are and says so: ``+0.82 [+0.10, +1.50] at 2 v 5 runs``."""
     if cell.row.key == table.baseline:
         return "baseline"
     c = cell.score.comparison if cell.score else None
     if c is None:
         return "—"
+    partial = len(cell.records) < cell.expected or (base is not None and len(base.records) < base.expected)
+    runs = f" at {c.runs[0]} v {c.runs[1]} runs" if partial else ""
     if c.seed_test_note is not None:
-        return f"{c.difference:+.2f}, {c.seed_test_note}"
-    return f"{c.difference:+.2f} [{c.low:+.2f}, {c.high:+.2f}]"
+        return f"{c.difference:+.2f}, {c.seed_test_note}{runs}"
+    return f"{c.difference:+.2f} [{c.low:+.2f}, {c.high:+.2f}]{runs}"
 
 
 def _parameters(table: Table, cells: dict, row_key: str) -> str:
@@ -189,7 +193,7 @@ def _head(table: Table, scale: Scale, latex: bool = False) -> tuple[list[str], s
 
 def _rows(table: Table, cells: dict, latex: bool = False) -> list[list[str]]:
     def delta(cell: Cell) -> str:
-        text = delta_text(table, cell)
+        text = delta_text(table, cell, cells.get((table.baseline, cell.column.key)))
         return _latex_markers(tex(text)) if latex else text
 
     return [
