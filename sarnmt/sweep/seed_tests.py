@@ -100,8 +100,9 @@ SEED_TESTS = {"shared": METHOD, "v_sent": "Welch + test-set variance"}
 DF_FORMS = ("welch1947", "satterthwaite")  # the seed-aware test's degrees of freedom, and the old test's
 # the exponent by which the seed terms' df grow with the share of the known v_shared, df = ν_1947 (Var / seeds)^1.5:
 # 2 (Satterthwaite's rule for adding a known term) rejects 0.052 / 0.014 at nominal 0.05 / 0.01 at 3 v 3 where
-# v_shared is 7-25% of Var, 1 rejects 0.043 / 0.007 where it is half; 1.5 holds 0.048-0.050 / 0.009-0.012 over
-# shares 0-80% at 3 v 3 and 5 v 5 (600,000 simulated normal cells a line, equal seed variances; docs/reproducing.md)
+# v_shared is 7-25% of Var, 1 rejects 0.043 / 0.007 where it is half; 1.5 holds 0.048-0.051 / 0.009-0.011 over
+# shares 0-80% at 3 v 3 and 5 v 5 but for 0.012-0.013 at 0.01 at 3 v 3 where the share is 3-25% (1,000,000 simulated
+# normal cells a line, equal seed variances): the closed forms tried instead are further off (docs/reproducing.md)
 KNOWN_SHARE = 1.5
 # runs a side a ‡ (p < 0.01) needs: at 2 v 2 the test rejects 1.3-1.9% at nominal 1% where the seed noise acts
 # (sarnmt calibrate runs=[2v2], three simulation seeds), at 3 v 3 and more within its band
