@@ -191,7 +191,7 @@ def test_tables_counts_hostile_records_as_broken_and_renders_the_rest(capsys, tm
     for k in range(7):
         assert any(str(paths[k]) in line for line in not_counted), k
     # the good record's cell, its hypothesis the reference; no source hash in the record: counted as unpinned
-    assert "| 100.00 (1 of 2); 1 broken; 1 unpinned |" in outcome.out
+    assert "| 100.00 (1 of 2 seeds); 1 broken; 1 unpinned |" in outcome.out
     assert gzip.decompress(sentences[7].read_bytes())
     assert (tmp_path / "tables" / "table1.md").read_text() == outcome.out.split("written: ")[0].rstrip("\n") + "\n"
 

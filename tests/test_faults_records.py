@@ -226,7 +226,7 @@ def test_tables_names_and_counts_a_hostile_record_as_broken_and_renders_the_rest
     damage(paths[job], paths)
     text, rows, csv_lines = render3(tmp_path)
     row = rows[ROWS[job.split(".")[1]]]
-    assert row.count("(1 of 2); 1 broken") == 3, row
+    assert row.count("(1 of 2 seeds); 1 broken") == 3, row
     reasons = [line for line in text.splitlines() if line.startswith("- Not counted: ") and str(paths[job]) in line]
     assert len(reasons) == 1 and says in reasons[0], reasons
     assert rows["+ Self-attentive residual connections"].count(" (2) |") == 3

@@ -294,8 +294,10 @@ def test_broken_and_stale_records_are_reported_never_averaged(smoke_table3, tmp_
     assert "config hash 0123456789abcdef" in states["en_de.self_attentive_content.s1"]["note"]
     text = render_tables([3], "smoke", tmp / "results", write=False, out=open(os.devnull, "w"))[3]
     row = next(line for line in text.splitlines() if line.startswith("| + Self-attentive residual"))
-    assert "(1 of 2); 1 stale" in row
-    assert "(1 of 2); 1 broken" in next(line for line in text.splitlines() if line.startswith("| + Mean residual"))
+    assert "(1 of 2 seeds); 1 stale" in row
+    assert "(1 of 2 seeds); 1 broken" in next(
+        line for line in text.splitlines() if line.startswith("| + Mean residual")
+    )
     assert f"Not counted: record {stale} has config hash 0123456789abcdef" in text
     rerun = run_sweep(tmp)  # the broken record's job is evaluated again; the stale one is retrained
     assert rerun["returncode"] == 0

@@ -412,7 +412,7 @@ def test_unpinned_and_dirty_runs_are_counted_and_averaged_and_one_run_is_na(dige
     assert base.count("(2); 2 unpinned; 1 dirty |") == 3 and "mixed" not in base
     assert "Unpinned: 2 of 5 runs have no source hash" in text and "Dirty: 1 runs" in text
     one = rows["+ Self-attentive residual connections"]
-    assert one.count("(1 of 2); 1 not run |") == 3 and one.count(", n/a (1 run) |") == 3
+    assert one.count("(1 of 2 seeds); 1 not run |") == 3 and one.count(", n/a (1 run) at 1 v 2 runs |") == 3
     assert "‡" not in one and "†" not in one and "**" in one  # the t-test's markers, labelled in the footer
 
 
@@ -435,7 +435,7 @@ def test_a_nan_score_or_missing_statistics_counts_the_record_as_broken_naming_it
             table = {t: {"bleu": [[float("nan")] * 10] * 80} for t in ("nt14", "nt15", "nt16")}
         sentences.write_bytes(gzip_bytes(json.dumps(table).encode()))
     text, rows, csv_lines = render3(tmp_path)
-    assert rows["+ Mean residual connections"].count("(1 of 2); 1 broken") == 3
+    assert rows["+ Mean residual connections"].count("(1 of 2 seeds); 1 broken") == 3
     assert f"Not counted: {path}" in text or f"Not counted: record {path}" in text
     header = csv_lines[0].split(",")
     nt15 = dict(zip(header, next(r for r in csv_lines if ",mean_residual,nt15," in r).split(","), strict=True))
@@ -476,7 +476,7 @@ def test_a_record_whose_statistics_do_not_give_its_score_is_corrupt_and_left_out
     with caplog.at_level(logging.WARNING, logger="sarnmt"):
         text, rows, csv_lines = render3(tmp_path)
     row = rows["+ Mean residual connections"].split("|")
-    assert "(1 of 2); 1 corrupt" in row[6] and "corrupt" not in row[3] + row[9]  # nt15 only
+    assert "(1 of 2 seeds); 1 corrupt" in row[6] and "corrupt" not in row[3] + row[9]  # nt15 only
     reason = "give" if damage == "score moved" else "1 negative counts"
     assert f"Not counted: {path}: corrupt: " in text and reason in text.split(f"{path}: corrupt: ")[1].split("\n")[0]
     assert any(str(path) in r.getMessage() and "corrupt" in r.getMessage() for r in caplog.records)
@@ -543,7 +543,7 @@ def test_a_run_of_another_precision_is_refused_in_one_line_naming_both(digests, 
     record = json.loads(path.read_text())
     write_json(path, {**record, "config_hash": digest, "config": OmegaConf.to_container(cfg, resolve=True)})
     text, rows, _ = render3(tmp_path)
-    assert rows["+ Mean residual connections"].count("(1 of 2); 1 stale |") == 3
+    assert rows["+ Mean residual connections"].count("(1 of 2 seeds); 1 stale |") == 3
     lines = [line for line in text.splitlines() if "en_de.mean_residual.s2.json" in line]
     assert len(lines) == 1 and lines[0].startswith("- Not counted: record ")
     assert "; it differs in trainer.precision bf16-mixed, the sweep's 32-true." in lines[0]
