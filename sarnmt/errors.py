@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 USER_ERROR_STATUS = 2
@@ -76,6 +76,17 @@ def check_range(
         raise InputError(f"{key}={value}: must be {minimum} or more")
     if maximum is not None and value > maximum:
         raise InputError(f"{key}={value:,}: must be at most {maximum:,}" + (f" ({why})" if why else ""))
+
+
+def check_one_of(key: str, value: object, choices: Sequence[str], where: str = "") -> None:
+    """Validate a setting that is one of a few names where it enters: the one form of a choice check, whatever the
+    command.  :param where: where the choices are defined (``sarnmt/kernels/``), said after them.
+
+    :raises InputError: ``<key>=<value> is not a choice: use one of <choices>``, one line."""
+    if value not in choices:
+        raise InputError(
+            f"{key}={value!r} is not a choice: use one of {', '.join(choices)}" + (f" ({where})" if where else "")
+        )
 
 
 def check_flag(key: str, value: object) -> None:

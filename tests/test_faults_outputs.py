@@ -329,7 +329,7 @@ def test_translate_with_stdin_closed_says_so(capsys, monkeypatch):
 def test_score_refuses_an_unknown_tokenizer_in_one_line(capsys, tmp_path):
     """score tokenize=bogus is one error line naming the key and the tokenizers."""
     assert one_error(_score(capsys, tmp_path, "tokenize=bogus")) == (
-        "error: tokenize=bogus: not a tokenizer; one of none, 13a, intl, zh, char"
+        "error: tokenize='bogus' is not a choice: use one of none, 13a, intl, zh, char"
     )
 
 

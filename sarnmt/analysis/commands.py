@@ -24,6 +24,7 @@ from sarnmt.data.corpora.toy import generate_toy_corpus, target_tree
 from sarnmt.data.corpora.toy_reading import parse_source
 from sarnmt.decoding.search import build_search
 from sarnmt.errors import check_range
+from sarnmt.evaluation.bleu import check_tokenize
 from sarnmt.kernels.choice import check_choice
 from sarnmt.utils.device import pick_device
 
@@ -174,6 +175,7 @@ def trees(cfg: DictConfig) -> dict[str, Any]:
 
 def table7(cfg: DictConfig) -> dict[str, Any]:
     """Table 7: sentences where the system beats the baseline by sentence BLEU, and where it loses."""
+    check_tokenize(cfg.tokenize)
     hyps = list(cfg.hyps)
     if len(hyps) != 2:
         raise AnalysisError(f"hyps must name two files, [baseline,system], got {len(hyps)}")

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.data.text.reading import MAX_SCORED_BYTES, read_lines
 from sarnmt.errors import InputError, reported
-from sarnmt.evaluation.bleu import TOKENIZERS, check_parallel
+from sarnmt.evaluation.bleu import check_parallel, check_tokenize
 from sarnmt.evaluation.significance import SystemResult, check_samples, compare_systems, markdown_table
 from sarnmt.evaluation.system_names import system_names
 from sarnmt.utils.atomic import atomic_files, check_output
@@ -70,8 +70,7 @@ def check_settings(cfg: DictConfig) -> Path | None:
     """The resample counts, the tokenizer and the output files (returned: their path without suffix, or None),
     checked before any file is read."""
     check_samples(cfg.n_bootstrap, cfg.n_randomization)
-    if cfg.tokenize not in TOKENIZERS:
-        raise InputError(f"tokenize={cfg.tokenize}: not a tokenizer; one of {', '.join(TOKENIZERS)}")
+    check_tokenize(cfg.tokenize)
     out = Path(_path(cfg.output)) if cfg.output else None
     if out is not None:
         check_output(out.with_suffix(".md"), "output")

@@ -13,9 +13,17 @@ from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from sarnmt.errors import InputError
+from sarnmt.errors import InputError, check_one_of
 
 TOKENIZERS = ("none", "13a", "intl", "zh", "char")
+
+
+def check_tokenize(tokenize: object) -> None:
+    """Refuse a ``tokenize=`` value that is not one of :data:`TOKENIZERS`: the one check, where the setting enters
+    (``score``, ``analyze table7``), before any file is read; BLEU trusts it.
+
+    :raises InputError: ``tokenize=<value> is not a choice: use one of ...``, one line."""
+    check_one_of("tokenize", tokenize, TOKENIZERS)
 
 
 def check_parallel(hyps: Sequence[str], refs: Sequence[str], hyp_name: str, ref_name: str) -> None:
@@ -30,7 +38,8 @@ def check_parallel(hyps: Sequence[str], refs: Sequence[str], hyp_name: str, ref_
 def bleu_metric(refs: Sequence[str], tokenize: str = "13a", lowercase: bool = False) -> BLEU:
     """A corpus BLEU metric with the references cached (what :class:`sacrebleu.significance.PairedTest` wants).
 
-    :param tokenize: one of :data:`TOKENIZERS`, trusted (``score``'s ``tokenize=`` is checked where it enters).
+    :param tokenize: one of :data:`TOKENIZERS`, trusted (a command's ``tokenize=`` is checked where it
+        enters: :func:`check_tokenize`).
     """
     assert tokenize in TOKENIZERS, f"tokenize={tokenize!r} reached BLEU unchecked"
     return BLEU(tokenize=tokenize, lowercase=lowercase, force=True, references=[list(refs)])

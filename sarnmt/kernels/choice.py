@@ -20,7 +20,7 @@ from typing import Generic
 import torch
 from torch import Tensor
 
-from sarnmt.errors import InputError
+from sarnmt.errors import check_one_of
 from sarnmt.kernels.registry import CPU_ONLY, FUSED, PLAIN, Kernels, Spots, resolve
 
 __all__ = ["CHOICES", "CPU_ONLY", "FUSED", "PLAIN", "KernelChoice", "Kernels", "captures", "check_choice"]
@@ -33,8 +33,7 @@ def check_choice(choice: str) -> None:
     takes it, before it reads any data); :class:`KernelChoice` trusts it.
 
     :raises InputError: naming the key, the value and the choices."""
-    if choice not in CHOICES:
-        raise InputError(f"kernels={choice!r} is not a choice: use one of {', '.join(CHOICES)} (sarnmt/kernels/)")
+    check_one_of("kernels", choice, CHOICES, "sarnmt/kernels/")
 
 
 def captures(choice: str) -> bool:

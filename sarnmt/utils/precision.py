@@ -12,15 +12,15 @@ from contextlib import contextmanager
 
 import torch
 
-from sarnmt.errors import InputError
+from sarnmt.errors import InputError, check_one_of
 
 PRECISIONS = ("fp32", "bf16")
 
 
 def check_precision(precision: str) -> str:
-    """:raises InputError: for an unknown precision (call it before opening outputs).  :returns: ``precision``."""
-    if precision not in PRECISIONS:
-        raise InputError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    """:raises InputError: for an unknown precision, in the one form of a choice check (call it before opening
+    outputs).  :returns: ``precision``."""
+    check_one_of("precision", precision, PRECISIONS)
     return precision
 
 
