@@ -63,14 +63,14 @@ def check_range(
     :param whole: an integer is required (a size, a count): ``2.5`` is refused as a string is.
 
     :raises InputError: ``<key>=<value>: must be <minimum> or more`` (or at most ``maximum``; a finite number: nan
-        and inf are refused; a number, or a whole number), one line.
+        and inf are refused; a number, or a whole number, with the whole range), one line.
     """
+    span = f"between {minimum} and {maximum:,}" if maximum is not None else f"{minimum} or more"
     if whole and (isinstance(value, bool) or not isinstance(value, int)):
-        raise InputError(f"{key}={value!r}: must be a whole number, {minimum} or more")
+        raise InputError(f"{key}={value!r}: must be a whole number, {span}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{key}={value!r}: must be a number, {minimum} or more")
+        raise InputError(f"{key}={value!r}: must be a number, {span}")
     if isinstance(value, float) and not math.isfinite(value):  # nan passes every comparison, inf every minimum
-        span = f"between {minimum} and {maximum:,}" if maximum is not None else f"{minimum} or more"
         raise InputError(f"{key}={value}: must be a finite number, {span}")
     if value < minimum:
         raise InputError(f"{key}={value}: must be {minimum} or more")

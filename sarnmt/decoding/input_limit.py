@@ -45,11 +45,8 @@ class Encoder(Protocol):
 
 def check_max_input_tokens(value: object) -> None:
     """:raises InputError: ``max_input_tokens=<value>: must be ...`` unless a whole number in 1..4,096."""
-    check_range(
-        "max_input_tokens", value, 1, MAX_INPUT_TOKENS, "decoding memory and time grow with the source's length"
-    )
-    if not isinstance(value, int):
-        raise InputError(f"max_input_tokens={value!r}: must be a whole number")
+    why = "decoding memory and time grow with the source's length"
+    check_range("max_input_tokens", value, 1, MAX_INPUT_TOKENS, why, whole=True)
 
 
 def check_max_line_bytes(value: object) -> None:
