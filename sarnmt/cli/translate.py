@@ -216,6 +216,7 @@ def check_settings(
     unknown = UnknownShare(cfg.get("unknown_warning"))
     check_range("batch_size", cfg.batch_size, 1)
     check_range("nbest", cfg.nbest, 1)
+    check_range("chunk_batches", cfg.chunk_batches, 1, whole=True)
     for key in ("truncate_long_input", "progress"):
         check_flag(key, cfg[key])
     apply_threads(cfg.get("threads"))

@@ -116,14 +116,16 @@ def decode_stream(
 
 def read_chunk(iterator: Iterator[list[int]], batch_size: int, tokens: int | None, batches: int) -> list[list[int]]:
     """The next chunk: ``batch_size × batches`` sentences, or sentences up to ``tokens × batches`` source tokens
-    (EOS included; at least one sentence)."""
+    (EOS included; at least one sentence).  ``batches`` is trusted: ``translate`` checks its ``chunk_batches`` where
+    it enters."""
+    assert batches >= 1, f"chunk_batches={batches} reached the stream unchecked"
     if tokens is None:
-        return list(itertools.islice(iterator, batch_size * max(1, batches)))
+        return list(itertools.islice(iterator, batch_size * batches))
     chunk, total = [], 0
     for ids in iterator:
         chunk.append(ids)
         total += len(ids) + 1
-        if total >= tokens * max(1, batches):
+        if total >= tokens * batches:
             break
     return chunk
 
