@@ -182,6 +182,9 @@ def reported() -> Iterator[None]:
     (``stopped: <message>`` for a :class:`TrainingStopped`) on stderr and ``SystemExit`` (status 2, or the error's
     ``status``).
 
+    A user error raised while Hydra builds a ``_target_`` (a setting checked where its object is made:
+    ``sarnmt lm data.bptt=0``) is reported as itself, not inside Hydra's "Error in call to target".
+
     Signals and pipes as Unix tools have them: SIGINT and SIGTERM print ``interrupted: stopped by SIGINT`` (or
     SIGTERM) and exit 130 / 143, after the stack unwound (atomic outputs discarded, previous files kept); a closed
     standard output (``| head -1``) ends quietly with status 141; a full one (``> /dev/full``) is named."""
@@ -201,6 +204,10 @@ def reported() -> Iterator[None]:
         print(f"interrupted: stopped by {name}", file=sys.stderr, flush=True)
         raise SystemExit(SIGNAL_STATUS[name]) from None
     except (UserError, OSError, MissingMandatoryValue, HydraException) as err:
+        if isinstance(err, HydraException) and isinstance(err.__cause__, UserError):
+            err = (
+                err.__cause__
+            )  # raised where Hydra built a ``_target_`` (a callback's setting): its own line, unwrapped
         if verbose():  # the traceback too, but still a user error's status: a caller tells refusals from bugs by it
             traceback.print_exc(file=sys.stderr)
         if isinstance(err, OSError) and err.filename is None and err.errno in STREAM_FULL:

@@ -24,7 +24,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from torch.utils.data import DataLoader, Sampler
 
 from sarnmt.data.loading.position import EpochPosition
-from sarnmt.errors import InputError
+from sarnmt.errors import InputError, check_one_of, check_range
 from sarnmt.lm.corpus import (
     SPLITS,
     PreparedCorpus,
@@ -35,7 +35,7 @@ from sarnmt.lm.corpus import (
 )
 from sarnmt.lm.mini import prepare_mini
 from sarnmt.lm.segments import Segments, SegmentSampler, eval_columns, training_columns
-from sarnmt.lm.vocab import VocabSettings
+from sarnmt.lm.vocab import SPECIALS, VocabSettings
 from sarnmt.utils.paths import resolve_path
 
 log = logging.getLogger(__name__)
@@ -81,18 +81,19 @@ class LanguageModelDataModule(EpochPosition, L.LightningDataModule):
         toy_sizes: list[int] | None = None,
     ) -> None:
         super().__init__()
-        if corpus not in CORPORA:
-            raise InputError(f"data.corpus must be one of {', '.join(CORPORA)}, got {corpus!r}")
+        check_one_of("data.corpus", corpus, CORPORA)
         needed = {"folder": ("path", path), "mini": ("root", root), "toy": ("toy_sizes", toy_sizes)}[corpus]
         if not needed[1]:
             raise InputError(f"data.{needed[0]} is required with data.corpus={corpus}")
         for key, value in {"batch_size": batch_size, "bptt": bptt, "eval_batch_size": eval_batch_size}.items():
-            if value < 1:
-                raise InputError(f"data.{key} must be >= 1, got {value}")
-        if num_workers < 0:
-            raise InputError(f"data.num_workers must be >= 0, got {num_workers}")
+            check_range(f"data.{key}", value, 1, whole=True)
+        check_range("data.num_workers", num_workers, 0, whole=True)
+        if vocab_max_size is not None:  # null: no limit
+            check_range("data.vocab_max_size", vocab_max_size, len(SPECIALS), whole=True)
+        if vocab_min_count is not None:
+            check_range("data.vocab_min_count", vocab_min_count, 1, whole=True)
         self.corpus, self.path, self.root, self.cache_dir = corpus, path, root, cache_dir
-        self.vocab_settings = VocabSettings(vocab_max_size, vocab_min_count)  # checks both
+        self.vocab_settings = VocabSettings(vocab_max_size, vocab_min_count)
         self.batch_size, self.bptt, self.eval_batch_size = batch_size, bptt, eval_batch_size
         self.num_workers = num_workers
         toy_sizes = None if toy_sizes is None else [int(n) for n in toy_sizes]  # plain ints in checkpoints

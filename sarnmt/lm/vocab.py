@@ -48,18 +48,20 @@ def word_counts(lines: Iterable[str]) -> Counter[str]:
 @dataclass(frozen=True)
 class VocabSettings:
     """``max_size``: the largest vocabulary, ``<eos>`` and ``<unk>`` included; ``min_count``: words seen fewer times
-    in train are left out. ``None``: no limit."""
+    in train are left out. ``None``: no limit.
+
+    Both are trusted: the language model's ``data.vocab_max_size`` (at least ``len(SPECIALS)``: it counts ``<eos>``
+    and ``<unk>``) and ``data.vocab_min_count`` (1 or more) are checked where they enter, by
+    :class:`~sarnmt.lm.datamodule.LanguageModelDataModule`."""
 
     max_size: int | None = None
     min_count: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_size is not None and self.max_size < len(SPECIALS):
-            raise LMCorpusError(
-                f"vocab_max_size must be >= {len(SPECIALS)} (it counts <eos> and <unk>) or null, got {self.max_size}"
-            )
-        if self.min_count is not None and self.min_count < 1:
-            raise LMCorpusError(f"vocab_min_count must be >= 1 or null, got {self.min_count}")
+        assert self.max_size is None or self.max_size >= len(SPECIALS), (
+            "vocab_max_size reached the vocabulary unchecked"
+        )
+        assert self.min_count is None or self.min_count >= 1, "vocab_min_count reached the vocabulary unchecked"
 
 
 def build_vocab(counts: Counter[str], settings: VocabSettings) -> tuple[list[str], dict[str, int]]:
