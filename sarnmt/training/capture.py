@@ -41,7 +41,6 @@ from lightning.pytorch.strategies import SingleDeviceStrategy
 from torch import Tensor
 
 from sarnmt.data.loading.batching import Batch
-from sarnmt.errors import InputError
 from sarnmt.kernels.choice import captures
 from sarnmt.training.loss import translation_loss
 from sarnmt.utils.graphs import BucketedGraphs, Buckets, CudaGraphs, Eager, GraphBackend, Key  # noqa: F401
@@ -113,7 +112,8 @@ class CaptureStrategy(SingleDeviceStrategy):
 
     :param device: the device (``cuda``: the current CUDA device).  :param buckets: :class:`Buckets` or its config.
     :param kernels: the run's ``kernels=`` choice; the capture runs where it :func:`~sarnmt.kernels.choice.captures`.
-    :param max_graphs: at most this many captured buckets.  :param backend: :class:`CudaGraphs` by default.
+    :param max_graphs: at most this many captured buckets (trusted: checked where it enters,
+        :func:`~sarnmt.training.settings.check_training`).  :param backend: :class:`CudaGraphs` by default.
     """
 
     def __init__(
@@ -128,8 +128,7 @@ class CaptureStrategy(SingleDeviceStrategy):
         super().__init__(device=device, **kwargs)
         self.enabled = captures(kernels)
         self.buckets = Buckets.from_config(buckets) if self.enabled or buckets is not None else None
-        if max_graphs < 1:
-            raise InputError(f"trainer.strategy.max_graphs={max_graphs}: must be 1 or more")
+        assert max_graphs >= 1, "trainer.strategy.max_graphs reached the strategy unchecked (check_training)"
         self.max_graphs = max_graphs
         self.backend = backend
         self.graphs: BucketedGraphs | None = None

@@ -21,7 +21,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from sarnmt.errors import InputError, TrainingStopped
+from sarnmt.errors import TrainingStopped
 
 log = logging.getLogger("sarnmt")
 SHOWN_IDS = 20  # sentence ids listed per skipped batch
@@ -37,11 +37,12 @@ def gradients_finite(optimizer: torch.optim.Optimizer) -> bool:
 
 
 class NonFiniteGuard(Callback):
-    """:param max_consecutive: this many skipped updates in a row stop the run (K >= 1)."""
+    """:param max_consecutive: this many skipped updates in a row stop the run (K >= 1; trusted: a run's
+    ``callbacks.nonfinite.max_consecutive`` is checked where it enters,
+    :func:`~sarnmt.training.settings.check_training`)."""
 
     def __init__(self, max_consecutive: int = 5) -> None:
-        if max_consecutive < 1:
-            raise InputError(f"callbacks.nonfinite.max_consecutive must be >= 1, got {max_consecutive}")
+        assert max_consecutive >= 1, "callbacks.nonfinite.max_consecutive reached the guard unchecked (check_training)"
         self.max_consecutive = max_consecutive
         self.skipped = 0  # in the whole run, resumed runs included
         self.consecutive = 0

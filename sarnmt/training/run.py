@@ -104,7 +104,7 @@ def check_settings(cfg: DictConfig) -> tuple[Search, Search]:
         :class:`~sarnmt.models.factory.ModelConfigError` for a pair that does not go together)."""
     check_averaging(cfg)
     check_model(cfg.model, cfg.decoder)
-    check_training(cfg)  # seeds and learning rate
+    check_training(cfg)  # seeds, learning rate, guard and capture limits
     searches = build_search(cfg.val_decoding, "val_decoding"), build_search(cfg.decoding, "decoding")
     check_choice(cfg.kernels)
     return searches

@@ -5,6 +5,9 @@ and the learning rate. The decoding settings are checked where a decoding config
 - ``seed`` and ``data.seed``: 0 .. 2³² − 1 (:data:`MAX_SEED`), what Lightning's ``seed_everything`` and NumPy accept
   (a 22-digit seed ended in a traceback there);
 - ``optim.lr``: a finite number above 0 (``nan`` trained a model of NaNs, or ended in a traceback at the first step);
+- ``callbacks.nonfinite.max_consecutive`` and ``trainer.strategy.max_graphs`` (where the run has them): whole
+  numbers, 1 or more (:class:`~sarnmt.training.nonfinite.NonFiniteGuard` and
+  :class:`~sarnmt.training.capture.CaptureStrategy` trust them);
 - ``trainer.precision``: a bf16 setting only where the device multiplies bfloat16 natively
   (:func:`~sarnmt.utils.precision.check_native_bf16`).
 """
@@ -31,6 +34,10 @@ def check_training(cfg: DictConfig) -> None:
         check_range("optim.lr", lr, 0)
         if lr == 0:
             raise InputError("optim.lr=0: must be more than 0 (nothing would be learned)")
+    for key in ("callbacks.nonfinite.max_consecutive", "trainer.strategy.max_graphs"):
+        value = OmegaConf.select(cfg, key)
+        if value is not None:
+            check_range(key, value, 1, whole=True)
     precision = OmegaConf.select(cfg, "trainer.precision")
     if precision is not None:
         check_native_bf16(trainer_device(OmegaConf.select(cfg, "trainer.accelerator")), precision, "trainer.precision")
