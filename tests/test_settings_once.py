@@ -28,7 +28,9 @@ from tests.conftest import compose_train
 
 def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) -> dict[str, str]:
     """The ``error:`` line of each command given ``setting`` (each asserted to be the only line, exit status 2);
-    each command would otherwise start work: read a checkpoint that is not there, or data."""
+    each command would otherwise start work: read a checkpoint that is not there, or data. ``table7`` is
+    ``analyze table7``."""
+    none = tmp_path / "none.txt"
     base = {
         "train": [*TINY, f"hydra.run.dir={tmp_path / 'train'}"],
         "translate": ["ckpt_path=none.ckpt", "progress=false"],
@@ -37,8 +39,14 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
         "bench": ["decoders=[baseline]", "systems=[]", "workloads=[multi30k]", "plot=false"],
         "analyze": ["figure2", "ckpts=[none.ckpt]", f"source={tmp_path / 'none.txt'}", f"out_dir={tmp_path / 'an'}"],
         "sweep-job": ["scale=mini", "job=none", f"runs_dir={tmp_path / 'runs'}", f"results_dir={tmp_path / 'res'}"],
+        "lm": ["lm_data=mini", f"data.root={tmp_path / 'none'}", f"hydra.run.dir={tmp_path / 'lm'}"],
+        "score": [f"ref={none}", f"hyps=[{none}]"],
+        "table7": ["table7", f"hyps=[{none},{none}]", f"source={none}", f"reference={none}", f"out_dir={tmp_path}"],
     }
-    return {name: one_error(run_cli(capsys, name, [*base[name], *setting], b"ta\n")) for name in commands}
+    cli = {"table7": "analyze"}
+    return {
+        name: one_error(run_cli(capsys, cli.get(name, name), [*base[name], *setting], b"ta\n")) for name in commands
+    }
 
 
 @pytest.mark.parametrize(
@@ -96,8 +104,46 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
         pytest.param(
             ["precision=fp16"],
             ("translate", "evaluate"),
-            "precision must be one of ('fp32', 'bf16'), got 'fp16'",
+            "precision='fp16' is not a choice: use one of fp32, bf16",
             id="precision=fp16",
+        ),
+        pytest.param(
+            ["max_input_tokens=2.5"],
+            ("translate", "evaluate"),
+            "max_input_tokens=2.5: must be a whole number, between 1 and 4,096",
+            id="max_input_tokens=2.5",
+        ),
+        pytest.param(["chunk_batches=0"], ("translate",), "chunk_batches=0: must be 1 or more", id="chunk_batches=0"),
+        pytest.param(
+            ["chunk_batches=2.5"],
+            ("translate",),
+            "chunk_batches=2.5: must be a whole number, 1 or more",
+            id="chunk_batches=2.5",
+        ),
+        pytest.param(
+            ["tokenize=bogus"],
+            ("score", "table7"),
+            "tokenize='bogus' is not a choice: use one of none, 13a, intl, zh, char",
+            id="tokenize=bogus",
+        ),
+        pytest.param(
+            ["callbacks.nonfinite.max_consecutive=0"],
+            ("train", "lm"),
+            "callbacks.nonfinite.max_consecutive=0: must be 1 or more",
+            id="max_consecutive=0",
+        ),
+        pytest.param(
+            ["trainer=gpu", "trainer.strategy.max_graphs=0"],
+            ("train", "lm"),
+            "trainer.strategy.max_graphs=0: must be 1 or more",
+            id="max_graphs=0",
+        ),
+        pytest.param(["data.bptt=0"], ("lm",), "data.bptt=0: must be 1 or more", id="lm data.bptt=0"),
+        pytest.param(
+            ["data.corpus=wiki"],
+            ("lm",),
+            "data.corpus='wiki' is not a choice: use one of folder, mini, toy",
+            id="lm data.corpus=wiki",
         ),
         pytest.param(
             ["eval_batch_size=0"],
@@ -137,7 +183,7 @@ def test_a_training_run_checks_its_pair_and_searches_once(monkeypatch, tmp_path)
     assert calls["decoding"] == ["val_decoding", "decoding"]
 
 
-CHECKS = ("check_range", "check_flag", "check_choice", "check_precision")  # each names the setting it checks
+CHECKS = ("check_range", "check_flag", "check_one_of")  # the one form of each check; each names its setting
 
 
 def counted_checks(monkeypatch) -> Counter:
@@ -147,7 +193,7 @@ def counted_checks(monkeypatch) -> Counter:
 
     def counting(check: Callable, name: str) -> Callable:
         def counted(*args, **kwargs):
-            key = {"check_choice": "kernels", "check_precision": "precision"}.get(name, args[0] if args else None)
+            key = args[0] if args else None
             seen[key] += 1
             return check(*args, **kwargs)
 
@@ -175,7 +221,15 @@ def test_translate_evaluate_and_score_check_each_setting_once(monkeypatch, tmp_p
     beam = [f"ckpt_path={tiny_checkpoint}", "progress=false", "decoding=beam", "device=cpu"]
     translate(compose("translate", [*beam, "nbest=2"]), io.StringIO("ta brin\n\nnu gorm\n"), io.StringIO())
     assert seen and all(count == 1 for count in seen.values()), dict(seen)
-    for key in ("batch_size", "kernels", "precision", "max_input_tokens", "max_line_bytes", "decoding.beam_size"):
+    for key in (
+        "batch_size",
+        "chunk_batches",
+        "kernels",
+        "precision",
+        "max_input_tokens",
+        "max_line_bytes",
+        "decoding.beam_size",
+    ):
         assert seen[key] == 1, key
 
     seen.clear()
@@ -189,4 +243,4 @@ def test_translate_evaluate_and_score_check_each_setting_once(monkeypatch, tmp_p
     ref.write_text("the cat sat on the mat\n" * 4)
     hyp.write_text("the cat sat on a mat\n" * 4)
     score(compose("score", [f"ref={ref}", f"hyps=[{ref},{hyp}]", "n_bootstrap=20", "n_randomization=20"]))
-    assert dict(seen) == {"n_bootstrap": 1, "n_randomization": 1}
+    assert dict(seen) == {"n_bootstrap": 1, "n_randomization": 1, "tokenize": 1}
