@@ -147,3 +147,22 @@ def test_table_4_renders_both_rows_with_the_content_and_scope_row_not_run(partia
     assert rows["Content+Scope"][2] == "3 not run" and rows["Content+Scope"][5] == "3 not run"
     assert rows["Content"][2].endswith(" (5)") and rows["Content"][5].endswith("(1 of 5 seeds); 4 not run")
     assert "Not run: " in text and "Content+Scope 3" in text
+
+
+def test_the_footer_says_which_column_ran_at_which_commit_where_they_differ(partial, tmp_path):
+    """The En→De column ran at the committed records' commit and the synthetic one, the De→En column at the synthetic
+    one alone: a line per column names its commits. The committed records alone (one commit in every column with
+    runs) keep the one list of commits and no column line."""
+    text, _, _ = render(partial, 1)
+    lines = [line for line in text.splitlines() if "Commits of " in line]
+    both, synthetic = "59bab309d73bfa2, ddddddddddddddd", "ddddddddddddddd"
+    assert lines == [
+        f"- Commits of Multi30K En→De test2016: {both}.",
+        f"- Commits of Multi30K De→En test2016: {synthetic}.",
+    ], lines
+    assert f"commits: {both}." in text
+    (tmp_path / "records").mkdir()
+    for path in RECORDS.glob("en_de.*"):
+        shutil.copy(path, tmp_path / "records" / path.name)
+    text, _, _ = render(tmp_path, 1)
+    assert "Commits of " not in text and "commits: 59bab309d73bfa2." in text

@@ -351,6 +351,20 @@ def method_notes(table: Table, cells: dict, settings: TableSettings = DEFAULT, s
     ]
 
 
+def column_commits_note(table: Table, scale: Scale, cells: dict) -> list[str]:
+    """Which column ran at which commit, one line per column (``Commits of Multi30K En→De test2016: 1a2b3c4d5e6f7a8,
+    9f8e7d6c5b4a3f2.``), where the columns' commits differ; no line where every column with runs ran at the same
+    commits (the runs' line then names them all). A column without runs has no line."""
+    commits = {}
+    for column in table.columns:
+        records = [r for row in table.rows for r in cells[row.key, column.key].counted]
+        if records:
+            commits[column.key] = (_name(scale, column), sorted({_commit(r, 15, "no git checkout") for r in records}))
+    if len({tuple(ran) for _, ran in commits.values()}) < 2:
+        return []
+    return [f"Commits of {name}: {', '.join(ran)}." for name, ran in commits.values()]
+
+
 def not_run_note(table: Table, scale: Scale, cells: dict) -> list[str]:
     """How many of the table's jobs have no record, per set of runs (columns that are the same runs on other test
     sets count a job once) and per row: ``Not run: 27 of 42 jobs (Multi30K En→De: 6 of 21, + Memory RNN 3, ...;
@@ -380,7 +394,8 @@ def not_run_note(table: Table, scale: Scale, cells: dict) -> list[str]:
 
 def footer(table: Table, scale: Scale, cells: dict, settings: TableSettings = DEFAULT) -> list[str]:
     """Every line under the table: the scale, each pair's corpus and test splits, the metrics, :func:`method_notes`,
-    the runs' wall time, hardware and commits, what was not counted and why."""
+    the runs' wall time, hardware and commits (per column where the columns' differ: :func:`column_commits_note`),
+    what was not counted and why."""
     lines = [f"Scale {scale.name}: {scale.describe(table.task)}."]
     for pair in dict.fromkeys(c.pair for c in table.columns):
         p = scale.pairs[pair]
@@ -410,6 +425,7 @@ def footer(table: Table, scale: Scale, cells: dict, settings: TableSettings = DE
             f"(total {sum(seconds) / 3600:.2f} h); hardware: {'; '.join(hardware)}; "
             f"commits: {', '.join(commits)}."
         )
+    lines += column_commits_note(table, scale, cells)
     lines += not_run_note(table, scale, cells)
     problems = [reason for cell in cells.values() for reason in (*cell.stale, *cell.broken, *cell.corrupt)]
     for reason in dict.fromkeys(problems):
