@@ -66,12 +66,12 @@ def check_range(
         and inf are refused; a number, or a whole number, with the whole range), one line.
     """
     span = f"between {minimum} and {maximum:,}" if maximum is not None else f"{minimum} or more"
+    if isinstance(value, float) and not math.isfinite(value):  # nan passes every comparison, inf every minimum
+        raise InputError(f"{key}={value}: must be a finite number, {span}")
     if whole and (isinstance(value, bool) or not isinstance(value, int)):
         raise InputError(f"{key}={value!r}: must be a whole number, {span}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{key}={value!r}: must be a number, {span}")
-    if isinstance(value, float) and not math.isfinite(value):  # nan passes every comparison, inf every minimum
-        raise InputError(f"{key}={value}: must be a finite number, {span}")
     if value < minimum:
         raise InputError(f"{key}={value}: must be {minimum} or more")
     if maximum is not None and value > maximum:
