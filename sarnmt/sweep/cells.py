@@ -52,7 +52,7 @@ from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import make_job, row_registry, seeds_of
 from sarnmt.sweep.records import RecordStatus, read_record, read_sentence_stats
 from sarnmt.sweep.spec import Column, Row, Scale, Table
-from sarnmt.utils.hash_view import hash_view
+from sarnmt.utils.hash_view import flatten, hash_view
 
 log = logging.getLogger("sarnmt")
 
@@ -291,23 +291,14 @@ def config_difference(record: dict, expected: DictConfig | None) -> str:
     if expected is None or not isinstance(record.get("config"), dict):
         return ""
     try:
-        theirs = _flat(hash_view(OmegaConf.create(record["config"])))
+        theirs = flatten(hash_view(OmegaConf.create(record["config"])))
     except Exception:  # a record is data from elsewhere: a config that does not parse says nothing
         return ""
-    ours = _flat(hash_view(expected))
+    ours = flatten(hash_view(expected))
     keys = [k for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]
     shown = [f"{k} {record_text(str(theirs.get(k, 'unset')))}, the sweep's {ours.get(k, 'unset')}" for k in keys[:3]]
     more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
     return "; it differs in " + "; ".join(shown) + more if shown else ""
-
-
-def _flat(node: object, prefix: str = "") -> dict[str, object]:
-    if not isinstance(node, dict):
-        return {prefix: node}
-    flat: dict[str, object] = {}
-    for key, value in node.items():
-        flat.update(_flat(value, f"{prefix}{key}."))
-    return {k.rstrip("."): v for k, v in flat.items()}
 
 
 def _add_run(cell: Cell, status: RecordStatus, digest: str, scale: Scale, expected: DictConfig | None = None) -> None:

@@ -38,7 +38,7 @@ from omegaconf import DictConfig
 from sarnmt.checkpoints.reading import CheckpointError, read_checkpoint
 from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.checkpoints.writing import TRAINING_STATE, sha256
-from sarnmt.utils.hash_view import hash_view
+from sarnmt.utils.hash_view import flatten, hash_view
 
 log = logging.getLogger("sarnmt")
 IDENTITY_VERSION = 1
@@ -64,16 +64,6 @@ DATA_PATHS = ("train_src", "train_tgt", "dev_src", "dev_tgt", "test_src", "test_
 class RunMismatch(CheckpointError):
     """A run resumed from a checkpoint of another run (another config, vocabulary or corpus); the message names every
     differing key with both values."""
-
-
-def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}, "c": [2]}`` -> ``{"a.b": 1, "c": [2]}`` (lists are values)."""
-    if not isinstance(node, dict):
-        return {prefix: node}
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
 
 
 def _resumable(key: str) -> bool:

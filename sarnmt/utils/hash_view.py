@@ -94,3 +94,13 @@ def rename_targets(node: Any, paths: dict[str, str]) -> Any:
     if isinstance(node, list):
         return [rename_targets(v, paths) for v in node]
     return node
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}, "c": [2]}`` -> ``{"a.b": 1, "c": [2]}`` (lists are values)."""
+    if not isinstance(node, dict):
+        return {prefix: node}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
