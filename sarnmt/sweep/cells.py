@@ -30,8 +30,8 @@ stopped (which the footer counts as **stopped by patience**, not as converged). 
 Scores are read for the column's test set and metric; significance (:mod:`sarnmt.sweep.seed_tests`) compares the
 cell's runs with the baseline row's runs of the same column: Welch's test on the seed means with the test set's
 variance shared by a system's runs added, and the sentence-level tests with seeds pooled. A stale record's reason
-names the settings in which its config differs from the sweep's (:func:`config_difference`: a run in bf16 among
-fp32 ones says both precisions).
+names the settings in which its config differs from the sweep's
+(:func:`~sarnmt.sweep.records.config_difference`: a run in bf16 among fp32 ones says both precisions).
 """
 
 from __future__ import annotations
@@ -43,16 +43,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from sarnmt.errors import InputError
 from sarnmt.sweep import seed_tests, stats
-from sarnmt.sweep.formats import record_text
 from sarnmt.sweep.job import JobSettings, job_config
 from sarnmt.sweep.plan import make_job, row_registry, seeds_of
-from sarnmt.sweep.records import RecordStatus, read_record, read_sentence_stats
+from sarnmt.sweep.records import RecordStatus, config_difference, read_record, read_sentence_stats
 from sarnmt.sweep.spec import Column, Row, Scale, Table
-from sarnmt.utils.hash_view import flatten, hash_view
 
 log = logging.getLogger("sarnmt")
 
@@ -284,27 +282,10 @@ def cell_scores(cell: Cell) -> np.ndarray:
     return stats.corpus_scores(np.stack([s.sum(axis=0) for s in cell.stats]), cell.column.metric)
 
 
-def config_difference(record: dict, expected: DictConfig | None) -> str:
-    """What makes a record another config than the sweep's, in words: the hashed settings that differ, each with
-    both values (``trainer.precision bf16-mixed, the sweep's 32-true``; at most three, and how many more); empty
-    where the record keeps no config or none of them differs."""
-    if expected is None or not isinstance(record.get("config"), dict):
-        return ""
-    try:
-        theirs = flatten(hash_view(OmegaConf.create(record["config"])))
-    except Exception:  # a record is data from elsewhere: a config that does not parse says nothing
-        return ""
-    ours = flatten(hash_view(expected))
-    keys = [k for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]
-    shown = [f"{k} {record_text(str(theirs.get(k, 'unset')))}, the sweep's {ours.get(k, 'unset')}" for k in keys[:3]]
-    more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
-    return "; it differs in " + "; ".join(shown) + more if shown else ""
-
-
 def _add_run(cell: Cell, status: RecordStatus, digest: str, scale: Scale, expected: DictConfig | None = None) -> None:
     """Count one job's record in ``cell``: averaged, or stale, broken or corrupt with the reason (a stale record's
-    names the settings in which it differs from the sweep's config, :func:`config_difference`: two precisions,
-    say)."""
+    names the settings in which it differs from the sweep's config,
+    :func:`~sarnmt.sweep.records.config_difference`: two precisions, say)."""
     column = cell.column
     if status.state == "broken" and status.record is not None and not _sentences_path(status.path).is_file():
         if status.record.get("config_hash") != digest:  # another config's record: stale, whatever it lacks

@@ -33,13 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from sarnmt.errors import InputError
 from sarnmt.sweep.code import describe
+from sarnmt.sweep.formats import record_text
 from sarnmt.sweep.plan import job_id
 from sarnmt.utils.atomic import write_bytes
-from sarnmt.utils.hash_view import hash_view
+from sarnmt.utils.hash_view import flatten, hash_view
 from sarnmt.utils.json_bounds import load_file
 
 RECORD_VERSION = 1
@@ -122,6 +123,23 @@ def read_record(path: Path, expected_hash: str | None = None, source: str | None
         ran = describe(record) if record.get("source_hash") else "code from before records pinned it (unpinned)"
         return RecordStatus("other_code", path, record, f"record {path} ran on {ran}; this checkout is source {source}")
     return RecordStatus("complete", path, record)
+
+
+def config_difference(record: dict, expected: DictConfig | None) -> str:
+    """What makes a record another config than the sweep's, in words: the hashed settings that differ, each with
+    both values (``trainer.precision bf16-mixed, the sweep's 32-true``; at most three, and how many more); empty
+    where the record keeps no config or none of them differs."""
+    if expected is None or not isinstance(record.get("config"), dict):
+        return ""
+    try:
+        theirs = flatten(hash_view(OmegaConf.create(record["config"])))
+    except Exception:  # a record is data from elsewhere: a config that does not parse says nothing
+        return ""
+    ours = flatten(hash_view(expected))
+    keys = [k for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]
+    shown = [f"{k} {record_text(str(theirs.get(k, 'unset')))}, the sweep's {ours.get(k, 'unset')}" for k in keys[:3]]
+    more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+    return "; it differs in " + "; ".join(shown) + more if shown else ""
 
 
 def _whole(value: Any) -> bool:
