@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.peers.quality import render, runner
+from benchmarks.peers.quality import breakdown, render, runner
 from benchmarks.peers.quality.data import TESTS, at_form, export
 from benchmarks.peers.quality.scoring import Scorer
 from benchmarks.peers.quality.systems import (
@@ -414,6 +414,63 @@ def test_half_written_or_incomplete_records_are_not_read(tmp_path):
     (records / "joeynmt.s1.json").write_text('{"complete": true, "system": "joeynmt", "se')
     (records / "joeynmt.s2.json").write_text(json.dumps({"complete": False, "system": "joeynmt", "seed": 2}))
     assert render.load(tmp_path) == {}
+
+
+# ------------------------------------------------------------------ where the time goes, synthetic series
+
+
+def _cpu_series(rate: float, last: int, resumes: tuple[int, ...] = ()) -> list[dict]:
+    """A dev series every 100 updates to ``last`` at ``rate`` CPU s per update, killed and resumed after each update
+    in ``resumes``: each resume costs a minute (start-up and re-done work) that lies only between two attempts."""
+    series = []
+    for u in range(100, last + 100, 100):
+        lost = sum(1 for r in resumes if r < u)
+        series.append({"update": u, "cpu_s": rate * u + 60.0 * lost, "attempt": 1 + lost})
+    return series
+
+
+def _timed(job: str, rate: float, selected: int, resumes: tuple[int, ...] = ()) -> dict:
+    series = _cpu_series(rate, selected + 300, resumes)
+    measured = next(p["cpu_s"] for p in series if p["update"] == selected)
+    return {"job": job, "training": {"selected_update": selected, "cpu_to_selected_s": measured}, "series": series}
+
+
+def test_cpu_per_update_is_the_median_within_one_attempt():
+    series = [
+        {"update": 100, "cpu_s": 10.0, "attempt": 1},
+        {"update": 200, "cpu_s": 20.0, "attempt": 1},  # 0.1 s per update
+        {"update": 300, "cpu_s": 40.0, "attempt": 1},  # 0.2
+        {"update": 400, "cpu_s": 400.0, "attempt": 2},  # 3.6 across the resume: start-up and re-done work, not one
+        {"update": 500, "cpu_s": 460.0, "attempt": 2},  # 0.6: the median of the three is 0.2, their mean 0.3
+        {"update": 600, "cpu_s": None, "attempt": 2},  # no CPU time: no interval either side
+        {"update": 700, "cpu_s": 999.0, "attempt": 2},
+    ]
+    assert breakdown.cpu_per_update(series) == pytest.approx(0.2)
+    run = breakdown.run_time(
+        {"job": "x.s1", "training": {"selected_update": 500, "cpu_to_selected_s": 460.0}, "series": series}
+    )
+    assert run.uninterrupted == pytest.approx(100.0) and run.redone == pytest.approx(3.6)
+
+
+def test_a_run_with_one_validation_per_attempt_has_no_cpu_per_update():
+    one_each = _timed("joeynmt.s2", 0.3, 1500, resumes=tuple(range(150, 1800, 100)))
+    assert {p["attempt"] for p in one_each["series"]} == set(range(1, len(one_each["series"]) + 1))
+    assert breakdown.cpu_per_update(one_each["series"]) is None
+    system = breakdown.system_time([_timed("joeynmt.s1", 0.3, 1500), one_each])
+    assert system.uninterrupted is None and system.per_update is None and system.without_rate == ["joeynmt.s2"]
+
+
+def test_the_split_multiplies_back_to_the_time_ratio():
+    sarnmt = breakdown.system_time(
+        [_timed("s.s1", 0.40, 2700, (1000,)), _timed("s.s2", 0.50, 3000, (500, 2000)), _timed("s.s3", 0.45, 2400)]
+    )
+    joey = breakdown.system_time([_timed("j.s1", 0.25, 3600, (3000,)), _timed("j.s2", 0.20, 4100)])
+    assert sarnmt.uninterrupted == pytest.approx((0.40 * 2700 + 0.50 * 3000 + 0.45 * 2400) / 3)
+    assert sarnmt.redone == pytest.approx((60 + 120 + 0) / 3 / sarnmt.uninterrupted)  # a minute per resume
+    f = breakdown.factors(sarnmt, joey)
+    assert f.updates == pytest.approx(2700 / 3850)
+    assert f.time == pytest.approx(sarnmt.uninterrupted / joey.uninterrupted)
+    assert f.updates * f.per_update == pytest.approx(sarnmt.uninterrupted / joey.uninterrupted)
 
 
 # ------------------------------------------------------------------------------------ the renderer, synthetic

@@ -6,6 +6,7 @@
 - :mod:`~benchmarks.peers.quality.runner`: one job (train, resume, decode, score, record);
 - :mod:`~benchmarks.peers.quality.speed`: beam-5 translation timed one system at a time;
 - :mod:`~benchmarks.peers.quality.scoring`: every output scored the way sarnmt's tables score;
+- :mod:`~benchmarks.peers.quality.breakdown`: time to the selected checkpoint as updates × CPU per update;
 - :mod:`~benchmarks.peers.quality.render`: table, seed-aware tests, figure;
 - :mod:`~benchmarks.peers.quality.cli`: the command (``python -m benchmarks.peers.quality``).
 """
