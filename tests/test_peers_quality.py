@@ -476,7 +476,18 @@ def test_the_split_multiplies_back_to_the_time_ratio():
 # ------------------------------------------------------------------------------------ the renderer, synthetic
 
 
-def _synthetic(results: Path, system: str, seed: int, quality: float, minutes: float, sps: float) -> None:
+def _synthetic(
+    results: Path,
+    system: str,
+    seed: int,
+    quality: float,
+    minutes: float,
+    sps: float,
+    *,
+    cpu_per_update: float | None = None,
+    selected: int = 2700,
+    resumes: tuple[int, ...] = (),
+) -> None:
     rng = random.Random(hash((system, seed)) % 1000)
     words = "ein Mann eine Frau ein Hund läuft über die Straße im Park mit einem Ball".split()
     refs = [" ".join(rng.choices(words, k=8)) for _ in range(60)]
@@ -492,18 +503,23 @@ def _synthetic(results: Path, system: str, seed: int, quality: float, minutes: f
         "seed": seed,
         "machine": {"cpu": "test CPU", "flags": {"avx512_bf16": False}},
         "training": {
-            "updates": 3000,
-            "selected_update": 2700,
+            "updates": selected + 300,
+            "selected_update": selected,
             "wall_to_selected_s": minutes * 60 * (1 + 0.02 * seed),
             "wall_total_s": minutes * 70,
             "peak_rss_mib": 900.0,
         },
         "series": [
-            {"update": u, "wall_s": u * minutes * 60 / 2700, "dev_loss": 40 - u / 100, "dev_bleu": 10 + u / 100}
-            for u in range(100, 3100, 100)
+            {"update": u, "wall_s": u * minutes * 60 / selected, "dev_loss": 40 - u / 100, "dev_bleu": 10 + u / 100}
+            for u in range(100, selected + 400, 100)
         ],
         "tests": {t: {"bleu": score, "bleu_tok": score, "sentences_per_s": sps} for t in TESTS},
     }
+    if cpu_per_update is not None:
+        timed = _timed(record["job"], cpu_per_update, selected, resumes)
+        for point, cpu in zip(record["series"], timed["series"], strict=True):
+            point |= {"cpu_s": cpu["cpu_s"], "attempt": cpu["attempt"]}
+        record["training"]["cpu_to_selected_s"] = timed["training"]["cpu_to_selected_s"]
     (results / "records").mkdir(parents=True, exist_ok=True)
     (results / "records" / f"{system}.s{seed}.json").write_text(json.dumps(record))
     with gzip.open(results / "records" / f"{system}.s{seed}.sentences.json.gz", "wt") as handle:
@@ -538,8 +554,49 @@ def test_the_renderer_gives_the_table_tests_figure_and_not_run_rows(tmp_path):
     assert joey[1] == "3" and " ± " in joey[2]  # three seeds: mean ± sd
     assert joey[10] == "2.50" and joey[-1].rstrip(" |") == "2.00"  # Joey's time ÷ sarnmt's, sent/s sarnmt ÷ Joey
     assert "peer not better" in text and "BLEU: **met**" in text and "2.50× as fast" in text
-    assert "(wall time)" in text  # the synthetic records have no CPU time: the wall clock compares them
+    assert "(measured wall time" in text  # the synthetic records have no CPU time: the wall clock compares them
     assert (results / render.FIGURE).stat().st_size > 10_000
+
+
+def _timed_results(tmp_path: Path) -> Path:
+    """sarnmt: 2,700 updates at 0.4 CPU s each; JoeyNMT: 3,600 at 0.25; each run resumed once before its selected
+    update (a minute re-done)."""
+    results = tmp_path / "results"
+    for seed in (1, 2, 3):
+        _synthetic(results, "sarnmt_fp32", seed, 0.8, 60, 100, cpu_per_update=0.4, resumes=(1500,))
+        _synthetic(results, "joeynmt", seed, 0.6, 150, 50, cpu_per_update=0.25, selected=3600, resumes=(1000,))
+    return results
+
+
+def test_where_the_time_goes_and_the_time_goal_by_the_uninterrupted_clock(tmp_path):
+    text = render.render(_timed_results(tmp_path), echo=lambda m: None)
+    section = text.split("## Where the time goes")[1]
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in section.splitlines() if line.startswith("| ")}
+    # 2,700 updates at 0.4 s = 18 min; measured: a minute more (one resume): +6%
+    assert rows["sarnmt baseline (fp32)"] == "| sarnmt baseline (fp32) | 2,700 | 0.400 | 18.0 min | 19.0 min | +6% |"
+    assert rows["JoeyNMT 2.3.0 (GRU)"] == "| JoeyNMT 2.3.0 (GRU) | 3,600 | 0.250 | 15.0 min | 16.0 min | +7% |"
+    assert "is 1.20× JoeyNMT 2.3.0 (GRU)'s = 0.75× the updates (2,700 v 3,600) × 1.60× the CPU per update" in section
+    goal = next(line for line in text.splitlines() if line.startswith("- Time to the selected checkpoint"))
+    assert goal.startswith("- Time to the selected checkpoint (uninterrupted CPU time, which every run has")
+    assert "sarnmt fp32 18.0 min" in goal and "(JoeyNMT 2.3.0 (GRU)) 15.0 min" in goal and "0.83× as fast" in goal
+    assert "**not met**, by a factor of 2.40: sarnmt takes 1.20× JoeyNMT 2.3.0 (GRU)'s time = 0.75× its updates" in goal
+
+
+def test_without_two_validations_in_one_attempt_the_goal_keeps_the_measured_clock(tmp_path):
+    results = _timed_results(tmp_path)
+    _synthetic(
+        results, "joeynmt", 2, 0.6, 150, 50, cpu_per_update=0.25, selected=3600, resumes=tuple(range(150, 4000, 100))
+    )
+    text = render.render(results, echo=lambda m: None)
+    section = text.split("## Where the time goes")[1]
+    assert "| JoeyNMT 2.3.0 (GRU) | 3,600 | – | – |" in section
+    assert "No two validations in one attempt (so no CPU per update): joeynmt.s2." in section
+    assert (
+        "- JoeyNMT 2.3.0 (GRU): not split: a run of it or of sarnmt baseline (fp32) has no CPU per update." in section
+    )
+    goal = next(line for line in text.splitlines() if line.startswith("- Time to the selected checkpoint"))
+    assert goal.startswith("- Time to the selected checkpoint (measured CPU time, summed over the attempts")
+    assert "no uninterrupted time for joeynmt.s2" in goal
 
 
 def test_with_no_records_the_page_says_pending(tmp_path):
