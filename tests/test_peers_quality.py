@@ -354,6 +354,36 @@ def test_a_killed_run_leaves_no_record_then_resumes_into_one_run(fake):
     assert cpus == sorted(cpus) and record["training"]["cpu_total_s"] >= cpus[-1]
 
 
+BUSY_TOOL = r"""
+import time
+end = time.process_time() + 0.6
+while time.process_time() < end:  # CPU work with nothing printed, as a tool between two validations
+    pass
+time.sleep(0.3)
+"""
+
+
+def test_the_heartbeat_keeps_the_cpu_time_of_a_tool_that_prints_nothing(fake, monkeypatch, tmp_path):
+    # a driver killed with its child never reaches wait4: the heartbeat's reading is all the attempt keeps
+    job, _, _, _ = fake
+    (tmp_path / "busy.py").write_text(BUSY_TOOL)
+    monkeypatch.setattr(job.system, "train_command", lambda job, n, resume: [sys.executable, str(tmp_path / "busy.py")])
+    monkeypatch.setattr(runner, "HEARTBEAT_S", 0.05)
+    folder = runner.Folder(job)
+    seen: list[float] = []
+    real_save = folder.save_attempts
+
+    def save(attempts):
+        if attempts[-1].get("end") is None and attempts[-1].get("cpu_last") is not None:
+            seen.append(attempts[-1]["cpu_last"])
+        real_save(attempts)
+
+    monkeypatch.setattr(folder, "save_attempts", save)
+    with pytest.raises(runner.JobFailed, match="without saying it ended"):
+        runner.train(job, folder, echo=lambda m: None)
+    assert seen and max(seen) >= 0.4  # the busy second, read while the tool ran and printed nothing
+
+
 def test_cpu_time_runs_on_across_attempts_and_is_unknown_where_one_was_not_measured():
     attempts = [
         {"n": 1, "start": 100.0, "end": 200.0, "resumed_from": None, "cpu_last": 40.0},  # killed: last value seen

@@ -130,9 +130,10 @@ def cpu_seconds(pid: int) -> float | None:
     return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
 
 
-def run_process(cmd: list[str], log: Path, on_line=None) -> tuple[int, float, float, float]:
-    """Run ``cmd`` (cwd: the checkout) with its output in ``log``, calling ``on_line(line, t, cpu)`` for every line
-    (``t``: the wall clock, ``cpu``: the child's CPU seconds so far, or None where unknown).
+def run_process(cmd: list[str], log: Path, on_line=None, on_start=None) -> tuple[int, float, float, float]:
+    """Run ``cmd`` (cwd: the checkout) with its output in ``log``, calling ``on_start(pid)`` once it has started and
+    ``on_line(line, t, cpu)`` for every line (``t``: the wall clock, ``cpu``: the child's CPU seconds so far, or None
+    where unknown).
 
     :returns: ``(exit status, wall seconds, peak RSS in MiB, CPU seconds)`` (peak and CPU from ``wait4``: the
         child's own and its children's)."""
@@ -153,6 +154,8 @@ def run_process(cmd: list[str], log: Path, on_line=None) -> tuple[int, float, fl
         )
         with _ACTIVE_LOCK:
             ACTIVE.add(proc)
+        if on_start is not None:
+            on_start(proc.pid)
         try:
             for line in proc.stdout:
                 out.write(line)
@@ -344,10 +347,16 @@ def train(job: Job, folder: Folder, echo, scorer: Scorer | None = None) -> dict[
     where = "" if not resume else f", resuming from update {resume[0]}" if resume[0] >= 0 else f", resuming {resume[1]}"
     echo(f"{job.id}: training, attempt {n}{where}")
     done = threading.Event()
+    child: list[int] = []  # the training process's pid, once started
 
     def heartbeat() -> None:
+        # the CPU time too: a tool may print nothing between validations, and a driver killed with its child (the
+        # end of a session) never reaches wait4, so the last heartbeat is all that is left of the attempt's CPU
         while not done.wait(HEARTBEAT_S):
             attempt["last_seen"] = time.time()
+            cpu = cpu_seconds(child[0]) if child else None
+            if cpu is not None:
+                attempt["cpu_last"] = round(cpu, 2)
             folder.save_attempts(attempts)
 
     def on_line(line: str, t: float, cpu: float | None = None) -> None:
@@ -366,7 +375,7 @@ def train(job: Job, folder: Folder, echo, scorer: Scorer | None = None) -> dict[
     beat.start()
     log = attempt_dir(job, n) / "train.log"
     try:
-        rc, _, rss, cpu = run_process(cmd, log, on_line)
+        rc, _, rss, cpu = run_process(cmd, log, on_line, on_start=child.append)
     finally:
         done.set()
     attempt.update(end=time.time(), last_seen=time.time(), rc=rc, peak_rss_mib=round(rss, 1), cpu_s=round(cpu, 2))
