@@ -11,7 +11,7 @@ check exits with status 1 at the end if any step failed.
 
 - ``env``: ``nvidia-smi``, the device, Python, torch, CUDA, cuDNN, Triton and the packages' versions, which of
   sarnmt's imports work, the rate of a large bf16 matrix product, and which wheels were installed first (below);
-- ``measure`` (issue 40, item 5; at most 240 s): ``benchmarks/gpu_measure.py``: at paper size, bf16, batch 256,
+- ``measure`` (at most 240 s): ``benchmarks/gpu_measure.py``: at paper size, bf16, batch 256,
   beam-5 and greedy sentences/s and training target tokens/s (eager, and with the captured step), each the median of
   20 CUDA-event repeats after warm-up with its quartiles, the GPU-busy fraction from the profiler, the same parts at
   ``--before`` (a full commit hash whose package ``make gpu-prepare BEFORE=<ref>`` copied into ``--before-cache``,
@@ -76,9 +76,9 @@ WHEELS = ["hydra-core", "omegaconf", "antlr4-python3-runtime", "sacremoses"]
 WHEELS += ["packaging", "PyYAML", "joblib", "cloudpickle", "regex", "tqdm", "click"]
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
 LIMIT_MIB = 64  # what travels to the GPU machine: the working tree and the wheel folder together
-# the issue's targets on one H100, model=paper, bf16
+# the bench steps' targets on one H100, model=paper, bf16
 TARGETS = {"train_tok_s": 50_000, "beam5_sent_s_b256": 1_000}
-# issue 40's targets, from the measure step (one H100, paper size, bf16, batch 256; the busy fraction in each part)
+# the targets of the measure step (one H100, paper size, bf16, batch 256; the busy fraction in each part)
 MEASURE_TARGETS = {"beam5": 2_000, "greedy": 5_000, "train": 150_000, "busy": 0.7}
 # dense bf16 peak GFLOP/s by the device's name (the first match); MFU = the bench's matrix-product rate / this
 PEAKS = [("H100 PCIe", 756_000), ("H100 NVL", 835_000), ("H100", 989_000), ("H200", 989_000), ("GH200", 989_000)]
@@ -443,8 +443,9 @@ class Check:
         self.step(f"bench-b{batch_size}", command, 300, read)
 
     def measure_step(self) -> None:
-        """Issue 40's figures (benchmarks/gpu_measure.py): CUDA-event medians of >= 20 repeats, their spread, the
-        GPU-busy fraction, now ÷ ``--before`` in the same process, the imported code's hash; at most 240 s."""
+        """The measure step's figures (benchmarks/gpu_measure.py): CUDA-event medians of >= 20 repeats, their
+        spread, the GPU-busy fraction, now ÷ ``--before`` in the same process, the imported code's hash; at most
+        240 s."""
         out_dir = self.scratch / "measure"
         seconds = int(max(30, min(240, self.remaining() - 30)))
         command = [sys.executable, str(MEASURE_SCRIPT), "--out", str(out_dir), "--budget", str(seconds - 60)]
@@ -568,8 +569,8 @@ def bench_figures(bench: dict[str, Any]) -> dict[str, Any]:
 
 
 def targets_met(records: dict[str, dict[str, Any]], batch_sizes: list[int]) -> dict[str, Any]:
-    """The issue's targets (:data:`TARGETS`) for the baseline: training tok/s at the best batch size timed, beam-5
-    sentences/s at 256 sentences."""
+    """The bench steps' targets (:data:`TARGETS`) for the baseline: training tok/s at the best batch size timed,
+    beam-5 sentences/s at 256 sentences."""
     out: dict[str, Any] = {}
     rates = []
     for size in batch_sizes:
@@ -588,8 +589,8 @@ def targets_met(records: dict[str, dict[str, Any]], batch_sizes: list[int]) -> d
 
 
 def measure_targets(measured: dict[str, Any] | None) -> dict[str, Any]:
-    """Issue 40's targets (:data:`MEASURE_TARGETS`) against the measure step's figures for sarnmt now: beam 5,
-    greedy, training (the faster of the eager and the captured step), each with its GPU-busy fraction."""
+    """The measure step's targets (:data:`MEASURE_TARGETS`) against its figures for sarnmt now: beam 5, greedy,
+    training (the faster of the eager and the captured step), each with its GPU-busy fraction."""
     if not measured:
         return {}
     figures = measured.get("figures", {})

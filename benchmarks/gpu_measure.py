@@ -1,4 +1,4 @@
-"""Issue 40's GPU figures, measured as its item 5 asks, in one prepared script that fits one device call.
+"""sarnmt's GPU figures at paper size (speed and GPU-busy fraction), in one prepared script that fits one device call.
 
     python benchmarks/gpu_measure.py --out DIR [--before HASH --cache DIR] [--batch 256] [--repeats 20]
                                      [--budget 420] [--dry-run]

@@ -226,7 +226,8 @@ def test_accumulated_gradients_run_eagerly_with_one_warning(one_torch_thread, ca
 
 def test_the_padded_training_step_waits_on_the_host_nowhere():
     """What a CUDA graph cannot hold: a host sync (a read of a device value, or a shape decided by one) inside the
-    captured forward and backward passes, counted as the issue counts them, through the profiler's ops."""
+    captured forward and backward passes, counted as the profiler's host-syncing ops (``aten::item``,
+    ``aten::nonzero``, ``aten::_local_scalar_dense``)."""
     from torch.profiler import ProfilerActivity, profile
 
     net = build(decoder_cfg("baseline"), emb_dim=6, hidden_dim=8, seed=3).train()

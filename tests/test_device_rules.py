@@ -1,4 +1,4 @@
-"""The kernels' rules by device (issue 40): every trick sized for or paying only on a CPU is off on a GPU, read for
+"""The kernels' rules by device: every trick sized for or paying only on a CPU is off on a GPU, read for
 a CUDA device on a machine without one. On a GPU the search step runs no per-sentence Python loop: the energies'
 chunk rule gives one piece, and under ``kernels=auto`` the chunked kernel is not even chosen."""
 

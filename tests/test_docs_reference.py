@@ -2,8 +2,12 @@
 CHANGELOG's and the git log's). Checked on the hand-written pages (README.md, docs/*.md) and on the Results pages
 the site generates from ``sweeps/results/`` (``docs/hooks/results.py``: the tables' footers, the folders' notes,
 the benchmark and GPU check records), as the site would show them; on the package's docstrings, which the API pages
-render; and on what a user reads beside them: the packaged YAML files (the Hydra configs and the sweep specs, their
-comments and help texts), the Makefile's comments and help and the scripts' headers."""
+render; on what a user reads beside them: the packaged YAML files (the Hydra configs and the sweep specs, their
+comments and help texts), the Makefile's comments and help and the scripts' headers; and on the docstrings of the
+benchmark scripts and of the tests, which say what each script measures and what each test checks.
+
+Only the numbered forms are refused (the word followed by a number, or a hash and two or more digits): the plain
+word, a GitHub thread cited by its address and an HTML entity are not a tracker's number."""
 
 from __future__ import annotations
 
@@ -14,7 +18,25 @@ import pytest
 
 from tests.conftest import ROOT
 
-ISSUE = re.compile(r"\b[Ii]ssues? #?\d+|#\d{2,}\b")
+ISSUE = re.compile(r"\b[Ii]ssues? #?\d+|(?<![&\w])#\d{2,}\b")  # not an HTML entity (``&#124;``)
+
+
+@pytest.mark.parametrize(
+    "text,numbered",
+    [
+        ("the fix of issue 58", True),
+        ("Issue 40's targets", True),
+        ("issues 40 and 41", True),
+        ("as #58 asked", True),
+        ("(issue 45)", True),
+        ("open issues and pull requests", False),
+        ("https://github.com/pytorch/pytorch/issues/58 (a known bug)", False),
+        ("&#124; and &#91; are escaped", False),
+        ("an issue of the tracker", False),
+    ],
+)
+def test_only_numbered_issues_are_refused(text: str, numbered: bool):
+    assert bool(ISSUE.search(text)) is numbered
 
 
 def _issues(name: str, text: str) -> list[str]:
@@ -82,6 +104,21 @@ def test_no_packaged_config_names_an_issue_number():
         hit
         for path in files
         for hit in _issues(f"sarnmt/{path.relative_to(package).as_posix()}", path.read_text(encoding="utf-8"))
+    ]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("folder", ["benchmarks", "tests"])
+def test_no_benchmark_or_test_docstring_names_an_issue_number(folder: str):
+    """The benchmark scripts' docstrings (their ``--help`` and what each measures) and the tests' (what each test
+    module, class and function checks): every module, class and function docstring under the folder."""
+    paths = sorted((ROOT / folder).rglob("*.py"))
+    assert paths, f"no Python files under {folder}/"
+    found = [
+        hit
+        for path in paths
+        for line, doc in _docstrings(path)
+        for hit in _issues(f"{path.relative_to(ROOT)}:{line}", doc)
     ]
     assert not found, "\n".join(found)
 

@@ -500,7 +500,7 @@ def test_csv_exports_hold_no_formula_and_the_numbers_are_unchanged(tmp_path):
     assert all(int(r["n"]) == 8 and sum(int(r[k]) for k in ("higher", "equal", "lower")) == 8 for r in table)
 
 
-# -- the web stack: slow clients, framing, one server per database (issue 41) -------------------------------------
+# -- the web stack: slow clients, framing, one server per database ---------------------------------------------
 
 
 SLOW_CLIENTS = 256

@@ -1,5 +1,5 @@
-"""Where outputs go, how much input is held, whether warnings are seen, and settings out of range (issue 27 items 2-5),
-run as a user runs the commands: an output is complete or absent and goes only where it should (a FIFO or a character
+"""Where outputs go, how much input is held, whether warnings are seen, and settings out of range, run
+as a user runs the commands: an output is complete or absent and goes only where it should (a FIFO or a character
 device written through, a symlink's target replaced and the link kept, the input never overwritten); input is read
 in bounded memory (``/dev/zero``, a 30 MB line, a billion resamples); warnings reach stderr one line each; every bad
 setting is one ``error:`` line naming the key, exit status 2. The checkpoint is the first release's (9,850
@@ -198,7 +198,7 @@ def test_translate_of_dev_zero_stops_in_bounded_memory(tmp_path):
     assert _warnings(err) == [
         "warning: <stdin>:1: no line end in its first 1,074,790,401 bytes: translating its first 1 tokens only; "
         "the input is read no further",
-        # the one token of NULs is no word the model knows, and translate says so (issue 44)
+        # the one token of NULs is no word the model knows, and translate says so
         "warning: <stdin>: 1 of 1 source tokens (100.0%) are unknown to the model (<unk>): is the input in the "
         "checkpoint's source language and preprocessing? (unknown_warning=0.1)",
     ]

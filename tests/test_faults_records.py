@@ -1,4 +1,4 @@
-"""Records and score inputs from elsewhere are data (issue 41, item 3): a job record with a formula for a commit, a
+"""Records and score inputs from elsewhere are data: a job record with a formula for a commit, a
 backslash that would reach the LaTeX caption, 200,000 levels of nesting, ``10**400`` parameters, a gzip bomb for
 its statistics, another row's record under the baseline's name, a duplicate seed, the seed ``"one"``, a negative or
 boolean parameter count, a NaN wall time or a NaN score. ``tables`` prints the table, names each broken record and

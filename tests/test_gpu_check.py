@@ -73,7 +73,7 @@ def test_dry_run_writes_every_record(tmp_path):
     assert env["install"]["installed"] == [wheel.name] and env["install"]["verified"]
     assert env["install"]["versions"] == {"sarnmt-gpu-check-probe": "1.0"}
     assert set(env["imports"].values()) == {"ok"} and env["torch"] and env["nvidia_smi"]
-    measure = records["measure"]["result"]  # issue 40's figures (benchmarks/gpu_measure.py; tests/test_gpu_measure.py)
+    measure = records["measure"]["result"]  # the measure step's (benchmarks/gpu_measure.py; tests/test_gpu_measure.py)
     assert set(measure["figures"]) == {
         "beam5/now",
         "greedy/now",

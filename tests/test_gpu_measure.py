@@ -1,4 +1,4 @@
-"""benchmarks/gpu_measure.py, issue 40's GPU measurement, dry-run on the CPU: every part timed for sarnmt now and
+"""benchmarks/gpu_measure.py, the GPU measurement at paper size, dry-run on the CPU: every part timed for sarnmt now and
 at an earlier commit, in one process, its record carrying repeats, spreads, now ÷ before and the imported code's
 hash; the earlier commit's copy is used on a machine without its history (a GPU machine's working tree)."""
 

@@ -1,9 +1,10 @@
-"""Checkpoints written before issue 30's move still work: ``tests/fixtures/before-i30-572ef88*.ckpt`` were written by
-sarnmt 572ef88 (``tests/fixtures/write_before_i30.py``), when the Lightning modules, the optimiser, checkpoints and
-resume sat at the top of ``sarnmt/``, the language model in ``sarnmt/models/lm/`` and ``sarnmt/data/``, and the
-commands were top-level modules. Run as a user runs them (``sarnmt <command>``), they translate as they
-did then, the language model computes the same scores, and both runs resume: their stored identity (which names the
-optimiser's, the language model's and its data's classes) is still this run's."""
+"""Checkpoints written before the training side moved to ``sarnmt/training/`` still work:
+``tests/fixtures/before-i30-572ef88*.ckpt`` were written by sarnmt 572ef88 (``tests/fixtures/write_before_i30.py``),
+when the Lightning modules, the optimiser, checkpoints and resume sat at the top of ``sarnmt/``, the language model in
+``sarnmt/models/lm/`` and ``sarnmt/data/``, and the commands were top-level modules. Run as a user runs them
+(``sarnmt <command>``), they translate as they did then, the language model computes the same scores, and both runs
+resume: their stored identity (which names the optimiser's, the language model's and its data's classes) is still
+this run's."""
 
 from __future__ import annotations
 

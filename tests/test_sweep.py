@@ -95,7 +95,7 @@ def test_every_table_plans_at_every_scale_and_shared_runs_train_once():
         assert len(ids) == len(set(ids))
         main, extra = (len(load_scale(scale).seeds[k]) for k in ("main", "extra"))
         assert len(jobs) == corpora * (3 * main + 2 * extra) + 2 * extra, scale
-    assert len(plan_jobs(tables, load_scale("mini"))) == 48  # issue 26: 5 seeds x 3 rows, 3 x 3, two directions
+    assert len(plan_jobs(tables, load_scale("mini"))) == 48  # 5 seeds x 3 rows, 3 x 3, two directions
     jobs = {j.id: j for j in plan_jobs(tables, load_scale("paper"))}
     assert jobs["en_de.baseline.s1"].tables == (2, 3)  # Tables 2 and 3 share their En-De runs
     assert jobs["es_en.self_attentive_content.s1"].tables == (1, 4)  # Table 4's content row is Table 1's
@@ -207,7 +207,7 @@ def test_a_moved_data_class_keeps_the_config_hash_of_its_first_path(data):
 @pytest.mark.parametrize("name", ["mini8", "mini"])
 def test_the_committed_mini_records_keep_their_hashes(name):
     """The records of the mini sweeps (hours of training each) keep their hashes: the 8-epoch scale's 63 (``mini8``,
-    superseded by issue 42) were hashed before sarnmt.data was split into subpackages, the converged scale's
+    superseded by the converged scale) were hashed before sarnmt.data was split into subpackages, the converged scale's
     (``mini``) at 59bab30; their jobs' configs, composed now from the overrides each record lists, still give their
     hashes. (Whether a record is current for today's scale file is the table's business: a record of an older scale
     shows as stale.)"""

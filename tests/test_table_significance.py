@@ -460,7 +460,7 @@ def test_the_tables_command_counts_a_nan_record_and_refuses_too_few_resamples_in
 
 @pytest.mark.parametrize("damage", ["score moved", "negative count"])
 def test_a_record_whose_statistics_do_not_give_its_score_is_corrupt_and_left_out(digests, tmp_path, damage, caplog):
-    """Item 6: statistics that give a score more than 0.01 from the recorded one, or hold a negative count, are
+    """Statistics that give a score more than 0.01 from the recorded one, or hold a negative count, are
     another run's (or no run's): the record is named as corrupt, left out, and counted in its cell."""
     paths = write_records(tmp_path, digests)
     path = paths["en_de.mean_residual.s2"]
