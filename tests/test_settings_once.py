@@ -96,6 +96,14 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             id="batch_size=0",
         ),
         pytest.param(
+            ["batch_size=2.5"],
+            ("translate", "evaluate", "analyze"),
+            "batch_size=2.5: must be a whole number, 1 or more",
+            id="batch_size=2.5",
+        ),
+        pytest.param(["nbest=0"], ("translate",), "nbest=0: must be 1 or more", id="nbest=0"),
+        pytest.param(["nbest=1.5"], ("translate",), "nbest=1.5: must be a whole number, 1 or more", id="nbest=1.5"),
+        pytest.param(
             ["max_input_tokens=0"],
             ("translate", "evaluate"),
             "max_input_tokens=0: must be 1 or more",
@@ -150,6 +158,12 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             ("sweep-job",),
             "eval_batch_size=0: must be 1 or more",
             id="eval_batch_size=0",
+        ),
+        pytest.param(
+            ["eval_batch_size=2.5"],
+            ("sweep-job",),
+            "eval_batch_size=2.5: must be a whole number, 1 or more",
+            id="eval_batch_size=2.5",
         ),
     ],
 )

@@ -222,7 +222,7 @@ def agreement_probe(cfg: DictConfig) -> dict[str, Any]:
     """The agreement probe: forced-choice and decoded agreement of the final verb per distance bin, per model.
     ``kernels`` and ``batch_size`` are checked first (their one check), before anything is read."""
     check_choice(cfg.kernels)
-    check_range("batch_size", cfg.batch_size, 1)
+    check_range("batch_size", cfg.batch_size, 1, whole=True)
     if cfg.source is not None:
         lines, where = read_input(cfg.source, "source"), cfg.source
     else:

@@ -215,7 +215,7 @@ def load_runs(cfg, out_dir: Path, self_attention_only: bool = False) -> list[Run
     :param self_attention_only: a model without a target self-attention is not decoded (its run has no records).
     :raises InputError: for ``kernels`` or ``batch_size`` out of range, before anything is read (their one check)."""
     check_choice(cfg.kernels)
-    check_range("batch_size", cfg.batch_size, 1)
+    check_range("batch_size", cfg.batch_size, 1, whole=True)
     paths = [str(p) for p in _as_list(cfg.ckpts, "ckpts")]
     names = names_of(paths, None if cfg.names is None else list(cfg.names))
     files = _as_list(cfg.attention, "attention") if cfg.attention is not None else None

@@ -69,7 +69,7 @@ def check_settings(cfg: DictConfig) -> tuple[Search, torch.device]:
     (returned) and the device (returned; on CPU freed memory kept, ``keep_freed_memory``)."""
     check_precision(cfg.precision)
     check_choice(cfg.kernels)
-    check_range("batch_size", cfg.batch_size, 1)
+    check_range("batch_size", cfg.batch_size, 1, whole=True)
     for key in ("truncate_long_input", "progress"):
         check_flag(key, cfg[key])
     apply_threads(cfg.get("threads"))

@@ -31,7 +31,7 @@ log = logging.getLogger("sarnmt")
 def sweep_job(cfg: DictConfig) -> dict[str, Any] | None:
     """:returns: the job's record (None on DDP ranks other than 0).  :raises InputError: for ``eval_batch_size``
     below 1, before the job trains (its one check: the decoding batches trust it)."""
-    check_range("eval_batch_size", cfg.eval_batch_size, 1)
+    check_range("eval_batch_size", cfg.eval_batch_size, 1, whole=True)
     extra = [str(o) for o in cfg.overrides]
     device = cfg.device
     # inside a SLURM job: the task's CPUs; OMP_NUM_THREADS too, else Lightning's DDP sets cores / processes

@@ -214,8 +214,8 @@ def check_settings(
     check_max_line_bytes(max_line_bytes)
     limit = InputLimit(cfg.max_input_tokens, cfg.truncate_long_input, max_line_bytes=max_line_bytes)
     unknown = UnknownShare(cfg.get("unknown_warning"))
-    check_range("batch_size", cfg.batch_size, 1)
-    check_range("nbest", cfg.nbest, 1)
+    check_range("batch_size", cfg.batch_size, 1, whole=True)
+    check_range("nbest", cfg.nbest, 1, whole=True)
     check_range("chunk_batches", cfg.chunk_batches, 1, whole=True)
     for key in ("truncate_long_input", "progress"):
         check_flag(key, cfg[key])
