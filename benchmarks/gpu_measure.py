@@ -54,6 +54,7 @@ from sarnmt.decoding.captured import capture_record  # noqa: E402
 from sarnmt.decoding.greedy import GreedySearch  # noqa: E402
 from sarnmt.decoding.penalties import LengthPenalty  # noqa: E402
 from sarnmt.decoding.schedule import STATIC  # noqa: E402
+from sarnmt.errors import InputError, check_range  # noqa: E402
 from sarnmt.models.factory import build_model  # noqa: E402
 from sarnmt.training.capture import CudaGraphs, Eager, StaticBatch, padded_loss  # noqa: E402
 from sarnmt.training.loss import translation_loss  # noqa: E402
@@ -76,8 +77,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--sweep", default="64,128,256,512,1024", help="beam-5 batch sizes (dry run: 2,4,8)")
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
-    if args.repeats < 2 or args.batch < 1:
-        parser.error("--repeats must be >= 2 and --batch >= 1")
+    try:
+        check_range("--repeats", args.repeats, 2, whole=True)  # a spread needs two
+        check_range("--batch", args.batch, 1, whole=True)
+    except InputError as err:
+        parser.error(str(err))
     return args
 
 

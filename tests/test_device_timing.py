@@ -20,6 +20,7 @@ from sarnmt.bench.device_timing import (
     ratios,
     union_seconds,
 )
+from sarnmt.errors import InputError
 
 CPU = torch.device("cpu")
 
@@ -28,8 +29,12 @@ def test_repeats_come_after_the_warm_up():
     calls = []
     times = event_seconds(lambda: calls.append(time.sleep(0.001)), CPU, repeats=20, warmup=3)
     assert len(calls) == 23 and len(times) == 20 and all(t >= 0.001 for t in times)
-    with pytest.raises(ValueError, match="repeats must be >= 1"):
+    with pytest.raises(InputError, match=r"^repeats=0: must be 1 or more$"):
         event_seconds(lambda: None, CPU, repeats=0)
+    with pytest.raises(InputError, match=r"^repeats=2\.5: must be a whole number, 1 or more$"):
+        event_seconds(lambda: None, CPU, repeats=2.5)
+    with pytest.raises(InputError, match=r"^warmup=-1: must be 0 or more$"):
+        event_seconds(lambda: None, CPU, warmup=-1)
 
 
 def test_the_spread_of_repeats():

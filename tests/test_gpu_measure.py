@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks.peers.commit import materialize
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,3 +53,18 @@ def test_a_copied_commit_is_used_without_git(tmp_path):
     name = materialize(commit, tmp_path)
     assert name == f"sarnmt_{commit[:12]}"
     assert materialize(commit, tmp_path, repo=tmp_path / "no-history") == name  # no git asked
+
+
+def test_too_few_repeats_are_refused_in_the_one_form(capsys):
+    """``--repeats`` below two (a spread needs two) or ``--batch`` below one: argparse's usage error (status 2), its
+    line in the form of every range check (:func:`~sarnmt.errors.check_range`)."""
+    from benchmarks.gpu_measure import parse
+
+    for args, says in (
+        (["--repeats", "1"], "--repeats=1: must be 2 or more"),
+        (["--batch", "0"], "--batch=0: must be 1 or more"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            parse(["--out", "x", *args])
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err.strip().endswith(f"error: {says}")

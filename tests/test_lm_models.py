@@ -3,11 +3,13 @@ parity at the configured sizes, overfitting, and the windowed forms of the share
 
 from __future__ import annotations
 
+import re
 from functools import partial
 
 import pytest
 import torch
 
+from sarnmt.errors import InputError
 from sarnmt.lm.daniluk import AttentionOutput, NgramOutput
 from sarnmt.lm.heads import ModelConfigError as HeadConfigError
 from sarnmt.lm.heads import PlainOutput, ResidualOutput
@@ -113,6 +115,22 @@ def test_mean_residual_window_is_the_mean_of_the_window():
 def test_state_variants_have_no_language_model_form(variant):
     with pytest.raises(HeadConfigError, match="has no language-model form"):
         ResidualOutput(8, 12, partial(variant), window=3)
+
+
+@pytest.mark.parametrize(
+    "head,window,says",
+    [
+        ("attention", 0, "model.head.window=0: must be 1 or more"),
+        ("mean_residual", 0, "model.head.window=0: must be 1 or more"),
+        ("attention", 2.5, "model.head.window=2.5: must be a whole number, 1 or more"),
+        ("mean_residual", 2.5, "model.head.window=2.5: must be a whole number, 1 or more"),
+    ],
+)
+def test_a_head_window_out_of_range_is_refused_in_the_one_form(head, window, says):
+    """The windowed heads refuse a window below one word, or not a whole number of words, with the line of every range
+    check (:func:`~sarnmt.errors.check_range`), naming the key as the command line gives it."""
+    with pytest.raises(InputError, match=f"^{re.escape(says)}$"):
+        HEADS[head](8, 12, window=window)
 
 
 def test_ngram_needs_divisible_hidden_size():

@@ -28,8 +28,8 @@ from tests.conftest import compose_train
 
 def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) -> dict[str, str]:
     """The ``error:`` line of each command given ``setting`` (each asserted to be the only line, exit status 2);
-    each command would otherwise start work: read a checkpoint that is not there, or data. ``table7`` is
-    ``analyze table7``."""
+    each command would otherwise start work: read a checkpoint that is not there, or data. ``table7``,
+    ``toy_gold`` and ``agreement`` are ``analyze``'s."""
     none = tmp_path / "none.txt"
     base = {
         "train": [*TINY, f"hydra.run.dir={tmp_path / 'train'}"],
@@ -40,10 +40,13 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
         "analyze": ["figure2", "ckpts=[none.ckpt]", f"source={tmp_path / 'none.txt'}", f"out_dir={tmp_path / 'an'}"],
         "sweep-job": ["scale=mini", "job=none", f"runs_dir={tmp_path / 'runs'}", f"results_dir={tmp_path / 'res'}"],
         "lm": ["lm_data=mini", f"data.root={tmp_path / 'none'}", f"hydra.run.dir={tmp_path / 'lm'}"],
+        "bench-lm": ["scale=smoke"],
+        "toy_gold": ["toy_gold", f"out_dir={tmp_path / 'toy'}"],
+        "agreement": ["agreement", "ckpts=[none.ckpt]", f"out_dir={tmp_path / 'agreement'}"],
         "score": [f"ref={none}", f"hyps=[{none}]"],
         "table7": ["table7", f"hyps=[{none},{none}]", f"source={none}", f"reference={none}", f"out_dir={tmp_path}"],
     }
-    cli = {"table7": "analyze"}
+    cli = {"table7": "analyze", "toy_gold": "analyze", "agreement": "analyze"}
     return {
         name: one_error(run_cli(capsys, cli.get(name, name), [*base[name], *setting], b"ta\n")) for name in commands
     }
@@ -91,13 +94,13 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
         ),
         pytest.param(
             ["batch_size=0"],
-            ("translate", "evaluate", "analyze"),
+            ("translate", "evaluate", "analyze", "bench"),
             "batch_size=0: must be 1 or more",
             id="batch_size=0",
         ),
         pytest.param(
             ["batch_size=2.5"],
-            ("translate", "evaluate", "analyze"),
+            ("translate", "evaluate", "analyze", "bench"),
             "batch_size=2.5: must be a whole number, 1 or more",
             id="batch_size=2.5",
         ),
@@ -147,6 +150,35 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             id="max_graphs=0",
         ),
         pytest.param(["data.bptt=0"], ("lm",), "data.bptt=0: must be 1 or more", id="lm data.bptt=0"),
+        pytest.param(["repeats=0"], ("bench", "bench-lm"), "repeats=0: must be 1 or more", id="repeats=0"),
+        pytest.param(
+            ["repeats=2.5"],
+            ("bench", "bench-lm"),
+            "repeats=2.5: must be a whole number, 1 or more",
+            id="repeats=2.5",
+        ),
+        pytest.param(["warmup=-1"], ("bench", "bench-lm"), "warmup=-1: must be 0 or more", id="warmup=-1"),
+        pytest.param(["data.max_tokens=0"], ("train",), "data.max_tokens=0: must be 1 or more", id="max_tokens=0"),
+        pytest.param(
+            ["data.max_len=2.5"],
+            ("train",),
+            "data.max_len=2.5: must be a whole number, 1 or more",
+            id="max_len=2.5",
+        ),
+        pytest.param(["data.maxi_batch=-1"], ("train",), "data.maxi_batch=-1: must be 0 or more", id="maxi_batch=-1"),
+        pytest.param(["data.n_train=0"], ("train",), "data.n_train=0: must be 1 or more", id="n_train=0"),
+        pytest.param(
+            ["data.n_test=-1"],
+            ("train", "toy_gold", "agreement"),
+            "data.n_test=-1: must be 0 or more",
+            id="n_test=-1",
+        ),
+        pytest.param(
+            ["data.n_dev=2.5"],
+            ("train", "toy_gold", "agreement"),
+            "data.n_dev=2.5: must be a whole number, 1 or more",
+            id="n_dev=2.5",
+        ),
         pytest.param(
             ["data.corpus=wiki"],
             ("lm",),

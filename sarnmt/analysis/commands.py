@@ -22,6 +22,7 @@ from sarnmt.checkpoints.reading import load_model
 from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.data.corpora.toy import generate_toy_corpus, target_tree
 from sarnmt.data.corpora.toy_reading import parse_source
+from sarnmt.data.loading.in_memory import check_toy_sizes
 from sarnmt.decoding.search import build_search
 from sarnmt.errors import check_range
 from sarnmt.evaluation.bleu import check_tokenize
@@ -56,12 +57,19 @@ def _with_self_attention(runs: list[Run], what: str) -> tuple[list[Run], list[st
     return kept, notes
 
 
+def toy_corpus(data: DictConfig) -> dict[str, tuple[list[str], list[str]]]:
+    """The toy corpus a run with these ``data.*`` settings trained on, its split sizes checked first (their one
+    check: :func:`~sarnmt.data.loading.in_memory.check_toy_sizes`)."""
+    check_toy_sizes(data.n_train, data.n_dev, data.n_test)
+    return generate_toy_corpus(data.seed, data.n_train, data.n_dev, data.n_test)
+
+
 def toy_gold(cfg: DictConfig) -> dict[str, Any]:
     """One split of the toy corpus as files: ``<split>.src``, ``<split>.ref`` and ``<split>.trees`` (the references'
     constituency trees as the grammar derives them, Penn Treebank brackets), one sentence per line."""
     if not {"seed", "n_train", "n_dev", "n_test"} <= set(cfg.data):
         raise AnalysisError("toy_gold writes the toy corpus: data must be data=toy (with the data.* of the run)")
-    corpus = generate_toy_corpus(cfg.data.seed, cfg.data.n_train, cfg.data.n_dev, cfg.data.n_test)
+    corpus = toy_corpus(cfg.data)
     if cfg.split not in corpus:
         raise AnalysisError(f"split must be one of {sorted(corpus)}, got {cfg.split!r}")
     src, ref = corpus[cfg.split]
@@ -226,7 +234,7 @@ def agreement_probe(cfg: DictConfig) -> dict[str, Any]:
     if cfg.source is not None:
         lines, where = read_input(cfg.source, "source"), cfg.source
     else:
-        lines = generate_toy_corpus(cfg.data.seed, cfg.data.n_train, cfg.data.n_dev, cfg.data.n_test)["test"][0]
+        lines = toy_corpus(cfg.data)["test"][0]
         where = f"toy test split (seed {cfg.data.seed}, {cfg.data.n_test} sentences)"
     items = agreement.probe_items(lines, where)
     distances = np.array([it.distance for it in items])

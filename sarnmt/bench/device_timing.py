@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from sarnmt.errors import check_range
+
 
 @dataclass(frozen=True)
 class Spread:
@@ -56,9 +58,9 @@ class Spread:
 def event_seconds(fn: Callable[[], object], device: torch.device, repeats: int = 20, warmup: int = 3) -> list[float]:
     """Seconds per call of ``fn``, ``repeats`` times after ``warmup`` untimed calls (module docstring).
 
-    :raises ValueError: ``repeats`` < 1."""
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    :raises InputError: ``repeats`` below 1 or ``warmup`` below 0 (:func:`~sarnmt.errors.check_range`)."""
+    check_range("repeats", repeats, 1, whole=True)
+    check_range("warmup", warmup, 0, whole=True)
     for _ in range(warmup):
         fn()
     out = []

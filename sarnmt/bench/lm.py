@@ -58,9 +58,9 @@ def bench_lm(scale: str, threads: int | None = None, steps: int = 20, warmup: in
     if scale not in VOCAB:
         raise InputError(f"scale={scale}: not one of {', '.join(sorted(VOCAB))}")
     for key, value, minimum in (("steps", steps, 1), ("warmup", warmup, 0), ("repeats", repeats, 1)):
-        check_range(key, value, minimum)
+        check_range(key, value, minimum, whole=True)
     if threads is not None:
-        check_range("threads", threads, 1)
+        check_range("threads", threads, 1, whole=True)
         torch.set_num_threads(threads)
     vocab_size = VOCAB[scale]
     built = models(scale, vocab_size)

@@ -48,6 +48,7 @@ from sarnmt.bench.workload import TrainBatch, fixed_batch, make_workload, sorted
 from sarnmt.decoding.beam import BeamSearch
 from sarnmt.decoding.penalties import LengthPenalty
 from sarnmt.decoding.search import check_decoding
+from sarnmt.errors import check_range
 from sarnmt.kernels.choice import check_choice
 from sarnmt.models.attention import SourceAttention
 from sarnmt.models.factory import build_model, count_parameters
@@ -282,7 +283,11 @@ def bench(cfg: DictConfig, systems: dict[str, System]) -> dict[str, Any]:
     """Run the benchmark.  :param systems: name (a decoder of ``decoders`` or a model of ``systems``) -> what it
     builds.
     :returns: the record: ``machine``, ``config``, ``runs`` (one :func:`bench_workload` result per workload, in the
-        order of ``workloads``) and, with ``plot``, ``series``."""
+        order of ``workloads``) and, with ``plot``, ``series``.
+    :raises InputError: for ``batch_size``, ``train_batches``, ``repeats`` or ``warmup`` out of range (each a whole
+        number; ``warmup`` may be 0), before anything is built."""
+    for key, minimum in (("batch_size", 1), ("train_batches", 1), ("repeats", 1), ("warmup", 0)):
+        check_range(key, cfg[key], minimum, whole=True)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     device = resolve_device(cfg.device)

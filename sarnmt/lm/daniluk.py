@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from sarnmt.errors import check_range
 from sarnmt.lm.heads import ModelConfigError, OutputHead
 from sarnmt.models.history import HistoryAttention
 from sarnmt.models.init import init_linear_
@@ -27,8 +28,7 @@ class AttentionOutput(OutputHead):
 
     def __init__(self, emb_dim: int, hidden_dim: int, window: int) -> None:
         super().__init__()
-        if window < 1:
-            raise ModelConfigError(f"model.head.window must be >= 1, got {window}")
+        check_range("model.head.window", window, 1, whole=True)
         self.window = self.memory_size = window
         self.out_dim = hidden_dim
         self.attention = HistoryAttention(hidden_dim, hidden_dim, key_bias=False)

@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 import torch
 from torch import Tensor, nn
 
-from sarnmt.errors import UserError
+from sarnmt.errors import UserError, check_range
 from sarnmt.models.init import init_linear_
 
 
@@ -80,8 +80,7 @@ class ResidualOutput(OutputHead):
 
     def __init__(self, emb_dim: int, hidden_dim: int, variant: Callable[..., nn.Module], window: int) -> None:
         super().__init__()
-        if window < 1:
-            raise ModelConfigError(f"model.head.window must be >= 1, got {window}")
+        check_range("model.head.window", window, 1, whole=True)
         self.variant = variant(emb_dim=emb_dim, hidden_dim=hidden_dim, out_dim=hidden_dim)
         if not getattr(self.variant, "streams", False):
             raise ModelConfigError(

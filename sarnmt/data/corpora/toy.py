@@ -169,11 +169,14 @@ def sample_clause(rng: random.Random) -> Clause:
 def generate_toy_corpus(seed: int, n_train: int, n_dev: int, n_test: int) -> dict[str, tuple[list[str], list[str]]]:
     """Sample ``n_train + n_dev + n_test`` pairs with distinct sources and split them in that order.
 
+    The sizes are trusted: ``data.n_train``, ``data.n_dev`` and ``data.n_test`` are checked where they enter
+    (:class:`~sarnmt.data.loading.in_memory.ToyDataModule`, ``analyze toy_gold`` and ``analyze agreement``), the
+    language model's ``data.toy_sizes`` by its corpus.
+
     :returns: ``{"train": (src, tgt), "dev": (src, tgt), "test": (src, tgt)}`` of whitespace-tokenised lines.
     """
     sizes = {"train": n_train, "dev": n_dev, "test": n_test}
-    if any(n < 0 for n in sizes.values()):
-        raise ValueError(f"generate_toy_corpus: split sizes must be >= 0, got {sizes}")
+    assert all(n >= 0 for n in sizes.values()), "toy split sizes reached the corpus unchecked"
     total = n_train + n_dev + n_test
     rng = random.Random(seed)
     seen: set[str] = set()

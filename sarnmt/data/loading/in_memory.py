@@ -15,7 +15,18 @@ from sarnmt.data.loading.translation import TranslationDataModule
 from sarnmt.data.text.codecs import TextCodec, WordCodec
 from sarnmt.data.text.reading import read_parallel
 from sarnmt.data.text.subword import RawTextBPECodec
+from sarnmt.errors import check_range
 from sarnmt.utils.paths import resolve_path
+
+
+def check_toy_sizes(n_train: object, n_dev: object, n_test: object) -> None:
+    """The toy corpus's split sizes where they enter (:class:`ToyDataModule`, and ``analyze toy_gold`` and
+    ``analyze agreement``, which generate the corpus a run trained on): whole numbers, a training and a development
+    split of at least one pair.
+
+    :raises InputError: ``data.<key>=<value>: must be ...`` (:func:`~sarnmt.errors.check_range`), one line."""
+    for key, value, minimum in (("n_train", n_train, 1), ("n_dev", n_dev, 1), ("n_test", n_test, 0)):
+        check_range(f"data.{key}", value, minimum, whole=True)
 
 
 class ToyDataModule(TranslationDataModule):
@@ -52,9 +63,7 @@ class ToyDataModule(TranslationDataModule):
             max_sentences=max_sentences,
             order_seed=order_seed,
         )
-        if n_train < 1 or n_dev < 1 or n_test < 0:
-            sizes = (n_train, n_dev, n_test)
-            raise ValueError(f"ToyDataModule: need n_train, n_dev >= 1 and n_test >= 0, got {sizes}")
+        check_toy_sizes(n_train, n_dev, n_test)
         self.n_train, self.n_dev, self.n_test = n_train, n_dev, n_test
         self.save_hyperparameters()
 

@@ -63,6 +63,10 @@ class TokenBatchSampler(Sampler[list[int]]):
         returns (the trainer's ``current_epoch``): after a resume from an end-of-epoch checkpoint Lightning 2.6
         announces its ``epoch_progress.processed``, one more than the epoch it trains, which would shuffle the
         resumed run's batches differently from the uninterrupted run's.
+
+    The sizes are trusted: ``data.max_tokens``, ``data.max_sentences``, ``data.eval_batch_size`` and
+    ``data.maxi_batch`` are checked where they enter, by
+    :class:`~sarnmt.data.loading.translation.TranslationDataModule`.
     """
 
     def __init__(
@@ -82,12 +86,9 @@ class TokenBatchSampler(Sampler[list[int]]):
             raise ValueError(f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths")
         if max_tokens is None and max_sentences is None:
             raise ValueError("TokenBatchSampler: give max_tokens, max_sentences or both")
-        if max_tokens is not None and max_tokens < 1:
-            raise ValueError(f"TokenBatchSampler: max_tokens must be >= 1, got {max_tokens}")
-        if max_sentences is not None and max_sentences < 1:
-            raise ValueError(f"TokenBatchSampler: max_sentences must be >= 1, got {max_sentences}")
-        if maxi_batch < 0:
-            raise ValueError(f"TokenBatchSampler: maxi_batch must be >= 0, got {maxi_batch}")
+        assert all(n is None or n >= 1 for n in (max_tokens, max_sentences)) and maxi_batch >= 0, (
+            "batch sizes reached the sampler unchecked"
+        )
         if not 0 <= rank < num_replicas:
             raise ValueError(f"TokenBatchSampler: need 0 <= rank < num_replicas, got {rank=} {num_replicas=}")
         if not shuffle and num_replicas != 1:

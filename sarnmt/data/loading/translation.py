@@ -33,7 +33,7 @@ from sarnmt.data.loading.batching import collate
 from sarnmt.data.loading.position import EpochPosition
 from sarnmt.data.loading.sampler import TokenBatchSampler
 from sarnmt.data.text.codecs import UNK, TextCodec
-from sarnmt.errors import InputError
+from sarnmt.errors import InputError, check_range
 
 log = logging.getLogger(__name__)
 
@@ -104,12 +104,12 @@ class TranslationDataModule(EpochPosition, L.LightningDataModule):
             "max_sentences": max_sentences,
         }
         for key, value in positive.items():
-            if value is not None and value < 1:
-                raise ValueError(f"{type(self).__name__}: {key} must be >= 1, got {value}")
+            if value is not None:
+                check_range(f"data.{key}", value, 1, whole=True)
         if max_tokens is None and max_sentences is None:
             raise ValueError(f"{type(self).__name__}: give max_tokens, max_sentences or both (both are null)")
-        if num_workers < 0 or maxi_batch < 0:
-            raise ValueError(f"{type(self).__name__}: num_workers and maxi_batch must be >= 0")
+        check_range("data.num_workers", num_workers, 0, whole=True)
+        check_range("data.maxi_batch", maxi_batch, 0, whole=True)
         self.max_len, self.max_tokens, self.eval_batch_size = max_len, max_tokens, eval_batch_size
         self.max_sentences = max_sentences
         self.num_workers, self.maxi_batch, self.seed = num_workers, maxi_batch, seed
