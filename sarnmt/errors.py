@@ -55,12 +55,19 @@ class TrainingStopped(UserError, RuntimeError):
 
 
 def check_range(
-    key: str, value: object, minimum: float, maximum: float | None = None, why: str = "", whole: bool = False
+    key: str,
+    value: object,
+    minimum: float,
+    maximum: float | None = None,
+    why: str = "",
+    whole: bool = False,
+    why_below: str = "",
 ) -> None:
     """Validate a numeric setting where it enters (the composed config, or a checkpoint's stored one): the one form of
     a range check, whatever the command.  :param key: its name on the command line (``batch_size``).
     :param why: what the maximum protects (memory, time), said when it is exceeded.
     :param whole: an integer is required (a size, a count): ``2.5`` is refused as a string is.
+    :param why_below: what the minimum counts (``<eos>`` and ``<unk>`` in a vocabulary), said when it is not reached.
 
     :raises InputError: ``<key>=<value>: must be <minimum> or more`` (or at most ``maximum``; a finite number: nan
         and inf are refused; a number, or a whole number, with the whole range), one line.
@@ -73,7 +80,7 @@ def check_range(
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{key}={value!r}: must be a number, {span}")
     if value < minimum:
-        raise InputError(f"{key}={value}: must be {minimum} or more")
+        raise InputError(f"{key}={value}: must be {minimum} or more" + (f" ({why_below})" if why_below else ""))
     if maximum is not None and value > maximum:
         raise InputError(f"{key}={value:,}: must be at most {maximum:,}" + (f" ({why})" if why else ""))
 

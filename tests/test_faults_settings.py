@@ -28,6 +28,18 @@ def test_check_range_refuses_values_that_are_not_finite(value):
         check_range("k", value, 0, 10)
 
 
+def test_check_range_gives_each_bound_its_own_reason():
+    """``why_below`` is said when the value is below the minimum, ``why`` when it is above the maximum: neither
+    reason reads beside the other bound."""
+    says = "the vocabulary counts <eos> and <unk>"
+    with pytest.raises(InputError, match=rf"^k=1: must be 2 or more \({says}\)$"):
+        check_range("k", 1, 2, 10, "memory", why_below=says)
+    with pytest.raises(InputError, match=r"^k=11: must be at most 10 \(memory\)$"):
+        check_range("k", 11, 2, 10, "memory", why_below=says)
+    with pytest.raises(InputError, match=r"^k=1: must be 2 or more$"):
+        check_range("k", 1, 2, 10, "memory")
+
+
 def _translate(capsys, *args):
     return run_cli(capsys, "translate", ["ckpt_path=none.ckpt", "progress=false", *args], b"ta brin\n")
 

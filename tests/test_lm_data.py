@@ -99,7 +99,11 @@ def test_missing_folder_and_bad_settings_are_named(tmp_path):
         ("bptt", 0, "data.bptt=0: must be 1 or more"),
         ("batch_size", 2.5, "data.batch_size=2.5: must be a whole number, 1 or more"),
         ("num_workers", -1, "data.num_workers=-1: must be 0 or more"),
-        ("vocab_max_size", 1, "data.vocab_max_size=1: must be 2 or more"),
+        (
+            "vocab_max_size",
+            1,
+            "data.vocab_max_size=1: must be 2 or more (it counts <eos> and <unk>; null for no limit)",
+        ),
         ("vocab_min_count", 0, "data.vocab_min_count=0: must be 1 or more"),
     ):
         with pytest.raises(InputError, match=f"^{re.escape(says)}$"):

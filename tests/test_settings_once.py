@@ -150,6 +150,12 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             id="max_graphs=0",
         ),
         pytest.param(["data.bptt=0"], ("lm",), "data.bptt=0: must be 1 or more", id="lm data.bptt=0"),
+        pytest.param(
+            ["data.vocab_max_size=1"],
+            ("lm",),
+            "data.vocab_max_size=1: must be 2 or more (it counts <eos> and <unk>; null for no limit)",
+            id="lm data.vocab_max_size=1",
+        ),
         pytest.param(["repeats=0"], ("bench", "bench-lm"), "repeats=0: must be 1 or more", id="repeats=0"),
         pytest.param(
             ["repeats=2.5"],

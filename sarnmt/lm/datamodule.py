@@ -89,7 +89,8 @@ class LanguageModelDataModule(EpochPosition, L.LightningDataModule):
             check_range(f"data.{key}", value, 1, whole=True)
         check_range("data.num_workers", num_workers, 0, whole=True)
         if vocab_max_size is not None:  # null: no limit
-            check_range("data.vocab_max_size", vocab_max_size, len(SPECIALS), whole=True)
+            counts = f"it counts {' and '.join(SPECIALS)}; null for no limit"
+            check_range("data.vocab_max_size", vocab_max_size, len(SPECIALS), whole=True, why_below=counts)
         if vocab_min_count is not None:
             check_range("data.vocab_min_count", vocab_min_count, 1, whole=True)
         self.corpus, self.path, self.root, self.cache_dir = corpus, path, root, cache_dir
