@@ -462,7 +462,7 @@ def test_table1_from_the_released_outputs_gives_the_papers_numbers(shared_data, 
     # one released run per system: no seed-aware test ("n/a (1 run)", never replaced by the sentence-level one); the
     # self-attentive row keeps the paper's t-test marker, sentence-level (t-test p = 0.0054)
     attentive = rows["+ Self-attentive residual connections"]
-    assert "26.26** (1 of 3 seeds)" in attentive and "| +0.83, n/a (1 run) at 1 v 1 runs |" in attentive
+    assert "26.26** (1 of 3 seeds)" in attentive and "| +0.83, n/a (1 run) |" in attentive
     assert "23.86 (1 of 3 seeds)" in attentive and "†" not in attentive and "‡" not in attentive
     assert "3 not run" in rows["+ Memory RNN"] or "1 not run" in rows["+ Memory RNN"]
     assert (

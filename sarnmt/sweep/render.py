@@ -107,16 +107,17 @@ def delta_text(table: Table, cell: Cell, base: Cell | None = None) -> str:
     """``+0.82 [+0.10, +1.50]``: the difference from the baseline and its 95% interval (the seed-aware test's);
     ``+1.78, n/a (1 run)`` where a side has one run (no seed variance: it cannot be tested); ``baseline`` on the
     baseline's row. Where the row or its baseline ``base`` has fewer runs than its seeds, the test is of the runs
-    there are and says so: ``+0.82 [+0.10, +1.50] at 2 v 5 runs``."""
+    there are and says so: ``+0.82 [+0.10, +1.50] at 2 v 5 runs``; a cell with no test says only why (its note
+    names the side with one run; the cells beside it give each side's count)."""
     if cell.row.key == table.baseline:
         return "baseline"
     c = cell.score.comparison if cell.score else None
     if c is None:
         return "—"
+    if c.seed_test_note is not None:
+        return f"{c.difference:+.2f}, {c.seed_test_note}"
     partial = len(cell.records) < cell.expected or (base is not None and len(base.records) < base.expected)
     runs = f" at {c.runs[0]} v {c.runs[1]} runs" if partial else ""
-    if c.seed_test_note is not None:
-        return f"{c.difference:+.2f}, {c.seed_test_note}{runs}"
     return f"{c.difference:+.2f} [{c.low:+.2f}, {c.high:+.2f}]{runs}"
 
 
