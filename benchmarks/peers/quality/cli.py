@@ -7,6 +7,8 @@ Multi30K En->De, to the same quality: BLEU and time to BLEU.
 - ``render``: the table, the seed-aware tests and the figure from the records (:mod:`~benchmarks.peers.quality.
   render`).
 - ``status``: where every job is (complete, training: last validation, failed, not started).
+- ``profile``: where one training update's time goes in each system, on the same batch, one thread each
+  (:mod:`~benchmarks.peers.quality.profile`; ``sweeps/results/peers-quality/profile/``).
 
 ``--scale smoke`` runs a few dozen updates per system into ``outputs/peers-quality/smoke/`` (its records under
 ``outputs/peers-quality/smoke/results``), to see the harness work end to end in minutes; ``--scale full``
@@ -23,11 +25,11 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from benchmarks.peers.quality import render, runner, speed
+from benchmarks.peers.quality import profile, render, runner, speed
 from benchmarks.peers.quality.data import export
 from benchmarks.peers.quality.machine import machine
 from benchmarks.peers.quality.scoring import Scorer
-from benchmarks.peers.quality.systems import ROOT, SCALES, Job, all_systems
+from benchmarks.peers.quality.systems import PEERS, ROOT, SCALES, Job, all_systems
 from sarnmt.sweep.records import write_json
 
 OUTPUTS = ROOT / "outputs" / "peers-quality"
@@ -134,6 +136,25 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    data = args.data or OUTPUTS / "data"
+    if args.data is None:
+        export(data)
+    missing = [name for name in ("train.bpe.en", "train.bpe.de", "pipeline.json") if not (data / name).is_file()]
+    if missing:
+        print(f"error: --data {data}: no {', '.join(missing)} (the exported text: data.py)", file=sys.stderr)
+        return 2
+    if args.repeats < 1:
+        print(f"error: --repeats {args.repeats}: must be at least 1", file=sys.stderr)
+        return 2
+    report = profile.profile(
+        data, args.out, peers_dir=args.peers_dir, systems=args.systems, repeats=args.repeats, echo=echo
+    )
+    echo(f"profile: {args.out / 'profile.md'}")
+    failed = [c["not_run"] for c in report["systems"].values() if "failed" in c.get("not_run", "")]
+    return 1 if failed else 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.peers.quality",
@@ -143,7 +164,8 @@ def parser() -> argparse.ArgumentParser:
         "  python -m benchmarks.peers.quality run                  # the real runs, hours; resumable\n"
         "  python -m benchmarks.peers.quality run --scale smoke --seeds 1\n"
         "  python -m benchmarks.peers.quality status\n"
-        "  python -m benchmarks.peers.quality render",
+        "  python -m benchmarks.peers.quality render\n"
+        "  python -m benchmarks.peers.quality profile --data outputs/peers-quality/data",
     )
     sub = p.add_subparsers(dest="command", required=True)
     for name, helptext in (
@@ -161,12 +183,24 @@ def parser() -> argparse.ArgumentParser:
             q.add_argument("--jobs", type=int, default=2, help="jobs at a time (each one thread)")
             q.add_argument("--no-speed", action="store_true", help="skip the one-at-a-time translation timing")
             q.add_argument("--speed-rounds", type=int, default=2)
+    q = sub.add_parser("profile", help="one training update of each system, profiled on the same batch")
+    q.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="the exported text (default outputs/peers-quality/data, exported there if missing)",
+    )
+    q.add_argument("--peers-dir", type=Path, default=PEERS, help="the peers' venvs: <dir>/joeynmt, <dir>/fairseq")
+    q.add_argument("--out", type=Path, default=RESULTS / "profile", help="profile.json and profile.md")
+    q.add_argument("--systems", nargs="+", choices=profile.COLUMNS, default=None)
+    q.add_argument("--repeats", type=int, default=5, help="timed updates per system (and as many profiled)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return {"run": cmd_run, "render": cmd_render, "status": cmd_status}[args.command](args)
+    commands = {"run": cmd_run, "render": cmd_render, "status": cmd_status, "profile": cmd_profile}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":
