@@ -223,7 +223,8 @@ def run_peer(system: System, data: Path, batch: Batch, repeats: int, seed: int, 
             "work": str(work),
         }
         (work / "spec.json").write_text(json.dumps(spec))
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        # no byte code written into the peer's venv (it may be read-only, or shared with running trainings)
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         env.pop("PYTHONPATH", None)  # the peer's own packages, not this checkout's; -P: nor the script's folder
         try:
             done = subprocess.run(
