@@ -408,6 +408,10 @@ class JoeyNMT(System):
             },
         }
 
+    def profile_config(self, job: Job) -> dict[str, Any]:
+        """What the profile of one update (:mod:`benchmarks.peers.quality.profile_update`) builds JoeyNMT from."""
+        return self.config(job)
+
     def model_dir(self, job: Job, attempt: int) -> Path:
         return attempt_dir(job, attempt) / "model"
 
@@ -604,6 +608,11 @@ class Fairseq(System):
         if scale.max_updates is not None:
             args.append(f"--max-update={scale.max_updates}")
         return args
+
+    def profile_config(self, job: Job) -> list[str]:
+        """What the profile of one update (:mod:`benchmarks.peers.quality.profile_update`) builds fairseq from: its
+        training arguments."""
+        return self.args(job)
 
     def config(self, job: Job) -> dict[str, Any]:
         return {
