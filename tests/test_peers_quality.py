@@ -651,3 +651,43 @@ def test_the_exported_text_is_sarnmts_mini_text(tmp_path):
     assert tokenised == tok
     assert scorer.score("test", plain, tokenised)[0]["bleu_tok"]["score"] == 100.0
     assert sum(p == r for p, r in zip(plain, raw, strict=True)) > 0.9 * len(raw)  # detokenising the references
+
+
+def _profile_column(update_ms: float, matmul_ms: float, mflop: float) -> dict:
+    share = matmul_ms / (update_ms * 1.03)
+    return {
+        "update_ms": update_ms,
+        "kinds_ms": {"matrix products": matmul_ms},
+        "kinds_share": {"matrix products": share},
+        "matmul_gflop_s": 65.0,
+        "mflop_per_target_token": mflop,
+    }
+
+
+def test_the_page_says_what_one_profiled_update_leaves_for_the_speed_goal(tmp_path):
+    assert "One update, profiled" not in render.render(tmp_path, echo=lambda m: None)  # no profile: no section
+    profile = {
+        "machine": {"cpu": "a CPU", "flags": {"avx2": True, "avx512_bf16": False}},
+        "load": {"before": "0.10 0.20 0.30"},
+        "batch": {"sentences": 273, "tgt_tokens": 3875},
+        "systems": {
+            "sarnmt_fp32": _profile_column(1575.0, 1099.0, 18.8),
+            "joeynmt": _profile_column(1933.0, 1328.0, 21.5),
+            "fairseq": _profile_column(1698.0, 1012.0, 17.3),
+        },
+    }
+    (tmp_path / "profile").mkdir()
+    (tmp_path / "profile" / "profile.json").write_text(json.dumps(profile))
+    page = render.render(tmp_path, echo=lambda m: None)
+    section = page[page.index("## One update, profiled") :]
+    assert "sarnmt baseline (fp32): 1,575 CPU ms per update; matrix products 1,099 ms" in section
+    assert "1.08× as fast as the fastest peer (fairseq" in section  # 1698 / 1575, JoeyNMT is slower
+    assert "would take 849 ms" in section and "cannot come from the update's speed alone" in section
+    # a sarnmt whose matrix products fit inside half the fastest peer's update: the goal is in reach of its speed
+    profile["systems"]["sarnmt_fp32"] = _profile_column(800.0, 600.0, 9.0)
+    (tmp_path / "profile" / "profile.json").write_text(json.dumps(profile))
+    assert "within reach of the update's speed" in render.render(tmp_path, echo=lambda m: None)
+    # a peer that did not run is left out of the comparison, never counted as the fastest
+    profile["systems"]["fairseq"] = {"not_run": "fairseq is not installed"}
+    (tmp_path / "profile" / "profile.json").write_text(json.dumps(profile))
+    assert "fastest peer (JoeyNMT" in render.render(tmp_path, echo=lambda m: None)

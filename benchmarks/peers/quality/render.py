@@ -12,6 +12,9 @@ the results folder).
   time and the share re-done after resumes; per peer, sarnmt's time ÷ the peer's as the updates ratio × the
   CPU-per-update ratio. The time goal is checked by the uninterrupted CPU time where every run has it, else by the
   measured time of the table; its line names the clock.
+- **One update, profiled** (``profile/profile.json``, :mod:`benchmarks.peers.quality.profile`, where it exists):
+  each system's CPU time per update on the same batch, its matrix products' time and FLOPs per target token, and
+  whether a 2× faster update than the fastest peer's is within reach of sarnmt's matrix products.
 - **Translation**: beam-5 sentences/s on test2016 from ``speed.json`` (one system at a time), and sarnmt's ÷ each
   system's (above 1: sarnmt is faster).
 - **The seed-aware test** (:func:`sarnmt.sweep.seed_tests.compare_cells`, the tables' test: Welch's test on the seed
@@ -366,6 +369,55 @@ def read_optional(path: Path) -> dict[str, Any]:
         return {}
 
 
+def update_profile(results: Path) -> str:
+    """The section "One update, profiled", from ``profile/profile.json``
+    (:mod:`benchmarks.peers.quality.profile`; empty where there is none): each system's CPU milliseconds per update on
+    the same batch, its matrix products' time (in the profiled update: large operators, which the profiler hardly
+    slows) and share, its FLOPs per target token; sarnmt's update ÷ the fastest peer's, and what a 2× faster update
+    would have to take beside what sarnmt's matrix products alone take."""
+    info = read_optional(results / "profile" / "profile.json")
+    columns = {n: c for n, c in info.get("systems", {}).items() if c and c.get("update_ms")}
+    if BASE not in columns:
+        return ""
+    batch, machine = info.get("batch", {}), info.get("machine", {})
+    flags = [f for f, on in machine.get("flags", {}).items() if on]
+    lines = [
+        f"One training update of each system on the same batch of {batch.get('sentences', '?')} pairs "
+        f"({batch.get('tgt_tokens', 0):,} target tokens), one thread, {machine.get('cpu', '?')} "
+        f"({', '.join(flags) or 'no flags'}), load average {info.get('load', {}).get('before', '?')} before "
+        "([profile/profile.md](profile/profile.md), `python -m benchmarks.peers.quality profile`):",
+        "",
+    ]
+    for name in dict.fromkeys(n for n in [*ORDER, *columns] if n in columns):
+        c = columns[name]
+        mm, share = c["kinds_ms"]["matrix products"], c["kinds_share"]["matrix products"]
+        lines.append(
+            f"- {LABELS.get(name, name)}: {c['update_ms']:,.0f} CPU ms per update; matrix products {mm:,.0f} ms "
+            f"({share:.0%} of the profiled update) at {c['matmul_gflop_s']:.0f} GFLOP/s; "
+            f"{c['mflop_per_target_token']:.1f} MFLOP per target token"
+        )
+    peers = {n: c for n, c in columns.items() if not n.startswith("sarnmt_")}
+    if peers:
+        fastest = min(peers, key=lambda n: peers[n]["update_ms"])
+        mine, theirs = columns[BASE], peers[fastest]
+        mm = mine["kinds_ms"]["matrix products"]
+        lines += [
+            "",
+            f"Per update sarnmt is {theirs['update_ms'] / mine['update_ms']:.2f}× as fast as the fastest peer "
+            f"({LABELS.get(fastest, fastest)}). An update {SPEED_GOAL:.0f}× as fast as that peer's would take "
+            f"{theirs['update_ms'] / SPEED_GOAL:,.0f} ms; sarnmt's matrix products alone take {mm:,.0f} ms "
+            f"({mine['mflop_per_target_token']:.1f} against {theirs['mflop_per_target_token']:.1f} MFLOP per target "
+            "token, at the same rate), so "
+            + (
+                "the goal cannot come from the update's speed alone: it needs fewer updates to the selected "
+                "checkpoint, or a model with fewer FLOPs per token."
+                if mm > theirs["update_ms"] / SPEED_GOAL
+                else "the goal is within reach of the update's speed."
+            ),
+        ]
+    return "\n".join(lines)
+
+
 def render(results: Path, figure_note: str = "", echo=print) -> str:
     """Write ``README.md`` (and the figure) into ``results``. :returns: the markdown."""
     by_system = load(results)
@@ -391,6 +443,9 @@ def render(results: Path, figure_note: str = "", echo=print) -> str:
     parts += ["## The goals", "", goals(by_system), ""]
     if by_system:
         parts += ["## Where the time goes", "", where_time_goes(by_system), ""]
+    profiled = update_profile(results)
+    if profiled:
+        parts += ["## One update, profiled", "", profiled, ""]
     if has_figure:
         parts += ["## Dev BLEU against wall time", "", f"![dev BLEU against wall time]({FIGURE})", ""]
     if machine:
