@@ -29,10 +29,15 @@ from tests.conftest import compose_train
 def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) -> dict[str, str]:
     """The ``error:`` line of each command given ``setting`` (each asserted to be the only line, exit status 2);
     each command would otherwise start work: read a checkpoint that is not there, or data. ``table7``,
-    ``toy_gold`` and ``agreement`` are ``analyze``'s."""
+    ``toy_gold`` and ``agreement`` are ``analyze``'s; ``train_files`` and ``train_corpus`` are ``train`` with
+    ``data=files`` and with a described corpus (``data=multi30k_en_de``), whose files are not there."""
     none = tmp_path / "none.txt"
+    files = [f"data.{side}={none}" for side in ("train_src", "train_tgt", "dev_src", "dev_tgt")]
+    tiny_model = [setting for setting in TINY if not setting.startswith("data.")]
     base = {
         "train": [*TINY, f"hydra.run.dir={tmp_path / 'train'}"],
+        "train_files": [*tiny_model, "data=files", *files, f"hydra.run.dir={tmp_path / 'train'}"],
+        "train_corpus": [*tiny_model, "data=multi30k_en_de", f"data.root={tmp_path}", f"hydra.run.dir={tmp_path}"],
         "translate": ["ckpt_path=none.ckpt", "progress=false"],
         "evaluate": ["ckpt_path=none.ckpt", "progress=false", f"hydra.run.dir={tmp_path / 'evaluate'}"],
         "params": [],
@@ -47,6 +52,7 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
         "table7": ["table7", f"hyps=[{none},{none}]", f"source={none}", f"reference={none}", f"out_dir={tmp_path}"],
     }
     cli = {"table7": "analyze", "toy_gold": "analyze", "agreement": "analyze"}
+    cli |= {"train_files": "train", "train_corpus": "train"}
     return {
         name: one_error(run_cli(capsys, cli.get(name, name), [*base[name], *setting], b"ta\n")) for name in commands
     }
@@ -202,6 +208,12 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             ("sweep-job",),
             "eval_batch_size=2.5: must be a whole number, 1 or more",
             id="eval_batch_size=2.5",
+        ),
+        pytest.param(
+            ["data.max_tokens=null", "data.max_sentences=null"],
+            ("train", "train_files", "train_corpus"),
+            "data.max_tokens=null and data.max_sentences=null: give one or both (the limits of a training batch)",
+            id="max_tokens and max_sentences null",
         ),
     ],
 )

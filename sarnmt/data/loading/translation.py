@@ -107,7 +107,8 @@ class TranslationDataModule(EpochPosition, L.LightningDataModule):
             if value is not None:
                 check_range(f"data.{key}", value, 1, whole=True)
         if max_tokens is None and max_sentences is None:
-            raise ValueError(f"{type(self).__name__}: give max_tokens, max_sentences or both (both are null)")
+            limits = "the limits of a training batch"
+            raise InputError(f"data.max_tokens=null and data.max_sentences=null: give one or both ({limits})")
         check_range("data.num_workers", num_workers, 0, whole=True)
         check_range("data.maxi_batch", maxi_batch, 0, whole=True)
         self.max_len, self.max_tokens, self.eval_batch_size = max_len, max_tokens, eval_batch_size
