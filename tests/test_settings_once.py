@@ -215,6 +215,24 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             "data.max_tokens=null and data.max_sentences=null: give one or both (the limits of a training batch)",
             id="max_tokens and max_sentences null",
         ),
+        pytest.param(
+            ["data.corpus=toy", "data.toy_sizes=[20,0,5]"],
+            ("lm",),
+            "data.toy_sizes.1=0: must be 1 or more (the lines of the valid split)",
+            id="lm data.toy_sizes=[20,0,5]",
+        ),
+        pytest.param(
+            ["data.corpus=toy", "data.toy_sizes=[20,5]"],
+            ("lm",),
+            "data.toy_sizes=[20, 5]: must be three line counts (train, valid and test)",
+            id="lm data.toy_sizes=[20,5]",
+        ),
+        pytest.param(
+            ["data.corpus=toy", "data.toy_sizes=[20,2.5,5]"],
+            ("lm",),
+            "data.toy_sizes.1=2.5: must be a whole number, 1 or more",
+            id="lm data.toy_sizes=[20,2.5,5]",
+        ),
     ],
 )
 def test_every_command_refuses_a_setting_out_of_range_with_the_same_line(capsys, tmp_path, setting, commands, says):

@@ -182,8 +182,7 @@ def prepare_toy(
     :param sizes: lines of train, valid and test.  :returns: as :func:`prepare_folder`.
     """
     start = time.time()
-    if len(sizes) != 3 or any(int(n) < 1 for n in sizes):
-        raise LMCorpusError(f"data.toy_sizes must be three line counts >= 1 (train, valid, test), got {list(sizes)}")
+    assert len(sizes) == 3 and all(n >= 1 for n in sizes), sizes  # checked where they enter (lm/datamodule.py)
     spec = {"kind": "toy", "seed": seed, "sizes": [int(n) for n in sizes], "vocab": vars(settings)}
 
     def build(tmp: Path) -> None:

@@ -16,6 +16,7 @@ Lightning moves the :class:`~sarnmt.lm.segments.LMBatch` es to the device with t
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
@@ -45,6 +46,23 @@ CORPORA = ("folder", "mini", "toy")
 @rank_zero_only
 def _info(msg: str) -> None:
     log.info(msg)
+
+
+TOY_PARTS = ("train", "valid", "test")  # the splits of data.toy_sizes, in its order (the config's words)
+
+
+def check_toy_sizes(sizes: object) -> None:
+    """``data.toy_sizes`` where it enters: three whole numbers of lines, 1 or more (train, valid and test).
+
+    :raises InputError: ``data.toy_sizes=<value>: must be three line counts ...`` or, for one of them,
+        ``data.toy_sizes.<i>=<value>: must be ...`` (:func:`~sarnmt.errors.check_range`), one line."""
+    listed = isinstance(sizes, Sequence) and not isinstance(sizes, str)
+    if not listed or len(sizes) != len(TOY_PARTS):
+        raise InputError(
+            f"data.toy_sizes={list(sizes) if listed else sizes}: must be three line counts (train, valid and test)"
+        )
+    for index, (split, value) in enumerate(zip(TOY_PARTS, sizes, strict=True)):
+        check_range(f"data.toy_sizes.{index}", value, 1, whole=True, why_below=f"the lines of the {split} split")
 
 
 class LanguageModelDataModule(EpochPosition, L.LightningDataModule):
@@ -97,7 +115,9 @@ class LanguageModelDataModule(EpochPosition, L.LightningDataModule):
         self.vocab_settings = VocabSettings(vocab_max_size, vocab_min_count)
         self.batch_size, self.bptt, self.eval_batch_size = batch_size, bptt, eval_batch_size
         self.num_workers = num_workers
-        toy_sizes = None if toy_sizes is None else [int(n) for n in toy_sizes]  # plain ints in checkpoints
+        if toy_sizes is not None:
+            check_toy_sizes(toy_sizes)
+            toy_sizes = list(toy_sizes)  # plain ints in checkpoints
         self.toy_seed, self.toy_sizes = toy_seed, toy_sizes
         self.save_hyperparameters()
         self._report: dict[str, Any] = {}
