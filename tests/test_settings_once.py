@@ -233,6 +233,12 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             "data.toy_sizes.1=2.5: must be a whole number, 1 or more",
             id="lm data.toy_sizes=[20,2.5,5]",
         ),
+        pytest.param(
+            ["loss=tokens"],
+            ("train",),
+            "loss='tokens' is not a choice: use one of sentence, token",
+            id="loss=tokens",
+        ),
     ],
 )
 def test_every_command_refuses_a_setting_out_of_range_with_the_same_line(capsys, tmp_path, setting, commands, says):

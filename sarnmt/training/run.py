@@ -24,11 +24,12 @@ from omegaconf import DictConfig, OmegaConf
 from sarnmt.checkpoints.averaging import average_checkpoints, last_checkpoints
 from sarnmt.checkpoints.stored_config import run_trust
 from sarnmt.decoding.search import Search, build_search
-from sarnmt.errors import InputError
+from sarnmt.errors import InputError, check_one_of
 from sarnmt.kernels.choice import check_choice
 from sarnmt.models.factory import build_model, check_model, count_parameters, net_config
 from sarnmt.training.identity import resume_point, run_identity
 from sarnmt.training.lit_module import TranslationModule
+from sarnmt.training.loss import LOSS_NORMALIZATIONS
 from sarnmt.training.preemption import Preemption
 from sarnmt.training.run_lock import run_lock
 from sarnmt.training.settings import check_training
@@ -97,14 +98,15 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
 
 def check_settings(cfg: DictConfig) -> tuple[Search, Search]:
     """Every setting of the composed config checked once, before any data is read: averaging, the model= / decoder=
-    pair and the model's settings, seeds and learning rate, both searches (built here, from their checked settings)
-    and the kernels.
+    pair and the model's settings, seeds and learning rate, the loss normalization, both searches (built here, from
+    their checked settings) and the kernels.
 
     :returns: the validation and final-test searches.  :raises InputError: naming the key (a
         :class:`~sarnmt.models.factory.ModelConfigError` for a pair that does not go together)."""
     check_averaging(cfg)
     check_model(cfg.model, cfg.decoder)
     check_training(cfg)  # seeds, learning rate, guard and capture limits
+    check_one_of("loss", cfg.loss, LOSS_NORMALIZATIONS)
     searches = build_search(cfg.val_decoding, "val_decoding"), build_search(cfg.decoding, "decoding")
     check_choice(cfg.kernels)
     return searches
