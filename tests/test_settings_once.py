@@ -239,6 +239,26 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             "loss='tokens' is not a choice: use one of sentence, token",
             id="loss=tokens",
         ),
+        pytest.param(["optim.rho=1.5"], ("train",), "optim.rho=1.5: must be at most 1 (a decay rate)", id="rho=1.5"),
+        pytest.param(["optim.eps=-1"], ("train", "lm"), "optim.eps=-1: must be 0 or more", id="eps=-1"),
+        pytest.param(
+            ["optim.weight_decay=nan"],
+            ("train", "lm"),
+            "optim.weight_decay=nan: must be a finite number, 0 or more",
+            id="weight_decay=nan",
+        ),
+        pytest.param(
+            ["optim=adam", "optim.betas.1=1"],
+            ("train", "lm"),
+            "optim.betas.1=1: must be less than 1 (a decay rate)",
+            id="betas.1=1",
+        ),
+        pytest.param(
+            ["optim=adam", "optim.betas=[0.9]"],
+            ("train", "lm"),
+            "optim.betas=[0.9]: must be two decay rates (the gradient's and its square's)",
+            id="betas=[0.9]",
+        ),
     ],
 )
 def test_every_command_refuses_a_setting_out_of_range_with_the_same_line(capsys, tmp_path, setting, commands, says):

@@ -98,14 +98,14 @@ def train(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
 
 def check_settings(cfg: DictConfig) -> tuple[Search, Search]:
     """Every setting of the composed config checked once, before any data is read: averaging, the model= / decoder=
-    pair and the model's settings, seeds and learning rate, the loss normalization, both searches (built here, from
-    their checked settings) and the kernels.
+    pair and the model's settings, seeds and optimizer, the loss normalization, both searches (built here, from their
+    checked settings) and the kernels.
 
     :returns: the validation and final-test searches.  :raises InputError: naming the key (a
         :class:`~sarnmt.models.factory.ModelConfigError` for a pair that does not go together)."""
     check_averaging(cfg)
     check_model(cfg.model, cfg.decoder)
-    check_training(cfg)  # seeds, learning rate, guard and capture limits
+    check_training(cfg)  # seeds, optimizer, guard and capture limits
     check_one_of("loss", cfg.loss, LOSS_NORMALIZATIONS)
     searches = build_search(cfg.val_decoding, "val_decoding"), build_search(cfg.decoding, "decoding")
     check_choice(cfg.kernels)

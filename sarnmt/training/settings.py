@@ -1,10 +1,11 @@
-"""The ranges of a training run's own settings, checked before any data is read (``train`` and ``lm``): the seeds
-and the learning rate. The decoding settings are checked where a decoding config is read
+"""The ranges of a training run's own settings, checked before any data is read (``train`` and ``lm``): the seeds,
+the optimizer and the guard and capture limits. The decoding settings are checked where a decoding config is read
 (:func:`sarnmt.decoding.search.check_decoding`).
 
 - ``seed`` and ``data.seed``: 0 .. 2³² − 1 (:data:`MAX_SEED`), what Lightning's ``seed_everything`` and NumPy accept
   (a 22-digit seed ended in a traceback there);
 - ``optim.lr``: a finite number above 0 (``nan`` trained a model of NaNs, or ended in a traceback at the first step);
+  the optimizer's ``eps``, ``weight_decay``, ``rho`` and ``betas`` in PyTorch's ranges (:func:`check_optimizer`);
 - ``callbacks.nonfinite.max_consecutive`` and ``trainer.strategy.max_graphs`` (where the run has them): whole
   numbers, 1 or more (:class:`~sarnmt.training.nonfinite.NonFiniteGuard` and
   :class:`~sarnmt.training.capture.CaptureStrategy` trust them);
@@ -34,6 +35,7 @@ def check_training(cfg: DictConfig) -> None:
         check_range("optim.lr", lr, 0)
         if lr == 0:
             raise InputError("optim.lr=0: must be more than 0 (nothing would be learned)")
+    check_optimizer(cfg)
     for key in ("callbacks.nonfinite.max_consecutive", "trainer.strategy.max_graphs"):
         value = OmegaConf.select(cfg, key)
         if value is not None:
@@ -41,6 +43,31 @@ def check_training(cfg: DictConfig) -> None:
     precision = OmegaConf.select(cfg, "trainer.precision")
     if precision is not None:
         check_native_bf16(trainer_device(OmegaConf.select(cfg, "trainer.accelerator")), precision, "trainer.precision")
+
+
+def check_optimizer(cfg: DictConfig) -> None:
+    """The optimizer's other settings, where the run has them (the PyTorch optimizer refused them only at the first
+    step, with a traceback): ``optim.eps`` and ``optim.weight_decay`` 0 or more, Adadelta's ``optim.rho`` in [0, 1],
+    Adam's ``optim.betas`` two numbers in [0, 1).
+
+    :raises InputError: ``<key>=<value>: must be ...``, one line naming the key (``optim.betas.0`` for a beta)."""
+    for key in ("optim.eps", "optim.weight_decay"):
+        value = OmegaConf.select(cfg, key)
+        if value is not None:
+            check_range(key, value, 0)
+    rho = OmegaConf.select(cfg, "optim.rho")
+    if rho is not None:
+        check_range("optim.rho", rho, 0, 1, "a decay rate")
+    betas = OmegaConf.select(cfg, "optim.betas")
+    if betas is None:
+        return
+    if not OmegaConf.is_list(betas) or len(betas) != 2:
+        shown = OmegaConf.to_container(betas) if OmegaConf.is_config(betas) else betas
+        raise InputError(f"optim.betas={shown}: must be two decay rates (the gradient's and its square's)")
+    for index, beta in enumerate(betas):
+        check_range(f"optim.betas.{index}", beta, 0, 1, "a decay rate")
+        if beta == 1:
+            raise InputError(f"optim.betas.{index}={beta}: must be less than 1 (a decay rate)")
 
 
 def trainer_device(accelerator: str | None) -> torch.device:
