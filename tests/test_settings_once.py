@@ -259,6 +259,34 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             "optim.betas=[0.9]: must be two decay rates (the gradient's and its square's)",
             id="betas=[0.9]",
         ),
+        pytest.param(
+            ["model.init_std=0"],
+            ("train", "params", "bench", "lm"),
+            "model.init_std=0: must be more than 0 (the spread of the initial weights)",
+            id="init_std=0",
+        ),
+        pytest.param(
+            ["model.dropout=1.5"], ("lm",), "model.dropout=1.5: must be at most 1 (a dropout rate)", id="lm dropout=1.5"
+        ),
+        pytest.param(["model.hidden_dim=0"], ("lm",), "model.hidden_dim=0: must be 1 or more", id="lm hidden_dim=0"),
+        pytest.param(
+            ["decoder=mean_residual", "decoder.first_step=last"],
+            ("train", "params"),
+            "decoder.first_step='last' is not a choice: use one of zero_slot, paper",
+            id="first_step=last",
+        ),
+        pytest.param(
+            ["decoder=self_attentive_content", "decoder.scorer=scope"],
+            ("train", "params"),
+            "decoder.scorer='scope' is not a choice: use one of content, content_scope",
+            id="scorer=scope",
+        ),
+        pytest.param(
+            ["decoder=memory_rnn", "decoder.form=paper"],
+            ("train", "params"),
+            "decoder.form='paper' is not a choice: use one of count_consistent, appendix",
+            id="form=paper",
+        ),
     ],
 )
 def test_every_command_refuses_a_setting_out_of_range_with_the_same_line(capsys, tmp_path, setting, commands, says):

@@ -111,7 +111,7 @@ def lm_table(argv: list[str]) -> str:
     """Table 6's language models (``lm_model=all``, or one) beside the paper's d and 47M."""
     import torch
 
-    from sarnmt.models.factory import build_language_model, count_parameters
+    from sarnmt.models.factory import build_language_model, check_language_model, count_parameters
 
     vocab = [a for a in argv if a.startswith("vocab_size=")]
     vocab_size = int(vocab[-1].split("=", 1)[1]) if vocab else 77_000
@@ -121,6 +121,7 @@ def lm_table(argv: list[str]) -> str:
     rows, base = [], None
     for name in names:
         cfg = compose_lm([f"lm_model={name}", *rest])
+        check_language_model(cfg.model)
         with torch.device("meta"):
             n = count_parameters(build_language_model(cfg.model, vocab_size))
         base = n if base is None else base

@@ -16,7 +16,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from sarnmt.lm.module import LanguageModelModule
-from sarnmt.models.factory import build_language_model, count_parameters, plain_config
+from sarnmt.models.factory import build_language_model, check_language_model, count_parameters, plain_config
 from sarnmt.training.identity import resume_point, run_identity
 from sarnmt.training.run import AfterFit, fit, fitted, make_trainer, output_dir
 from sarnmt.training.run_lock import run_lock
@@ -50,6 +50,7 @@ def train_lm(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
     with finish_wandb(), run_lock(output_dir(cfg), cfg):  # one run at a time in a run folder (training/run_lock.py)
         # a resumed run is the same run as its checkpoint's (training/identity.py): the config before any data is read
         check_training(cfg)  # seeds, optimizer, guard and capture limits, before any data is read
+        check_language_model(cfg.model)
         apply_threads(cfg.get("threads"))
         resumed = resume_point(cfg.ckpt_path, cfg, task="lm") if cfg.ckpt_path else None
         L.seed_everything(cfg.seed, workers=True, verbose=False)

@@ -10,11 +10,13 @@ naming the ``decoder=`` options that do fit the model.
 
 A pair and its settings are checked once, where they enter (:func:`check_model`): a command's composed config
 (``train``, ``params``, ``bench``) or a checkpoint's stored one (:func:`sarnmt.checkpoints.reading.read_checkpoint`);
-:func:`build_model` builds what passed.
+:func:`build_model` builds what passed; a language model's settings likewise (:func:`check_language_model`: ``lm``,
+``params lm_model=``), before :func:`build_language_model`.
 """
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +24,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from sarnmt.errors import UserError, check_range
+from sarnmt.errors import InputError, UserError, check_one_of, check_range
 from sarnmt.utils.compose import config_dir
 
 PAPER_MODEL = "sarnmt.models.seq2seq.Seq2Seq"  # the paper's cGRU: counted by Table 1, reimplemented by the bench
@@ -55,18 +57,51 @@ def _class(node: Mapping[str, Any], group: str) -> type:
 
 
 def check_model(model: Mapping[str, Any] | DictConfig, decoder: Mapping[str, Any] | DictConfig) -> None:
-    """The one check of a ``model=`` / ``decoder=`` pair and of the model's own settings, where they enter (see the
-    module docstring): the pair (:func:`check_combination`), then every ``dropout*`` a number in [0, 1] (NaN passed
-    ``nn.Dropout`` and failed at the first forward step) and every ``*_dim`` a whole number >= 1.
+    """The one check of a ``model=`` / ``decoder=`` pair and of their own settings, where they enter (see the
+    module docstring): the pair (:func:`check_combination`), the model's sizes, rates and spread
+    (:func:`check_model_settings`), and each setting the variant's constructor takes as one of a few names (a
+    ``Literal``: ``decoder.scorer``, ``decoder.form``, ``decoder.first_step``), one of those names.
 
     :raises ModelConfigError: for a pair that does not go together, or a node that names no sarnmt model or variant.
-    :raises InputError: ``model.<key>=<value>: must be ...`` (:func:`~sarnmt.errors.check_range`)."""
+    :raises InputError: ``model.<key>=<value>: must be ...`` (:func:`~sarnmt.errors.check_range`), or
+        ``decoder.<key>=<value> is not a choice: ...`` (:func:`~sarnmt.errors.check_one_of`)."""
     check_combination(model, decoder)
+    check_model_settings(model)
+    decoder = _plain(decoder)
+    for key, choices in literal_choices(_class(decoder, "decoder")).items():
+        if key in decoder:
+            check_one_of(f"decoder.{key}", decoder[key], choices)
+
+
+def check_model_settings(model: Mapping[str, Any] | DictConfig) -> None:
+    """A model's own settings (a ``model=`` or an ``lm_model=`` node): every ``dropout*`` a number in [0, 1] (NaN
+    passed ``nn.Dropout`` and failed at the first forward step), every ``*_dim`` a whole number >= 1 and ``init_std``,
+    the std of the Gaussian initial weights (:mod:`sarnmt.models.init`), a finite number above 0.
+
+    :raises InputError: ``model.<key>=<value>: must be ...`` (:func:`~sarnmt.errors.check_range`)."""
     for key, value in _plain(model).items():
         if isinstance(key, str) and key.startswith("dropout"):
             check_range(f"model.{key}", value, 0, 1, "a dropout rate")
         elif isinstance(key, str) and key.endswith("_dim"):
             check_range(f"model.{key}", value, 1, whole=True)
+        elif key == "init_std":
+            check_range("model.init_std", value, 0)
+            if value == 0:
+                raise InputError("model.init_std=0: must be more than 0 (the spread of the initial weights)")
+
+
+def literal_choices(cls: type) -> dict[str, tuple[str, ...]]:
+    """The constructor parameters of ``cls`` annotated as one of a few names (``Literal["content", ...]``), with
+    their names: where a variant declares its choices. A class whose annotations do not resolve declares none."""
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except (NameError, TypeError, AttributeError):  # a class of one's own, annotated with names not importable here
+        return {}
+    return {
+        key: tuple(str(choice) for choice in typing.get_args(hint))
+        for key, hint in hints.items()
+        if typing.get_origin(hint) is typing.Literal
+    }
 
 
 def decoder_options() -> dict[str, str]:
@@ -125,12 +160,17 @@ def build_model(
     )
 
 
-def build_language_model(model: Mapping[str, Any] | DictConfig, vocab_size: int) -> nn.Module:
-    """A freshly initialised language model (Table 6; an ``lm_model=`` node, :mod:`sarnmt.lm`).
+def check_language_model(model: Mapping[str, Any] | DictConfig) -> None:
+    """The one check of an ``lm_model=`` node where it enters (``lm``, ``params lm_model=``): a language model, with
+    its settings in range (:func:`check_model_settings`).
 
     :raises ModelConfigError: when the node is not a language model (a translation ``model=`` node, say).
-    """
-    model = _plain(model)
+    :raises InputError: ``model.<key>=<value>: must be ...`` (:func:`~sarnmt.errors.check_range`)."""
+    _language_model_class(_plain(model))
+    check_model_settings(model)
+
+
+def _language_model_class(model: Mapping[str, Any]) -> type:
     target = model.get("_target_", "")
     try:
         cls = get_class(target)
@@ -139,6 +179,17 @@ def build_language_model(model: Mapping[str, Any] | DictConfig, vocab_size: int)
     if getattr(cls, "task", None) != "lm":
         options = sorted(path.stem for path in (config_dir() / "lm_model").glob("*.yaml"))
         raise ModelConfigError(f"model: {target} is not a language model; lm_model= options: {', '.join(options)}")
+    return cls
+
+
+def build_language_model(model: Mapping[str, Any] | DictConfig, vocab_size: int) -> nn.Module:
+    """A freshly initialised language model (Table 6; an ``lm_model=`` node, :mod:`sarnmt.lm`), whose settings passed
+    :func:`check_language_model` where they entered.
+
+    :raises ModelConfigError: when the node is not a language model (a translation ``model=`` node, say).
+    """
+    model = _plain(model)
+    _language_model_class(model)
     return instantiate(model, vocab_size=vocab_size)
 
 

@@ -210,6 +210,5 @@ def state_attention(hidden_dim: int, form: str) -> HistoryAttention:
     :param form: ``count_consistent`` (e_i = vᵀ tanh(W_m s_i), reproduces Table 1's counts) or ``appendix``
         (adds the query term W_s q of appendix A.3.2-A.3.3).
     """
-    if form not in STATE_SCORERS:
-        raise ValueError(f"form must be one of {STATE_SCORERS}, got {form!r}")
+    assert form in STATE_SCORERS, form  # checked where it enters (models/factory.py)
     return HistoryAttention(hidden_dim, hidden_dim if form == "appendix" else None, key_bias=False, prefix="s_")

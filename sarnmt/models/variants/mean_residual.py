@@ -30,8 +30,7 @@ class MeanResidual(DecoderVariant):
         out_dim: int | None = None,
     ) -> None:
         super().__init__(emb_dim, hidden_dim, out_dim)
-        if first_step not in ("zero_slot", "paper"):
-            raise ValueError(f"first_step must be 'zero_slot' or 'paper', got {first_step!r}")
+        assert first_step in ("zero_slot", "paper"), first_step  # checked where it enters (models/factory.py)
         self.offset = 0 if first_step == "zero_slot" else 1
 
     def init_state(self, initial_hidden: Tensor) -> VariantState:

@@ -30,8 +30,7 @@ class SelfAttentiveResidual(DecoderVariant):
         out_dim: int | None = None,
     ) -> None:
         super().__init__(emb_dim, hidden_dim, out_dim)
-        if scorer not in ("content", "content_scope"):
-            raise ValueError(f"scorer must be 'content' or 'content_scope', got {scorer!r}")
+        assert scorer in ("content", "content_scope"), scorer  # checked where it enters (models/factory.py)
         self.scoped = scorer == "content_scope"
         self.attention = HistoryAttention(emb_dim, hidden_dim if self.scoped else None, key_bias=True, prefix="y_")
 
