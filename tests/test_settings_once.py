@@ -287,6 +287,24 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             "decoder.form='paper' is not a choice: use one of count_consistent, appendix",
             id="form=paper",
         ),
+        pytest.param(
+            ["data.vocab_size=2"],
+            ("train_files", "train_corpus"),
+            "data.vocab_size=2: must be 3 or more (it counts </s> and <unk>)",
+            id="vocab_size=2",
+        ),
+        pytest.param(
+            ["data.vocab_size=2.5"],
+            ("train_files", "train_corpus"),
+            "data.vocab_size=2.5: must be a whole number, 3 or more",
+            id="vocab_size=2.5",
+        ),
+        pytest.param(
+            ["data.test_src=none.txt"],
+            ("train_files",),
+            "data.test_tgt=null: give it with data.test_src, or neither (a test pair of files)",
+            id="test_src without test_tgt",
+        ),
     ],
 )
 def test_every_command_refuses_a_setting_out_of_range_with_the_same_line(capsys, tmp_path, setting, commands, says):

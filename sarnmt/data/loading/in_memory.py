@@ -11,11 +11,11 @@ from __future__ import annotations
 import itertools
 
 from sarnmt.data.corpora.toy import generate_toy_corpus
-from sarnmt.data.loading.translation import TranslationDataModule
+from sarnmt.data.loading.translation import TranslationDataModule, check_vocab_size
 from sarnmt.data.text.codecs import TextCodec, WordCodec
 from sarnmt.data.text.reading import read_parallel
 from sarnmt.data.text.subword import RawTextBPECodec
-from sarnmt.errors import check_range
+from sarnmt.errors import InputError, check_range
 from sarnmt.utils.paths import resolve_path
 
 
@@ -119,7 +119,9 @@ class FilesDataModule(TranslationDataModule):
             order_seed=order_seed,
         )
         if (test_src is None) != (test_tgt is None):
-            raise ValueError(f"FilesDataModule: give both test files or neither: {test_src=} {test_tgt=}")
+            given, missing = ("test_src", "test_tgt") if test_tgt is None else ("test_tgt", "test_src")
+            raise InputError(f"data.{missing}=null: give it with data.{given}, or neither (a test pair of files)")
+        check_vocab_size(vocab_size)
         self.paths = {"train": (train_src, train_tgt), "val": (dev_src, dev_tgt)}
         if test_src is not None:
             self.paths["test"] = (test_src, test_tgt)

@@ -17,7 +17,7 @@ from typing import Any
 
 from sarnmt.data.corpora.catalog import get_corpus
 from sarnmt.data.corpora.preparation import load_cache, load_ids, prepare_corpus
-from sarnmt.data.loading.translation import EncodedSplit, TranslationDataModule, keep_mask
+from sarnmt.data.loading.translation import EncodedSplit, TranslationDataModule, check_vocab_size, keep_mask
 from sarnmt.data.text.processor import SideSettings
 from sarnmt.utils.paths import resolve_path
 
@@ -70,6 +70,7 @@ class CorpusDataModule(TranslationDataModule):
             max_sentences=max_sentences,
             order_seed=order_seed,
         )
+        check_vocab_size(vocab_size)
         self.corpus = get_corpus(corpus)
         self.name = corpus
         self.root, self.cache_dir = root, cache_dir

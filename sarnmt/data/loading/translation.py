@@ -32,7 +32,7 @@ from torch.utils.data import DataLoader, Dataset
 from sarnmt.data.loading.batching import collate
 from sarnmt.data.loading.position import EpochPosition
 from sarnmt.data.loading.sampler import TokenBatchSampler
-from sarnmt.data.text.codecs import UNK, TextCodec
+from sarnmt.data.text.codecs import SPECIAL_TOKENS, UNK, TextCodec
 from sarnmt.errors import InputError, check_range
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,15 @@ def keep_mask(
     empty = (src_len == 0) | (tgt_len == 0)
     too_long = ~empty & ((src_len >= max_len) | (tgt_len >= max_len))
     return ~(empty | too_long), int(empty.sum()), int(too_long.sum())
+
+
+def check_vocab_size(vocab_size: object) -> None:
+    """``data.vocab_size`` of a BPE-coded DataModule (files, a described corpus) where it enters: a whole number
+    above the special tokens it counts (a smaller one failed after the corpus was read and tokenised).
+
+    :raises InputError: ``data.vocab_size=<value>: must be ...`` (:func:`~sarnmt.errors.check_range`), one line."""
+    counts = f"it counts {' and '.join(SPECIAL_TOKENS)}"
+    check_range("data.vocab_size", vocab_size, len(SPECIAL_TOKENS) + 1, whole=True, why_below=counts)
 
 
 class EncodedSplit(Dataset):

@@ -34,10 +34,10 @@ def train_bpe(
 ) -> Tokenizer:
     """Learn BPE merges into ``tokenizer`` with ``</s>`` = 0 and ``<unk>`` = 1 (both front ends' convention).
 
-    :param owner: named in the error for a vocabulary too small to hold the special tokens.
+    :param owner: named where a vocabulary too small to hold the special tokens is refused (an assertion:
+        ``data.vocab_size`` is checked where it enters, :func:`~sarnmt.data.loading.translation.check_vocab_size`).
     """
-    if vocab_size <= len(SPECIAL_TOKENS):
-        raise ValueError(f"{owner}: vocab_size must be > {len(SPECIAL_TOKENS)}, got {vocab_size}")
+    assert vocab_size > len(SPECIAL_TOKENS), (owner, vocab_size)  # data.vocab_size, checked where it enters
     options = {} if end_of_word_suffix is None else {"end_of_word_suffix": end_of_word_suffix}
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False, **options)
     tokenizer.train_from_iterator(lines, trainer=trainer)
