@@ -12,8 +12,10 @@ import torch
 from omegaconf import OmegaConf
 
 from sarnmt.data.loading.sampler import TokenBatchSampler
-from sarnmt.training.resume import AtomicCheckpointIO, ResumeCheckpoint
+from sarnmt.errors import InputError
+from sarnmt.training.resume import AtomicCheckpointIO
 from sarnmt.training.run import train
+from sarnmt.training.settings import check_training
 from sarnmt.utils.compose import compose, resume_run_dir
 from tests.cli_helpers import run_cli
 from tests.conftest import compose_train
@@ -102,8 +104,11 @@ def test_atomic_checkpoint_io_never_leaves_a_partial_file(tmp_path, monkeypatch)
 
 
 def test_resume_checkpoint_needs_exactly_one_interval(tmp_path):
-    with pytest.raises(ValueError, match="exactly one of train_time_interval and every_n_train_steps"):
-        ResumeCheckpoint(str(tmp_path))
+    """Checked where the run's config enters (:func:`~sarnmt.training.settings.check_training`), before any data is
+    read; :class:`ResumeCheckpoint` trusts it."""
+    both_null = ["callbacks.resume_checkpoint.train_time_interval=null"]
+    with pytest.raises(InputError, match=r"every_n_train_steps=null: give it or .*train_time_interval.*both are null"):
+        check_training(compose_train(both_null, output_dir=tmp_path))
 
 
 @pytest.mark.parametrize(

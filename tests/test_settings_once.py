@@ -305,6 +305,22 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             "data.test_tgt=null: give it with data.test_src, or neither (a test pair of files)",
             id="test_src without test_tgt",
         ),
+        pytest.param(
+            ["callbacks.resume_checkpoint.every_n_train_steps=10"],
+            ("train", "lm"),
+            "callbacks.resume_checkpoint.every_n_train_steps=10: give it or "
+            "callbacks.resume_checkpoint.train_time_interval, the other null (both are given)",
+            id="resume_checkpoint both given",
+        ),
+        pytest.param(
+            [
+                "callbacks.resume_checkpoint.train_time_interval=null",
+                "callbacks.resume_checkpoint.every_n_train_steps=0",
+            ],
+            ("train", "lm"),
+            "callbacks.resume_checkpoint.every_n_train_steps=0: must be 1 or more",
+            id="resume_checkpoint every_n_train_steps=0",
+        ),
     ],
 )
 def test_every_command_refuses_a_setting_out_of_range_with_the_same_line(capsys, tmp_path, setting, commands, says):

@@ -49,7 +49,7 @@ def train_lm(cfg: DictConfig, after: AfterFit | None = None) -> dict[str, Any]:
     quiet_known_warnings()
     with finish_wandb(), run_lock(output_dir(cfg), cfg):  # one run at a time in a run folder (training/run_lock.py)
         # a resumed run is the same run as its checkpoint's (training/identity.py): the config before any data is read
-        check_training(cfg)  # seeds, optimizer, guard and capture limits, before any data is read
+        check_training(cfg)  # seeds, optimizer, guard, capture and resume limits, before any data is read
         check_language_model(cfg.model)
         apply_threads(cfg.get("threads"))
         resumed = resume_point(cfg.ckpt_path, cfg, task="lm") if cfg.ckpt_path else None

@@ -54,11 +54,8 @@ class ResumeCheckpoint(ModelCheckpoint):
         train_time_interval: datetime.timedelta | None = None,
         every_n_train_steps: int | None = None,
     ) -> None:
-        if (train_time_interval is None) == (every_n_train_steps is None):
-            raise ValueError(
-                "ResumeCheckpoint: give exactly one of train_time_interval and every_n_train_steps, "
-                f"got {train_time_interval!r} and {every_n_train_steps!r}"
-            )
+        # exactly one, checked where it enters (sarnmt.training.settings.check_resume_interval)
+        assert (train_time_interval is None) != (every_n_train_steps is None)
         super().__init__(
             dirpath=dirpath,
             save_top_k=0,

@@ -105,7 +105,7 @@ def check_settings(cfg: DictConfig) -> tuple[Search, Search]:
         :class:`~sarnmt.models.factory.ModelConfigError` for a pair that does not go together)."""
     check_averaging(cfg)
     check_model(cfg.model, cfg.decoder)
-    check_training(cfg)  # seeds, optimizer, guard and capture limits
+    check_training(cfg)  # seeds, optimizer, guard, capture and resume limits
     check_one_of("loss", cfg.loss, LOSS_NORMALIZATIONS)
     searches = build_search(cfg.val_decoding, "val_decoding"), build_search(cfg.decoding, "decoding")
     check_choice(cfg.kernels)

@@ -1,5 +1,5 @@
 """The ranges of a training run's own settings, checked before any data is read (``train`` and ``lm``): the seeds,
-the optimizer and the guard and capture limits. The decoding settings are checked where a decoding config is read
+the optimizer and the callbacks' limits. The decoding settings are checked where a decoding config is read
 (:func:`sarnmt.decoding.search.check_decoding`).
 
 - ``seed`` and ``data.seed``: 0 .. 2³² − 1 (:data:`MAX_SEED`), what Lightning's ``seed_everything`` and NumPy accept
@@ -8,7 +8,8 @@ the optimizer and the guard and capture limits. The decoding settings are checke
   the optimizer's ``eps``, ``weight_decay``, ``rho`` and ``betas`` in PyTorch's ranges (:func:`check_optimizer`);
 - ``callbacks.nonfinite.max_consecutive`` and ``trainer.strategy.max_graphs`` (where the run has them): whole
   numbers, 1 or more (:class:`~sarnmt.training.nonfinite.NonFiniteGuard` and
-  :class:`~sarnmt.training.capture.CaptureStrategy` trust them);
+  :class:`~sarnmt.training.capture.CaptureStrategy` trust them); ``callbacks.resume_checkpoint``'s interval
+  (:func:`check_resume_interval`);
 - ``trainer.precision``: a bf16 setting only where the device multiplies bfloat16 natively
   (:func:`~sarnmt.utils.precision.check_native_bf16`).
 """
@@ -40,6 +41,9 @@ def check_training(cfg: DictConfig) -> None:
         value = OmegaConf.select(cfg, key)
         if value is not None:
             check_range(key, value, 1, whole=True)
+    resume = OmegaConf.select(cfg, "callbacks.resume_checkpoint")
+    if resume is not None:
+        check_resume_interval(resume)
     precision = OmegaConf.select(cfg, "trainer.precision")
     if precision is not None:
         check_native_bf16(trainer_device(OmegaConf.select(cfg, "trainer.accelerator")), precision, "trainer.precision")
@@ -68,6 +72,24 @@ def check_optimizer(cfg: DictConfig) -> None:
         check_range(f"optim.betas.{index}", beta, 0, 1, "a decay rate")
         if beta == 1:
             raise InputError(f"optim.betas.{index}={beta}: must be less than 1 (a decay rate)")
+
+
+def check_resume_interval(node: DictConfig) -> None:
+    """``callbacks.resume_checkpoint``'s interval (:class:`~sarnmt.training.resume.ResumeCheckpoint`): exactly one of
+    ``train_time_interval`` and ``every_n_train_steps``, the steps a whole number, 1 or more (Lightning took 0 as
+    no step interval at all).
+
+    :raises InputError: naming ``callbacks.resume_checkpoint.every_n_train_steps``, one line."""
+    key = "callbacks.resume_checkpoint"
+    steps, interval = node.get("every_n_train_steps"), node.get("train_time_interval")
+    if (steps is None) == (interval is None):
+        given = "both are null" if steps is None else "both are given"
+        shown = "null" if steps is None else steps
+        raise InputError(
+            f"{key}.every_n_train_steps={shown}: give it or {key}.train_time_interval, the other null ({given})"
+        )
+    if steps is not None:
+        check_range(f"{key}.every_n_train_steps", steps, 1, whole=True)
 
 
 def trainer_device(accelerator: str | None) -> torch.device:
