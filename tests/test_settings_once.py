@@ -30,7 +30,8 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
     """The ``error:`` line of each command given ``setting`` (each asserted to be the only line, exit status 2);
     each command would otherwise start work: read a checkpoint that is not there, or data. ``table7``,
     ``toy_gold`` and ``agreement`` are ``analyze``'s; ``train_files`` and ``train_corpus`` are ``train`` with
-    ``data=files`` and with a described corpus (``data=multi30k_en_de``), whose files are not there."""
+    ``data=files`` and with a described corpus (``data=multi30k_en_de``), whose files are not there; ``prepare``
+    prepares that corpus."""
     none = tmp_path / "none.txt"
     files = [f"data.{side}={none}" for side in ("train_src", "train_tgt", "dev_src", "dev_tgt")]
     tiny_model = [setting for setting in TINY if not setting.startswith("data.")]
@@ -38,6 +39,7 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
         "train": [*TINY, f"hydra.run.dir={tmp_path / 'train'}"],
         "train_files": [*tiny_model, "data=files", *files, f"hydra.run.dir={tmp_path / 'train'}"],
         "train_corpus": [*tiny_model, "data=multi30k_en_de", f"data.root={tmp_path}", f"hydra.run.dir={tmp_path}"],
+        "prepare": ["data=multi30k_en_de", f"data.root={tmp_path}", f"paths.cache_dir={tmp_path / 'cache'}"],
         "translate": ["ckpt_path=none.ckpt", "progress=false"],
         "evaluate": ["ckpt_path=none.ckpt", "progress=false", f"hydra.run.dir={tmp_path / 'evaluate'}"],
         "params": [],
@@ -320,6 +322,13 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             ("train", "lm"),
             "callbacks.resume_checkpoint.every_n_train_steps=0: must be 1 or more",
             id="resume_checkpoint every_n_train_steps=0",
+        ),
+        pytest.param(
+            ["data.corpus=bogus"],
+            ("train_corpus", "prepare"),
+            "data.corpus='bogus' is not a choice: use one of es_en, en_de, en_zh, multi30k_en_de, multi30k_de_en, "
+            "mini_es_en, mini_en_de, mini_en_zh, tatoeba_es_en, tatoeba_en_zh (sarnmt/data/corpora/catalog.py)",
+            id="corpus=bogus",
         ),
     ],
 )

@@ -15,10 +15,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from sarnmt.data.corpora.catalog import get_corpus
+from sarnmt.data.corpora.catalog import CORPORA, get_corpus
 from sarnmt.data.corpora.preparation import load_cache, load_ids, prepare_corpus
 from sarnmt.data.loading.translation import EncodedSplit, TranslationDataModule, check_vocab_size, keep_mask
 from sarnmt.data.text.processor import SideSettings
+from sarnmt.errors import check_one_of
 from sarnmt.utils.paths import resolve_path
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,8 @@ log = logging.getLogger(__name__)
 class CorpusDataModule(TranslationDataModule):
     """A corpus by name, preprocessed by the pipeline, cached.
 
-    :param corpus: a name of :data:`sarnmt.data.corpora.catalog.CORPORA` (``es_en``, ``mini_en_de``, ...).
+    :param corpus: a name of :data:`sarnmt.data.corpora.catalog.CORPORA` (``es_en``, ``mini_en_de``, ...); another
+        is refused here, with the catalog's names, before any file is read.
     :param root: the folder holding (or receiving) the corpus files; relative to the launch directory.
     :param cache_dir: where the processed corpus is cached (one sub-folder per corpus and settings).
     :param src: source side settings, the fields of :class:`~sarnmt.data.text.processor.SideSettings`; ``tgt`` likewise.
@@ -70,6 +72,7 @@ class CorpusDataModule(TranslationDataModule):
             max_sentences=max_sentences,
             order_seed=order_seed,
         )
+        check_one_of("data.corpus", corpus, tuple(CORPORA), "sarnmt/data/corpora/catalog.py")
         check_vocab_size(vocab_size)
         self.corpus = get_corpus(corpus)
         self.name = corpus
