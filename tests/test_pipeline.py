@@ -11,10 +11,11 @@ import sacrebleu
 from sarnmt.data.text.codec_state import codec_from_state
 from sarnmt.data.text.codecs import WordCodec
 from sarnmt.data.text.pipeline import Pipeline
-from sarnmt.data.text.processor import LanguageProcessor, SideSettings, map_lines
+from sarnmt.data.text.processor import LanguageProcessor, SideSettings, check_side, map_lines
 from sarnmt.data.text.reading import read_lines
 from sarnmt.data.text.subword import RawTextBPECodec, TokenizedTextBPE, merge_bpe
 from sarnmt.data.text.truecase import Truecaser, detruecase
+from sarnmt.errors import InputError
 
 EU = dict(normalize=True, aggressive_dash_splits=True, case="truecase", segmenter="moses")
 TRAIN_EN = [
@@ -34,10 +35,15 @@ TRAIN_DE = [
 
 
 def test_side_settings_reject_unknown_values():
-    with pytest.raises(ValueError, match="case must be one of"):
-        SideSettings("en", case="upper")
-    with pytest.raises(ValueError, match="segmenter must be one of"):
-        SideSettings("zh", segmenter="pkuseg")
+    """Checked where a side's settings enter (:func:`check_side`, the command line's ``data.src`` and ``data.tgt``),
+    the choices read from :class:`SideSettings`' annotations; the dataclass trusts the check."""
+    with pytest.raises(InputError, match=r"^data.src.case='upper' is not a choice: use one of truecase, lowercase"):
+        check_side("src", {"lang": "en", "case": "upper"})
+    with pytest.raises(InputError, match=r"^data.tgt.segmenter='pkuseg' is not a choice: use one of moses, jieba$"):
+        check_side("tgt", {"lang": "zh", "segmenter": "pkuseg"})
+    with pytest.raises(InputError, match=r"^data.src.aggressive_dash_splits='yes': must be true or false$"):
+        check_side("src", {"lang": "en", "aggressive_dash_splits": "yes"})
+    check_side("src", {"lang": "zh", **EU, "segmenter": "jieba"})
     with pytest.raises(TypeError):
         SideSettings(**{"lang": "en", "agressive_dash_splits": True})  # a typo is refused
 

@@ -330,6 +330,24 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             "mini_es_en, mini_en_de, mini_en_zh, tatoeba_es_en, tatoeba_en_zh (sarnmt/data/corpora/catalog.py)",
             id="corpus=bogus",
         ),
+        pytest.param(
+            ["data.src.case=upper"],
+            ("train_corpus", "prepare"),
+            "data.src.case='upper' is not a choice: use one of truecase, lowercase, keep",
+            id="src.case=upper",
+        ),
+        pytest.param(
+            ["data.tgt.segmenter=spacy"],
+            ("train_corpus", "prepare"),
+            "data.tgt.segmenter='spacy' is not a choice: use one of moses, jieba",
+            id="tgt.segmenter=spacy",
+        ),
+        pytest.param(
+            ["data.src.normalize=maybe"],
+            ("train_corpus", "prepare"),
+            "data.src.normalize='maybe': must be true or false",
+            id="src.normalize=maybe",
+        ),
     ],
 )
 def test_every_command_refuses_a_setting_out_of_range_with_the_same_line(capsys, tmp_path, setting, commands, says):

@@ -18,7 +18,7 @@ from typing import Any
 from sarnmt.data.corpora.catalog import CORPORA, get_corpus
 from sarnmt.data.corpora.preparation import load_cache, load_ids, prepare_corpus
 from sarnmt.data.loading.translation import EncodedSplit, TranslationDataModule, check_vocab_size, keep_mask
-from sarnmt.data.text.processor import SideSettings
+from sarnmt.data.text.processor import SideSettings, check_side
 from sarnmt.errors import check_one_of
 from sarnmt.utils.paths import resolve_path
 
@@ -32,7 +32,8 @@ class CorpusDataModule(TranslationDataModule):
         is refused here, with the catalog's names, before any file is read.
     :param root: the folder holding (or receiving) the corpus files; relative to the launch directory.
     :param cache_dir: where the processed corpus is cached (one sub-folder per corpus and settings).
-    :param src: source side settings, the fields of :class:`~sarnmt.data.text.processor.SideSettings`; ``tgt`` likewise.
+    :param src: source side settings, the fields of :class:`~sarnmt.data.text.processor.SideSettings`; ``tgt`` likewise
+        (checked here: :func:`~sarnmt.data.text.processor.check_side`).
     :param vocab_size: BPE vocabulary per side, or shared when ``joint_vocab``.
     :param url_base: download from this mirror (same paths as the official hosts) instead; ``None``: official.
     :param checksums: ``{download folder (e.g. wmt13-test): "md5:..."|"sha256:..."}`` overriding the corpus
@@ -73,6 +74,8 @@ class CorpusDataModule(TranslationDataModule):
             order_seed=order_seed,
         )
         check_one_of("data.corpus", corpus, tuple(CORPORA), "sarnmt/data/corpora/catalog.py")
+        check_side("src", src)
+        check_side("tgt", tgt)
         check_vocab_size(vocab_size)
         self.corpus = get_corpus(corpus)
         self.name = corpus

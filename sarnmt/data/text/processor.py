@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
 from tqdm.auto import tqdm
 
 from sarnmt.data.text.truecase import Truecaser, detruecase
-
-CASES = ("truecase", "lowercase", "keep")
-SEGMENTERS = ("moses", "jieba")
+from sarnmt.errors import check_flag, check_one_of
 
 
 @dataclass(frozen=True)
@@ -35,16 +34,34 @@ class SideSettings:
     lang: str
     normalize: bool = True
     aggressive_dash_splits: bool = True
-    case: str = "truecase"
-    segmenter: str = "moses"
+    case: Literal["truecase", "lowercase", "keep"] = "truecase"
+    segmenter: Literal["moses", "jieba"] = "moses"
 
     def __post_init__(self) -> None:
-        if self.case not in CASES:
-            raise ValueError(f"SideSettings({self.lang}): case must be one of {CASES}, got {self.case!r}")
-        if self.segmenter not in SEGMENTERS:
-            raise ValueError(
-                f"SideSettings({self.lang}): segmenter must be one of {SEGMENTERS}, got {self.segmenter!r}"
-            )
+        # the choices and flags, checked where a side's settings enter (check_side)
+        assert all(getattr(self, key) in choices for key, choices in side_choices().items()), self
+
+
+def side_choices() -> dict[str, tuple[str, ...]]:
+    """The settings of a side that are one of a few names, with their names: where :class:`SideSettings` declares
+    them (its ``Literal`` annotations)."""
+    hints = typing.get_type_hints(SideSettings)
+    return {key: typing.get_args(hint) for key, hint in hints.items() if typing.get_origin(hint) is Literal}
+
+
+def check_side(side: str, settings: Mapping[str, Any]) -> None:
+    """``data.<side>`` (``src`` or ``tgt``) where it enters (a described corpus's DataModule), before any file is
+    read: each setting :class:`SideSettings` declares as one of a few names (:func:`side_choices`) one of them, each
+    it declares ``bool`` true or false (``normalize=maybe`` was taken as true).
+
+    :raises InputError: ``data.<side>.<key>=<value> is not a choice: ...`` (:func:`~sarnmt.errors.check_one_of`) or
+        ``...: must be true or false`` (:func:`~sarnmt.errors.check_flag`), one line."""
+    hints, choices = typing.get_type_hints(SideSettings), side_choices()
+    for key, value in settings.items():
+        if key in choices:
+            check_one_of(f"data.{side}.{key}", value, choices[key])
+        elif hints.get(key) is bool:
+            check_flag(f"data.{side}.{key}", value)
 
 
 def _jieba() -> Any:
