@@ -348,6 +348,12 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             "data.src.normalize='maybe': must be true or false",
             id="src.normalize=maybe",
         ),
+        pytest.param(
+            ["data.joint_vocab=maybe"],
+            ("train_files", "train_corpus", "prepare"),
+            "data.joint_vocab='maybe': must be true or false",
+            id="joint_vocab=maybe",
+        ),
     ],
 )
 def test_every_command_refuses_a_setting_out_of_range_with_the_same_line(capsys, tmp_path, setting, commands, says):

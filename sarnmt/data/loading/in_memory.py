@@ -15,7 +15,7 @@ from sarnmt.data.loading.translation import TranslationDataModule, check_vocab_s
 from sarnmt.data.text.codecs import TextCodec, WordCodec
 from sarnmt.data.text.reading import read_parallel
 from sarnmt.data.text.subword import RawTextBPECodec
-from sarnmt.errors import InputError, check_range
+from sarnmt.errors import InputError, check_flag, check_range
 from sarnmt.utils.paths import resolve_path
 
 
@@ -122,6 +122,7 @@ class FilesDataModule(TranslationDataModule):
             given, missing = ("test_src", "test_tgt") if test_tgt is None else ("test_tgt", "test_src")
             raise InputError(f"data.{missing}=null: give it with data.{given}, or neither (a test pair of files)")
         check_vocab_size(vocab_size)
+        check_flag("data.joint_vocab", joint_vocab)
         self.paths = {"train": (train_src, train_tgt), "val": (dev_src, dev_tgt)}
         if test_src is not None:
             self.paths["test"] = (test_src, test_tgt)

@@ -19,7 +19,7 @@ from sarnmt.data.corpora.catalog import CORPORA, get_corpus
 from sarnmt.data.corpora.preparation import load_cache, load_ids, prepare_corpus
 from sarnmt.data.loading.translation import EncodedSplit, TranslationDataModule, check_vocab_size, keep_mask
 from sarnmt.data.text.processor import SideSettings, check_side
-from sarnmt.errors import check_one_of
+from sarnmt.errors import check_flag, check_one_of
 from sarnmt.utils.paths import resolve_path
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,7 @@ class CorpusDataModule(TranslationDataModule):
         check_side("src", src)
         check_side("tgt", tgt)
         check_vocab_size(vocab_size)
+        check_flag("data.joint_vocab", joint_vocab)
         self.corpus = get_corpus(corpus)
         self.name = corpus
         self.root, self.cache_dir = root, cache_dir
