@@ -354,6 +354,12 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             "data.joint_vocab='maybe': must be true or false",
             id="joint_vocab=maybe",
         ),
+        pytest.param(
+            ["optim=adadelta", "optim.compiled=maybe"],
+            ("train", "lm"),
+            "optim.compiled='maybe': must be true or false",
+            id="compiled=maybe",
+        ),
     ],
 )
 def test_every_command_refuses_a_setting_out_of_range_with_the_same_line(capsys, tmp_path, setting, commands, says):

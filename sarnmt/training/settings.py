@@ -5,7 +5,8 @@ the optimizer and the callbacks' limits. The decoding settings are checked where
 - ``seed`` and ``data.seed``: 0 .. 2³² − 1 (:data:`MAX_SEED`), what Lightning's ``seed_everything`` and NumPy accept
   (a 22-digit seed ended in a traceback there);
 - ``optim.lr``: a finite number above 0 (``nan`` trained a model of NaNs, or ended in a traceback at the first step);
-  the optimizer's ``eps``, ``weight_decay``, ``rho`` and ``betas`` in PyTorch's ranges (:func:`check_optimizer`);
+  the optimizer's ``eps``, ``weight_decay``, ``rho`` and ``betas`` in PyTorch's ranges, ``compiled`` a flag
+  (:func:`check_optimizer`);
 - ``callbacks.nonfinite.max_consecutive`` and ``trainer.strategy.max_graphs`` (where the run has them): whole
   numbers, 1 or more (:class:`~sarnmt.training.nonfinite.NonFiniteGuard` and
   :class:`~sarnmt.training.capture.CaptureStrategy` trust them); ``callbacks.resume_checkpoint``'s interval
@@ -19,7 +20,7 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from sarnmt.errors import InputError, check_range
+from sarnmt.errors import InputError, check_flag, check_range
 from sarnmt.utils.precision import check_native_bf16
 
 MAX_SEED = 2**32 - 1  # numpy.random.seed and lightning.seed_everything: an unsigned 32-bit integer
@@ -52,13 +53,17 @@ def check_training(cfg: DictConfig) -> None:
 def check_optimizer(cfg: DictConfig) -> None:
     """The optimizer's other settings, where the run has them (the PyTorch optimizer refused them only at the first
     step, with a traceback): ``optim.eps`` and ``optim.weight_decay`` 0 or more, Adadelta's ``optim.rho`` in [0, 1],
-    Adam's ``optim.betas`` two numbers in [0, 1).
+    Adam's ``optim.betas`` two numbers in [0, 1); Adadelta's ``optim.compiled`` true or false (``maybe`` was taken
+    as true).
 
     :raises InputError: ``<key>=<value>: must be ...``, one line naming the key (``optim.betas.0`` for a beta)."""
     for key in ("optim.eps", "optim.weight_decay"):
         value = OmegaConf.select(cfg, key)
         if value is not None:
             check_range(key, value, 0)
+    compiled = OmegaConf.select(cfg, "optim.compiled")
+    if compiled is not None:
+        check_flag("optim.compiled", compiled)
     rho = OmegaConf.select(cfg, "optim.rho")
     if rho is not None:
         check_range("optim.rho", rho, 0, 1, "a decay rate")
