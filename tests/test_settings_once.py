@@ -25,6 +25,11 @@ from sarnmt.utils.compose import compose
 from tests.cli_helpers import TINY, one_error, run_cli, train_tiny
 from tests.conftest import compose_train
 
+PATIENCE = (
+    "{key}={value}: must be 1 or more (the validations without improvement that stop training; 0 or less would stop "
+    "at the first, as 1 does; to train without early stopping: ~callbacks.early_stopping)"
+)
+
 
 def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) -> dict[str, str]:
     """The ``error:`` line of each command given ``setting`` (each asserted to be the only line, exit status 2);
@@ -359,6 +364,24 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             ("train", "lm"),
             "optim.compiled='maybe': must be true or false",
             id="compiled=maybe",
+        ),
+        pytest.param(
+            ["callbacks.early_stopping.patience=-1"],
+            ("train", "lm"),
+            PATIENCE.format(key="callbacks.early_stopping.patience", value=-1),
+            id="early_stopping.patience=-1",
+        ),
+        pytest.param(
+            ["validation.patience=0"],
+            ("train", "lm"),
+            PATIENCE.format(key="validation.patience", value=0),
+            id="validation.patience=0",
+        ),
+        pytest.param(
+            ["validation.patience=2.5"],
+            ("train", "lm"),
+            "validation.patience=2.5: must be a whole number, 1 or more",
+            id="validation.patience=2.5",
         ),
     ],
 )

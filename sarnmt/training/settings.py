@@ -10,12 +10,14 @@ the optimizer and the callbacks' limits. The decoding settings are checked where
 - ``callbacks.nonfinite.max_consecutive`` and ``trainer.strategy.max_graphs`` (where the run has them): whole
   numbers, 1 or more (:class:`~sarnmt.training.nonfinite.NonFiniteGuard` and
   :class:`~sarnmt.training.capture.CaptureStrategy` trust them); ``callbacks.resume_checkpoint``'s interval
-  (:func:`check_resume_interval`);
+  (:func:`check_resume_interval`); ``callbacks.early_stopping.patience`` 1 or more (:func:`check_patience`);
 - ``trainer.precision``: a bf16 setting only where the device multiplies bfloat16 natively
   (:func:`~sarnmt.utils.precision.check_native_bf16`).
 """
 
 from __future__ import annotations
+
+import re
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -45,6 +47,9 @@ def check_training(cfg: DictConfig) -> None:
     resume = OmegaConf.select(cfg, "callbacks.resume_checkpoint")
     if resume is not None:
         check_resume_interval(resume)
+    stopping = OmegaConf.select(cfg, "callbacks.early_stopping")
+    if stopping is not None:
+        check_patience(stopping)
     precision = OmegaConf.select(cfg, "trainer.precision")
     if precision is not None:
         check_native_bf16(trainer_device(OmegaConf.select(cfg, "trainer.accelerator")), precision, "trainer.precision")
@@ -95,6 +100,28 @@ def check_resume_interval(node: DictConfig) -> None:
         )
     if steps is not None:
         check_range(f"{key}.every_n_train_steps", steps, 1, whole=True)
+
+
+def check_patience(node: DictConfig) -> None:
+    """``callbacks.early_stopping.patience``, the validations without improvement that stop training (Lightning's
+    ``EarlyStopping``): a whole number, 1 or more. Lightning takes any number: 0 or less stops at the first
+    validation without improvement, as 1 does, so ``-1`` (fairseq's "never stop early") stopped a run where it was
+    meant to go on; to train without early stopping, drop the callback (``~callbacks.early_stopping``).
+
+    The key named is the one the user sets: ``validation.patience`` where the callback's is its interpolation (the
+    configs' ``${validation.patience}``).
+
+    :raises InputError: ``<key>=<value>: must be ...`` (:func:`~sarnmt.errors.check_range`), one line."""
+    if "patience" not in node:
+        return
+    raw = OmegaConf.to_container(node, resolve=False)["patience"]
+    source = re.fullmatch(r"\$\{([\w.]+)\}", raw) if isinstance(raw, str) else None
+    key = source.group(1) if source else "callbacks.early_stopping.patience"
+    why = (
+        "the validations without improvement that stop training; 0 or less would stop at the first, as 1 does; "
+        "to train without early stopping: ~callbacks.early_stopping"
+    )
+    check_range(key, node.patience, 1, whole=True, why_below=why)
 
 
 def trainer_device(accelerator: str | None) -> torch.device:
