@@ -68,7 +68,8 @@ def site(browser, tmp_path_factory) -> Path:
         pytest.skip(reason)
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    run = [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)]
+    # not --quiet: it drops the warnings that --strict counts, and a build with a broken link then passes
+    run = [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)]
     done = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"mkdocs build failed:\n{done.stderr[-3000:]}"
     return out

@@ -291,7 +291,8 @@ def _pilot_page(folder: Path) -> None:
 
 def _peers_page(folder: Path) -> None:
     """The quality comparison beside JoeyNMT and fairseq (``python -m benchmarks.peers.quality render``): its README,
-    the figure shown from this site's copy."""
+    the figure shown from this site's copy, and the profile of one update (``profile/profile.md``) as a page beside
+    it."""
     readme = folder / "README.md"
     if not readme.exists():
         return
@@ -300,10 +301,17 @@ def _peers_page(folder: Path) -> None:
     if figure.exists():  # the README shows it beside itself; the site, from its copy
         shown = _image("results", figure, "dev BLEU against wall time").rstrip("\n")
         text = text.replace(f"![dev BLEU against wall time]({figure.name})", shown)
+    profile = folder / "profile" / "profile.md"
+    if profile.exists():  # one profiled update of each system: a page of its own, linked from the README's section
+        p_first, _, p_rest = _read(profile).partition("\n")
+        _pages["results/peers-quality-profile.md"] = "\n".join([p_first, "", _source_note([profile.parent]), p_rest])
+        text = text.replace("](profile/profile.md)", "](peers-quality-profile.md)")
     first, _, rest = text.partition("\n")
     uri = "results/peers-quality.md"
     _pages[uri] = "\n".join([first, "", _source_note([folder]), rest])
     _titles.append(("Beside JoeyNMT and fairseq", uri))
+    if profile.exists():
+        _titles.append(("One update of each, profiled", "results/peers-quality-profile.md"))
 
 
 def _index() -> None:
