@@ -199,6 +199,23 @@ def test_joeynmt_and_fairseq_logs_are_read(tmp_path):
     assert (events[1].dev_loss, events[1].dev_bleu, events[0].value) == (9.869, 0.01, 4945960)
 
 
+def test_sarnmts_early_stop_is_read_from_its_end_line(tmp_path):
+    # the clock callback's end line says whether Lightning's EarlyStopping ended the run; a run it ended must not be
+    # summarised as one that reached the epoch limit
+    system = Sarnmt("fp32")
+    job = _job(system, tmp_path)
+    early = system.parse(job, 'PEERS-QUALITY {"kind": "end", "step": 3600, "stopped_early": true}')
+    assert [e.kind for e in early] == ["stopped_early", "end"] and early[1].step == 3600
+    capped = system.parse(job, 'PEERS-QUALITY {"kind": "end", "step": 6780, "stopped_early": false}')
+    assert [e.kind for e in capped] == ["end"]
+    points = [{"attempt": 1, "t": 10.0 * u, "kind": "valid", "step": u, "dev_loss": 5.0 - u / 1000} for u in (100, 200)]
+    attempts = [{"n": 1, "start": 0.0, "end": 30.0, "resumed_from": None}]
+    for events, stopped in ((early, "early stopping on dev"), (capped, "epoch limit")):
+        logged = points + [{"attempt": 1, "t": 30.0, **e.as_dict()} for e in events]
+        system.selected = lambda job, valid: (200, tmp_path / "x.ckpt")
+        assert runner.summarise(job, attempts, logged)["stopped"] == stopped
+
+
 def test_each_tool_selects_by_its_own_tie_rule(tmp_path):
     from benchmarks.peers.quality.systems import first_or_last_min
 

@@ -242,7 +242,10 @@ class Sarnmt(System):
     def parse(self, job: Job, line: str) -> list[Event]:
         if line.startswith(PREFIX):
             item = json.loads(line[len(PREFIX) :])
-            return [Event(item["kind"], item.get("step"), item.get("dev_loss"), item.get("dev_bleu"))]
+            event = Event(item["kind"], item.get("step"), item.get("dev_loss"), item.get("dev_bleu"))
+            if item["kind"] == "end" and item.get("stopped_early"):  # Lightning's EarlyStopping ended it
+                return [Event("stopped_early", item.get("step"), value="early stopping on dev cost"), event]
+            return [event]
         found = re.search(r"model: ([\d,]+) parameters", line)
         return [Event("params", value=int(found.group(1).replace(",", "")))] if found else []
 
