@@ -299,8 +299,8 @@ def _peers_page(folder: Path) -> None:
     figure = folder / "dev_bleu_vs_time.png"
     text = _read(readme)
     if figure.exists():  # the README shows it beside itself; the site, from its copy
-        shown = _image("results", figure, "dev BLEU against wall time").rstrip("\n")
-        text = text.replace(f"![dev BLEU against wall time]({figure.name})", shown)
+        shown = _image("results", figure, "dev BLEU against time").rstrip("\n")
+        text = text.replace(f"![dev BLEU against time]({figure.name})", shown)
     profile = folder / "profile" / "profile.md"
     if profile.exists():  # one profiled update of each system: a page of its own, linked from the README's section
         p_first, _, p_rest = _read(profile).partition("\n")
