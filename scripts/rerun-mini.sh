@@ -23,6 +23,20 @@ for s in 1 2 3 4 5; do for r in baseline mean_residual self_attentive_content; d
   if [ "$s" -le 3 ]; then for r in memory_rnn self_attentive_rnn self_attentive_content_scope; do jobs+=("es_en.$r.s$s"); done; fi
 done
 cd "$wt"
-printf '%s\n' "${jobs[@]}" | OMP_NUM_THREADS=1 MKL_DYNAMIC=FALSE xargs -P "$n" -I{} \
+# A record written by this worktree's commit (its "commit" field; the worktree is pinned, and a record is written
+# last, whole) is finished: skip it here without starting sweep-job, which would skip it too, after a minute of
+# imports on a starved machine. Records of other commits (the superseded ones committed there) still run.
+head=$(git rev-parse HEAD)
+mapfile -t todo < <(printf '%s\n' "${jobs[@]}" | "$py" -c '
+import json, pathlib, sys
+head = sys.argv[1]
+for job in sys.stdin.read().split():
+    path = pathlib.Path("sweeps/results/mini/records", job + ".json")
+    if path.is_file() and json.loads(path.read_text()).get("commit") == head:
+        print("record at", head[:7], "present, skipped:", job, file=sys.stderr)
+    else:
+        print(job)
+' "$head")
+printf '%s\n' "${todo[@]}" | OMP_NUM_THREADS=1 MKL_DYNAMIC=FALSE xargs -P "$n" -I{} \
   sh -c "nice -n 19 $py -m sarnmt.sweep_job scale=mini job={} cpu_threads=1 progress=false >> outputs/rerun-{}.log 2>&1 \
          && echo \"\$(date -u +%FT%TZ) done {}\" || echo \"\$(date -u +%FT%TZ) FAILED {} (outputs/rerun-{}.log)\""
