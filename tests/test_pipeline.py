@@ -44,8 +44,25 @@ def test_side_settings_reject_unknown_values():
     with pytest.raises(InputError, match=r"^data.src.aggressive_dash_splits='yes': must be true or false$"):
         check_side("src", {"lang": "en", "aggressive_dash_splits": "yes"})
     check_side("src", {"lang": "zh", **EU, "segmenter": "jieba"})
+    with pytest.raises(InputError, match=r"^data.src.agressive_dash_splits: not a setting of a side: use lang, "):
+        check_side("src", {"lang": "en", "agressive_dash_splits": True})  # a typo is refused where it enters
     with pytest.raises(TypeError):
-        SideSettings(**{"lang": "en", "agressive_dash_splits": True})  # a typo is refused
+        SideSettings(**{"lang": "en", "agressive_dash_splits": True})  # and by the dataclass
+    for lang in (None, "", "english", 3):
+        with pytest.raises(InputError, match=r"^data.tgt.lang"):
+            check_side("tgt", {"lang": lang})
+
+
+def test_a_language_the_moses_tools_do_not_know_is_tokenised_with_englishs_prefixes_and_said(caplog):
+    """tokenizer.perl's fall-back (English's nonbreaking prefixes), which sacremoses takes silently, is said."""
+    check_side("src", {"lang": "de"})
+    assert not caplog.records
+    check_side("src", {"lang": "tr"})
+    assert [r.getMessage() for r in caplog.records] == [
+        "data.src.lang='tr': the Moses tools have no nonbreaking prefixes for it; English's are used "
+        "(tokenizer.perl's fall-back)"
+    ]
+    assert LanguageProcessor(SideSettings("tr", case="keep")).tokenize("Mr. Smith came.") == "Mr. Smith came ."
 
 
 def test_moses_tokenisation_dashes_escaping_and_lowercase():

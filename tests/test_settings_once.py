@@ -354,6 +354,24 @@ def refusals(capsys, tmp_path, commands: tuple[str, ...], setting: list[str]) ->
             id="src.normalize=maybe",
         ),
         pytest.param(
+            ["+data.src.lowercase=true"],
+            ("train_corpus", "prepare"),
+            "data.src.lowercase: not a setting of a side: use lang, normalize, aggressive_dash_splits, case, segmenter",
+            id="src.lowercase (a typo of case)",
+        ),
+        pytest.param(
+            ["data.tgt.lang=german"],
+            ("train_corpus", "prepare"),
+            "data.tgt.lang='german': must be a language code as the Moses tools take it (ISO 639: en, de, es, zh)",
+            id="tgt.lang=german",
+        ),
+        pytest.param(
+            ["data.src.lang=null"],
+            ("train_corpus", "prepare"),
+            "data.src.lang is required: a language code as the Moses tools take it (ISO 639: en, de, es, zh)",
+            id="src.lang=null",
+        ),
+        pytest.param(
             ["data.joint_vocab=maybe"],
             ("train_files", "train_corpus", "prepare"),
             "data.joint_vocab='maybe': must be true or false",

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
+from sacremoses.corpus import NonbreakingPrefixes
 from tqdm.auto import tqdm
 
 from sarnmt.data.text.truecase import Truecaser, detruecase
-from sarnmt.errors import check_flag, check_one_of
+from sarnmt.errors import InputError, check_flag, check_one_of
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,9 @@ class SideSettings:
         assert all(getattr(self, key) in choices for key, choices in side_choices().items()), self
 
 
+LANG_CODE = re.compile(r"[a-z]{2,3}([-_][A-Za-z]{2,8})?")  # en, yue, pt-BR, zh_Hant: what the Moses tools look up
+
+
 def side_choices() -> dict[str, tuple[str, ...]]:
     """The settings of a side that are one of a few names, with their names: where :class:`SideSettings` declares
     them (its ``Literal`` annotations)."""
@@ -51,12 +58,32 @@ def side_choices() -> dict[str, tuple[str, ...]]:
 
 def check_side(side: str, settings: Mapping[str, Any]) -> None:
     """``data.<side>`` (``src`` or ``tgt``) where it enters (a described corpus's DataModule), before any file is
-    read: each setting :class:`SideSettings` declares as one of a few names (:func:`side_choices`) one of them, each
-    it declares ``bool`` true or false (``normalize=maybe`` was taken as true).
+    read: only the keys :class:`SideSettings` declares, ``lang`` given as a language code, each setting it declares as
+    one of a few names (:func:`side_choices`) one of them, each it declares ``bool`` true or false
+    (``normalize=maybe`` was taken as true). A code the Moses tools have no nonbreaking prefixes for is used as
+    ``tokenizer.perl`` uses it, with English's prefixes, and said in a warning.
 
-    :raises InputError: ``data.<side>.<key>=<value> is not a choice: ...`` (:func:`~sarnmt.errors.check_one_of`) or
-        ``...: must be true or false`` (:func:`~sarnmt.errors.check_flag`), one line."""
+    :raises InputError: ``data.<side>.<key>: not a setting of a side: ...``, ``data.<side>.lang=...: must be a
+        language code ...``, ``data.<side>.<key>=<value> is not a choice: ...``
+        (:func:`~sarnmt.errors.check_one_of`) or ``...: must be true or false`` (:func:`~sarnmt.errors.check_flag`),
+        one line."""
     hints, choices = typing.get_type_hints(SideSettings), side_choices()
+    unknown = [key for key in settings if key not in hints]
+    if unknown:
+        raise InputError(f"data.{side}.{unknown[0]}: not a setting of a side: use {', '.join(hints)}")
+    lang = settings.get("lang")
+    code = "a language code as the Moses tools take it (ISO 639: en, de, es, zh)"
+    if lang is None:
+        raise InputError(f"data.{side}.lang is required: {code}")
+    if not isinstance(lang, str) or not LANG_CODE.fullmatch(lang):
+        raise InputError(f"data.{side}.lang={lang!r}: must be {code}")
+    if lang not in NonbreakingPrefixes().available_langs:
+        log.warning(
+            "data.%s.lang=%r: the Moses tools have no nonbreaking prefixes for it; English's are used "
+            "(tokenizer.perl's fall-back)",
+            side,
+            lang,
+        )
     for key, value in settings.items():
         if key in choices:
             check_one_of(f"data.{side}.{key}", value, choices[key])
