@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.peers.quality import breakdown, render, runner
+from benchmarks.peers.quality import breakdown, cli, render, runner, speed
 from benchmarks.peers.quality.data import TESTS, at_form, export
 from benchmarks.peers.quality.scoring import Scorer
 from benchmarks.peers.quality.systems import (
@@ -334,6 +334,23 @@ def test_a_complete_run_leaves_a_record_with_the_series_and_the_selected_update(
     assert record["training"]["attempts"] == 1 and record["tests"]["test2016"]["bleu"]["score"] == 100.0
     assert record["machine"]["threads_per_job"] == 1 and "commit" in record["harness"]
     assert runner.run_job(job, manifest, results, scorer, echo=lambda m: None) == record  # complete: skipped
+
+
+def test_speed_times_the_systems_with_a_complete_record_alone_and_says_when_there_is_none(fake):
+    """``speed`` (the last step of ``run``, and a command of its own): each system with a complete record decodes
+    test2016 with its own command, ``rounds`` times, and the median of the tool's own decoding time is the figure."""
+    job, manifest, results, scorer = fake
+    assert speed.measure([job], results, scorer, rounds=2, echo=lambda m: None) is None  # no record yet
+    assert not (results / "speed.json").exists()
+    runner.run_job(job, manifest, results, scorer, echo=lambda m: None)
+    report = speed.measure([job], results, scorer, rounds=3, echo=lambda m: None)
+    assert report == json.loads((results / "speed.json").read_text())
+    timed = report["systems"]["fake"]
+    assert timed["job"] == "fake.s1" and len(timed["runs"]) == 3 and timed["sentences"] == 12
+    assert timed["decode_seconds_median"] == 0.5 and timed["sentences_per_s"] == 24.0  # the tool's own 0.5 s
+    assert report["test"] == "test2016" and report["beam"] == 5 and "commit" in report["harness"]
+    args = cli.parser().parse_args(["speed", "--speed-rounds", "3", "--systems", "fake"])
+    assert (args.command, args.speed_rounds, args.systems, args.seeds) == ("speed", 3, ["fake"], [1, 2, 3])
 
 
 def _kill_after_first_validation(job: Job) -> None:

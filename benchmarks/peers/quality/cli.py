@@ -7,6 +7,8 @@ Multi30K En->De, to the same quality: BLEU and time to BLEU.
 - ``render``: the table, the seed-aware tests and the figure from the records (:mod:`~benchmarks.peers.quality.
   render`).
 - ``status``: where every job is (complete, training: last validation, failed, not started).
+- ``speed``: the one-at-a-time translation timing of ``run`` alone (:mod:`~benchmarks.peers.quality.speed`), over
+  the systems that have a complete record so far: to time again, on a machine made quiet for it, without training.
 - ``profile``: where one training update's time goes in each system, on the same batch, one thread each
   (:mod:`~benchmarks.peers.quality.profile`; ``sweeps/results/peers-quality/profile/``).
 
@@ -109,6 +111,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_speed(args: argparse.Namespace) -> int:
+    data, runs, results = folders(args)
+    export(data)
+    jobs, _ = plan(args, data, runs)
+    if speed.measure(jobs, results, Scorer(data), rounds=args.speed_rounds, echo=echo) is None:
+        echo(f"speed: no system has a complete record in {results / 'records'}: nothing to time")
+        return 1
+    echo(f"speed: written {results / 'speed.json'}")
+    render.render(results, figure_note=SCALES[args.scale].description, echo=echo)
+    return 0
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     _, _, results = folders(args)
     render.render(results, figure_note=SCALES[args.scale].description, echo=echo)
@@ -164,6 +178,7 @@ def parser() -> argparse.ArgumentParser:
         "  python -m benchmarks.peers.quality run                  # the real runs, hours; resumable\n"
         "  python -m benchmarks.peers.quality run --scale smoke --seeds 1\n"
         "  python -m benchmarks.peers.quality status\n"
+        "  python -m benchmarks.peers.quality speed               # time translation again, no training\n"
         "  python -m benchmarks.peers.quality render\n"
         "  python -m benchmarks.peers.quality profile --data outputs/peers-quality/data",
     )
@@ -172,17 +187,19 @@ def parser() -> argparse.ArgumentParser:
         ("run", "train, decode, score, time, render"),
         ("render", "table and figure"),
         ("status", "jobs"),
+        ("speed", "beam-5 translation of test2016, one system at a time, from the complete records"),
     ):
         q = sub.add_parser(name, help=helptext)
         q.add_argument("--scale", choices=sorted(SCALES), default="full")
         q.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
         q.add_argument("--work", type=Path, default=None, help="job folders (default outputs/peers-quality/SCALE)")
         q.add_argument("--results", type=Path, default=None, help="records, table, figure")
-        if name == "run":
+        if name in ("run", "speed"):
             q.add_argument("--systems", nargs="+", default=None, help="sarnmt_fp32 sarnmt_bf16 joeynmt fairseq")
+            q.add_argument("--speed-rounds", type=int, default=2, help="rounds of the translation timing")
+        if name == "run":
             q.add_argument("--jobs", type=int, default=2, help="jobs at a time (each one thread)")
             q.add_argument("--no-speed", action="store_true", help="skip the one-at-a-time translation timing")
-            q.add_argument("--speed-rounds", type=int, default=2)
     q = sub.add_parser("profile", help="one training update of each system, profiled on the same batch")
     q.add_argument(
         "--data",
@@ -199,7 +216,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    commands = {"run": cmd_run, "render": cmd_render, "status": cmd_status, "profile": cmd_profile}
+    commands = {"run": cmd_run, "render": cmd_render, "status": cmd_status, "speed": cmd_speed, "profile": cmd_profile}
     return commands[args.command](args)
 
 
