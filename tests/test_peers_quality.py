@@ -620,6 +620,7 @@ def test_the_renderer_gives_the_table_tests_figure_and_not_run_rows(tmp_path):
     assert "peer not better" in text and "BLEU: **met**" in text and "2.50× as fast" in text
     assert "(measured wall time" in text  # the synthetic records have no CPU time: the wall clock compares them
     assert (results / render.FIGURE).stat().st_size > 10_000
+    assert "Against the wall time as it was measured (a run lacks its CPU time" in text  # one panel: wall
 
 
 def _timed_results(tmp_path: Path) -> Path:
@@ -644,6 +645,7 @@ def test_where_the_time_goes_and_the_time_goal_by_the_uninterrupted_clock(tmp_pa
     assert goal.startswith("- Time to the selected checkpoint (uninterrupted CPU time, which every run has")
     assert "sarnmt fp32 18.0 min" in goal and "(JoeyNMT 2.3.0 (GRU)) 15.0 min" in goal and "0.83× as fast" in goal
     assert "**not met**, by a factor of 2.40: sarnmt takes 1.20× JoeyNMT 2.3.0 (GRU)'s time = 0.75× its updates" in goal
+    assert "Left: against the CPU time of the training process, the table's clock. Right: against the wall" in text
 
 
 def test_without_two_validations_in_one_attempt_the_goal_keeps_the_measured_clock(tmp_path):

@@ -309,9 +309,11 @@ def where_time_goes(by_system: dict[str, list[dict[str, Any]]]) -> str:
 
 
 def figure(by_system: dict[str, list[dict[str, Any]]], path: Path, note: str = "") -> bool:
-    """Dev BLEU against time, one line per run, one colour per system, the selected checkpoint marked; the time is the
-    table's clock (:func:`clock`: the training process's CPU time where every run measured it, which resumes and a
-    busy machine do not stretch, else wall time)."""
+    """Dev BLEU against time, one line per run, one colour per system, the selected checkpoint marked. The left panel
+    is on the table's clock (:func:`clock`: the training process's CPU time where every run measured it, which
+    resumes and a busy machine do not stretch); where that is CPU time, a right panel gives the wall time as it was
+    measured (since the start of training, summed over the attempts: the machine's other load and the restarts
+    included)."""
     if not by_system:
         return False
     import matplotlib
@@ -319,12 +321,34 @@ def figure(by_system: dict[str, list[dict[str, Any]]], path: Path, note: str = "
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    keys = ["cpu_s", "wall_s"] if clock(by_system) == "cpu" else ["wall_s"]
+    fig, axes = plt.subplots(1, len(keys), figsize=(14, 5.5) if len(keys) == 2 else (9, 5.5))
+    axes = list(np.atleast_1d(axes))
+    for ax, key in zip(axes, keys, strict=True):
+        _figure_panel(ax, by_system, key)
+    axes[0].legend(loc="best", fontsize=9, title="one line per seed", title_fontsize=8)
+    title = "Multi30K En→De dev BLEU against time (circle: the selected checkpoint)"
+    fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=10)
+    fig.text(
+        0.01,
+        0.01,
+        "sarnmt: sacrebleu 13a on detokenised output v. raw references; JoeyNMT, fairseq: tokenised BLEU v. "
+        "tokenised references",
+        fontsize=7,
+        color="0.35",
+    )
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _figure_panel(ax: Any, by_system: dict[str, list[dict[str, Any]]], key: str) -> None:
+    """One panel of :func:`figure`: every run's dev BLEU against the time ``key`` (``cpu_s`` or ``wall_s``)."""
     colours = {"sarnmt_fp32": "tab:blue", "sarnmt_bf16": "tab:cyan", "joeynmt": "tab:orange", "fairseq": "tab:green"}
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    key = f"{clock(by_system)}_s"
     longest = max((p.get(key) or 0.0) for rs in by_system.values() for r in rs for p in r["series"]) or 1.0
-    hours = longest >= 3 * 3600
-    scale, unit = (3600.0, "h") if hours else (60.0, "min")
+    scale, unit = (3600.0, "h") if longest >= 3 * 3600 else (60.0, "min")
     for name in [n for n in ORDER if n in by_system] + [n for n in by_system if n not in ORDER]:
         for k, record in enumerate(by_system[name]):
             points = [p for p in record["series"] if p.get("dev_bleu") is not None and p.get(key) is not None]
@@ -344,32 +368,14 @@ def figure(by_system: dict[str, list[dict[str, Any]]], path: Path, note: str = "
                     ms=7,
                     markeredgecolor="black",
                 )
-    what = (
-        "CPU time of the training process, summed over its attempts"
-        if key == "cpu_s"
-        else "wall time since the start of training"
-    )
-    ax.set_xlabel(f"{what} ({unit}), one thread, two jobs at a time")
-    ax.set_ylabel("dev BLEU (greedy; each tool's, see the legend's note)")
-    title = (
-        f"Multi30K En→De dev BLEU against {'CPU' if key == 'cpu_s' else 'wall'} time (circle: the selected checkpoint)"
-    )
-    ax.set_title(title + (f"\n{note}" if note else ""), fontsize=10)
+    if key == "cpu_s":
+        ax.set_title("CPU time (the table's clock)", fontsize=9)
+        ax.set_xlabel(f"CPU time of the training process, summed over its attempts ({unit}), one thread")
+    else:
+        ax.set_title("wall time, as measured on the shared machine", fontsize=9)
+        ax.set_xlabel(f"wall time since the start of training, summed over its attempts ({unit})")
+    ax.set_ylabel("dev BLEU (greedy; each tool's, see the note below)")
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=9, title="one line per seed", title_fontsize=8)
-    fig.text(
-        0.01,
-        0.01,
-        "sarnmt: sacrebleu 13a on detokenised output v. raw references; JoeyNMT, fairseq: tokenised BLEU v. "
-        "tokenised references",
-        fontsize=7,
-        color="0.35",
-    )
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
 
 
 def read_optional(path: Path) -> dict[str, Any]:
@@ -457,7 +463,13 @@ def render(results: Path, figure_note: str = "", echo=print) -> str:
     if profiled:
         parts += ["## One update, profiled", "", profiled, ""]
     if has_figure:
-        parts += ["## Dev BLEU against time", "", f"![dev BLEU against time]({FIGURE})", ""]
+        caption = (
+            "Left: against the CPU time of the training process, the table's clock. Right: against the wall time "
+            "as it was measured, which the machine's other load, pauses and restarts stretch."
+            if clock(by_system) == "cpu"
+            else "Against the wall time as it was measured (a run lacks its CPU time: the table's clock is wall time)."
+        )
+        parts += ["## Dev BLEU against time", "", f"![dev BLEU against time]({FIGURE})", "", caption, ""]
     if machine:
         parts += [
             "## Machine",
