@@ -353,6 +353,28 @@ def test_speed_times_the_systems_with_a_complete_record_alone_and_says_when_ther
     assert (args.command, args.speed_rounds, args.systems, args.seeds) == ("speed", 3, ["fake"], [1, 2, 3])
 
 
+def test_status_says_why_a_system_does_not_run_and_where_each_job_is(fake, monkeypatch, capsys):
+    job, manifest, results, scorer = fake
+
+    class Missing(FakeTool):
+        name = "missing"
+
+        def unavailable(self):
+            return "not run: CPU lacks bf16 (AVX-512 BF16 or AMX)"
+
+    runner.run_job(job, manifest, results, scorer, echo=lambda m: None)
+    systems = [job.system, Missing(job.system.script, job.system.decode_script)]
+    monkeypatch.setattr(cli, "all_systems", lambda: systems)
+    work = job.work.parent.parent
+    assert cli.main(["status", "--seeds", "1", "2", "--work", str(work), "--results", str(results)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "fake.s1: complete",
+        "missing.s1: not run: CPU lacks bf16 (AVX-512 BF16 or AMX)",
+        "fake.s2: not started",
+        "missing.s2: not run: CPU lacks bf16 (AVX-512 BF16 or AMX)",
+    ]
+
+
 def _kill_after_first_validation(job: Job) -> None:
     events = job.work / "events.jsonl"
     deadline = time.time() + 60

@@ -134,6 +134,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     jobs = [
         Job(s, seed, SCALES[args.scale], data, runs / f"{s.name}.s{seed}") for seed in args.seeds for s in all_systems()
     ]
+    unavailable = {s.name: s.unavailable() for s in all_systems()}
     for job in jobs:
         if runner.complete_record(runner.record_path(results, job.id)) is not None:
             echo(f"{job.id}: complete")
@@ -142,7 +143,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         attempts, events = folder.attempts(), folder.events()
         valid = [e for e in events if e["kind"] == "valid"]
         if not attempts:
-            echo(f"{job.id}: not started")
+            echo(f"{job.id}: {unavailable[job.system.name] or 'not started'}")
             continue
         last = f", last validation: update {valid[-1]['step']}, dev cost {valid[-1]['dev_loss']:.3f}" if valid else ""
         state = "trained, decoding" if (job.work / "fit.json").is_file() else "training or stopped"
