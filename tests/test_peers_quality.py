@@ -396,7 +396,7 @@ def test_a_killed_run_leaves_no_record_then_resumes_into_one_run(fake):
     killer.join()
     assert not runner.record_path(results, job.id).exists()  # a killed run is never a record
     assert render.load(results) == {}
-    assert "no records yet" in render.render(results, echo=lambda m: None)
+    assert "**The runs are pending**: no complete record yet." in render.render(results, echo=lambda m: None)
     # the next run resumes from the tool's checkpoint: one series, each update once, the two attempts' time
     record = runner.run_job(job, manifest, results, scorer, echo=lambda m: None)
     assert record["training"]["attempts"] == 2
@@ -685,6 +685,19 @@ def test_without_two_validations_in_one_attempt_the_goal_keeps_the_measured_cloc
     goal = next(line for line in text.splitlines() if line.startswith("- Time to the selected checkpoint"))
     assert goal.startswith("- Time to the selected checkpoint (measured CPU time, summed over the attempts")
     assert "no uninterrupted time for joeynmt.s2" in goal
+
+
+def test_a_planned_system_without_a_record_is_under_way_not_not_run(tmp_path):
+    results = tmp_path / "results"
+    _synthetic(results, "sarnmt_fp32", 1, 0.8, 60, 100)
+    (results / "systems.json").write_text(json.dumps({"systems": {"joeynmt": {"status": "run"}}}))
+    rows = {
+        line.split(" | ")[0].lstrip("| "): line
+        for line in render.render(results, echo=lambda m: None).splitlines()
+        if line.startswith("| ")
+    }
+    assert "| – | no record yet: its runs have not finished |" in rows["JoeyNMT 2.3.0 (GRU)"]
+    assert "| – | not run: no records |" in rows["fairseq 0.12.2 (LSTM)"]  # never planned here
 
 
 def test_with_no_records_the_page_says_pending(tmp_path):

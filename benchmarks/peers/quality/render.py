@@ -116,12 +116,16 @@ def seed_tests(by_system: dict[str, list[dict[str, Any]]], metric: str = "bleu")
 
 
 def status_of(systems: dict[str, Any], name: str, by_system: dict[str, list]) -> str:
+    """What a system's row says: ``run`` (it has records), the reason it cannot run here, that its runs have not
+    finished (a system ``run`` planned, without a record yet), or that it was never planned."""
     if by_system.get(name):
         return "run"
     given = systems.get(name, {}).get("status")
     if given and given != "run":
         return given
-    return "not run: no records yet"
+    if given == "run":
+        return "no record yet: its runs have not finished"
+    return "not run: no records"
 
 
 def table(by_system: dict[str, list[dict[str, Any]]], systems: dict[str, Any], speed: dict[str, Any]) -> str:
