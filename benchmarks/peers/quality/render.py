@@ -312,20 +312,21 @@ def where_time_goes(by_system: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
-def figure(by_system: dict[str, list[dict[str, Any]]], path: Path, note: str = "") -> bool:
+def figure(by_system: dict[str, list[dict[str, Any]]], path: Path, note: str = "") -> tuple[str, ...]:
     """Dev BLEU against time, one line per run, one colour per system, the selected checkpoint marked. The left panel
     is on the table's clock (:func:`clock`: the training process's CPU time where every run measured it, which
     resumes and a busy machine do not stretch); where that is CPU time, a right panel gives the wall time as it was
     measured (since the start of training, summed over the attempts: the machine's other load and the restarts
-    included)."""
+    included). :returns: the panels' time keys, left to right (``("cpu_s", "wall_s")`` or ``("wall_s",)``); empty
+    when there is nothing to draw."""
     if not by_system:
-        return False
+        return ()
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = ["cpu_s", "wall_s"] if clock(by_system) == "cpu" else ["wall_s"]
+    keys = ("cpu_s", "wall_s") if clock(by_system) == "cpu" else ("wall_s",)
     fig, axes = plt.subplots(1, len(keys), figsize=(14, 5.5) if len(keys) == 2 else (9, 5.5))
     axes = list(np.atleast_1d(axes))
     for ax, key in zip(axes, keys, strict=True):
@@ -345,7 +346,7 @@ def figure(by_system: dict[str, list[dict[str, Any]]], path: Path, note: str = "
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return True
+    return keys
 
 
 def _figure_panel(ax: Any, by_system: dict[str, list[dict[str, Any]]], key: str) -> None:
@@ -444,7 +445,7 @@ def render(results: Path, figure_note: str = "", echo=print) -> str:
     info = read_optional(results / "systems.json")
     systems = info.get("systems", {})
     speed = read_optional(results / "speed.json").get("systems", {})
-    has_figure = figure(by_system, results / FIGURE, figure_note)
+    panels = figure(by_system, results / FIGURE, figure_note)
     machine = info.get("machine") or next((r["machine"] for rs in by_system.values() for r in rs), {})
     flags = machine.get("flags", {})
     parts = [
@@ -466,11 +467,11 @@ def render(results: Path, figure_note: str = "", echo=print) -> str:
     profiled = update_profile(results)
     if profiled:
         parts += ["## One update, profiled", "", profiled, ""]
-    if has_figure:
+    if panels:
         caption = (
             "Left: against the CPU time of the training process, the table's clock. Right: against the wall time "
             "as it was measured, which the machine's other load, pauses and restarts stretch."
-            if clock(by_system) == "cpu"
+            if "cpu_s" in panels
             else "Against the wall time as it was measured (a run lacks its CPU time: the table's clock is wall time)."
         )
         parts += ["## Dev BLEU against time", "", f"![dev BLEU against time]({FIGURE})", "", caption, ""]
@@ -485,5 +486,5 @@ def render(results: Path, figure_note: str = "", echo=print) -> str:
         ]
     text = "\n".join(parts)
     write_text(results / "README.md", text)
-    echo(f"wrote {results / 'README.md'}" + (f" and {results / FIGURE}" if has_figure else ""))
+    echo(f"wrote {results / 'README.md'}" + (f" and {results / FIGURE}" if panels else ""))
     return text
