@@ -20,7 +20,8 @@ Carlo error), and there is no two-level bootstrap (no counts to resample in the 
 (1 - alpha) / cells); a calibrated test's rate lies within alpha +- 3 such errors (:func:`band`) but by chance about
 once in 370: at 2,000 cells 0.035-0.065 at 0.05 and 0.003-0.017 at 0.01, at 4,000 0.039-0.061 and 0.005-0.015.
 
-:func:`calibrate` checks the settings, runs the regimes and returns the table (Markdown). Defaults: 2,000 cells,
+:func:`calibrate` runs the regimes and returns the table (Markdown); :mod:`sarnmt.cli.calibrate` checks the
+settings first. Defaults: 2,000 cells,
 400 bootstrap resamples per cell (the tables use 10,000: with 400 the old tests' p move by their Monte Carlo error,
 about 0.011 at 0.05, and v_sent by about 7%), 300 sentences, the run counts of :data:`SIZES` for the synthetic
 regimes; :data:`REAL_CELLS` cells (and splits) at :data:`REAL_SIZES` for the real ones. Every regime and run count
@@ -32,13 +33,13 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from sarnmt.errors import InputError, check_range
+from sarnmt.errors import InputError
 from sarnmt.sweep import seed_tests
 from sarnmt.sweep.null_regimes import (
     REAL,
@@ -249,60 +250,21 @@ def markdown(rates: Sequence[Rates]) -> str:
     return "\n".join(lines)
 
 
-def parse_runs(value: str | Iterable[object]) -> tuple[tuple[int, int], ...]:
-    """``["2v2", "3v5"]`` (or one ``"2v2"``) -> ``((2, 2), (3, 5))``: run counts of the row and the baseline, 2 or
-    more a side (Welch's test needs a variance on each side).
-
-    :raises InputError: naming ``runs``, for anything else."""
-    items = [value] if isinstance(value, str | int) else list(value)
-    sizes = []
-    for item in items:
-        counts = str(item).strip().split("v")
-        if len(counts) != 2 or not all(c.isdecimal() and c.isascii() and int(c) >= 2 for c in counts):
-            raise InputError(f"runs={item!r}: give run counts as NvM, 2 or more a side, in a list (runs=[3v3,3v5])")
-        sizes.append((int(counts[0]), int(counts[1])))
-    if not sizes:
-        raise InputError("runs=[]: give run counts as NvM, 2 or more a side, in a list (runs=[3v3,3v5])")
-    return tuple(dict.fromkeys(sizes))
-
-
-def parse_regimes(value: str | Iterable[object]) -> tuple[str, ...]:
-    """``"real"`` or ``["synthetic", "real"]`` -> the kinds of regime to run, each once.
-
-    :raises InputError: naming ``regimes``, for an empty list or another name."""
-    kinds = tuple(dict.fromkeys(str(k).strip() for k in ([value] if isinstance(value, str) else value)))
-    if not kinds:
-        raise InputError("regimes=[]: give synthetic, real or both (regimes=[synthetic,real])")
-    for kind in kinds:
-        if kind not in ("synthetic", "real"):
-            raise InputError(f"regimes: {kind!r} is not a regime; give synthetic, real or both")
-    return kinds
-
-
 def calibrate(
+    kinds: Sequence[str],
+    sizes: tuple[tuple[int, int], ...] | None,
     cells: int = 2000,
     resamples: int = 400,
     sentences: int = 300,
     seed: int = 0,
-    runs: str | Iterable[object] | None = None,
     real_cells: int = REAL_CELLS,
-    regimes: str | Iterable[object] = ("synthetic", "real"),
     records: Path = RECORDS,
 ) -> str:
-    """The table (:func:`markdown`) of :func:`calibration_table` and :func:`real_table`, as ``regimes`` asks, every
-    setting checked first (``runs``: :func:`parse_runs`; None: :data:`SIZES` and :data:`REAL_SIZES`).
+    """The table (:func:`markdown`) of :func:`calibration_table` and :func:`real_table` for the regime ``kinds``
+    (``synthetic``, ``real``) at the run counts ``sizes`` (None: :data:`SIZES` and :data:`REAL_SIZES`), the settings
+    checked where they enter (:mod:`sarnmt.cli.calibrate`).
 
-    :raises InputError: one line naming the setting, or the record a real regime cannot read."""
-    for key, value, minimum in (
-        ("cells", cells, 10),
-        ("resamples", resamples, 50),
-        ("sentences", sentences, 10),
-        ("seed", seed, 0),
-        ("real_cells", real_cells, 100),
-    ):
-        check_range(key, value, minimum, whole=True)
-    kinds = parse_regimes(regimes)
-    sizes = parse_runs(runs) if runs is not None else None
+    :raises InputError: the record a real regime cannot read."""
     rates = []
     if "synthetic" in kinds:
         rates += calibration_table(cells, resamples, sentences, seed, sizes or SIZES)
